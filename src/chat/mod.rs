@@ -1,0 +1,9 @@
+//! Chat formatting and output decoding: the GGUF's chat template rendered with minijinja into
+//! markup and message text kept apart (so message text is never parsed as special tokens), and
+//! an incremental UTF-8 decoder for streamed token bytes.
+
+mod template;
+mod utf8;
+
+pub use template::{ChatMessage, ChatTemplate, Segment, TemplateError};
+pub use utf8::Utf8Stream;

@@ -1,0 +1,58 @@
+//! The command line: `strata-desk <subcommand>`.
+
+use crate::engine_worker::WorkerOptions;
+use clap::{Args, Parser, Subcommand};
+use std::path::PathBuf;
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "strata-desk",
+    version,
+    about = "Serve a local LLM to coding agents, and see how the engine is shared",
+    arg_required_else_help = true
+)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Option<CliCommand>,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum CliCommand {
+    /// Stream a completion of PROMPT from the model to the terminal.
+    Generate(GenerateArgs),
+    /// Fetch the default model (SmolLM2-135M-Instruct) if it is not here yet, and print its path.
+    FetchModel,
+    /// Run the engine worker (started by the app itself; speaks JSON lines on stdin/stdout).
+    EngineWorker(WorkerOptions),
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct GenerateArgs {
+    /// The prompt, sent as one user message through the model's chat template.
+    pub prompt: String,
+    /// A GGUF model; by default the default model, fetched on first use.
+    #[arg(long)]
+    pub model: Option<PathBuf>,
+    /// A system message before the prompt.
+    #[arg(long)]
+    pub system: Option<String>,
+    /// Most tokens to generate.
+    #[arg(long, default_value_t = 256)]
+    pub max_tokens: u32,
+    /// 0 is greedy.
+    #[arg(long, default_value_t = 0.0)]
+    pub temperature: f32,
+    #[arg(long, default_value_t = 0)]
+    pub seed: u32,
+    /// Context size in tokens; 0 takes the model's (at most 32768).
+    #[arg(long = "ctx", default_value_t = 0)]
+    pub ctx_tokens: u32,
+    /// Prompt tokens read per step; 0 takes the engine's measured default (about 1 s).
+    #[arg(long, default_value_t = 0)]
+    pub chunk_tokens: u32,
+    /// CPU threads; 0 takes one less than the cores.
+    #[arg(long, default_value_t = 0)]
+    pub threads: u32,
+    #[arg(long, default_value_t = 0)]
+    pub gpu_layers: u32,
+}

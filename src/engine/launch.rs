@@ -1,0 +1,59 @@
+//! How to start a worker: which executable, with which options.
+
+use crate::engine_worker::{FlashAttn, KvType, WorkerOptions};
+use std::ffi::OsString;
+use std::path::PathBuf;
+use std::time::Duration;
+
+#[derive(Debug, Clone)]
+pub struct WorkerLaunch {
+    /// This app's own binary (`std::env::current_exe()`; in tests the built binary).
+    pub exe: PathBuf,
+    pub options: WorkerOptions,
+    /// Loading a model can take long on a slow disk; past this the start fails.
+    pub handshake_timeout: Duration,
+}
+
+impl WorkerLaunch {
+    pub fn new(exe: PathBuf, options: WorkerOptions) -> Self {
+        Self {
+            exe,
+            options,
+            handshake_timeout: Duration::from_secs(120),
+        }
+    }
+
+    pub fn args(&self) -> Vec<OsString> {
+        let o = &self.options;
+        let mut args: Vec<OsString> = vec!["engine-worker".into(), "--model".into()];
+        args.push(o.model.clone().into_os_string());
+        for (flag, value) in [
+            ("--ctx", o.ctx_tokens),
+            ("--slots", o.slots),
+            ("--threads", o.threads),
+            ("--gpu-layers", o.gpu_layers),
+            ("--n-batch", o.n_batch),
+        ] {
+            args.push(flag.into());
+            args.push(value.to_string().into());
+        }
+        args.push("--flash-attn".into());
+        args.push(
+            match o.flash_attn {
+                FlashAttn::Auto => "auto",
+                FlashAttn::On => "on",
+                FlashAttn::Off => "off",
+            }
+            .into(),
+        );
+        args.push("--kv-type".into());
+        args.push(
+            match o.kv_type {
+                KvType::F16 => "f16",
+                KvType::Q8_0 => "q8_0",
+            }
+            .into(),
+        );
+        args
+    }
+}

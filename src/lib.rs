@@ -1,0 +1,32 @@
+//! Strata Desk: serve a local LLM to coding agents, and show live how the scheduler shares
+//! the engine.
+//!
+//! The crate map (dependency rules in brackets):
+//!
+//! - [`ids`]: identifier types shared by every module.
+//! - [`protocol`]: the typed, versioned JSON-lines messages between the host and the engine
+//!   worker process. [imports only `ids`]
+//! - [`engine_worker`]: the child process that runs llama.cpp: one context, one unified KV
+//!   pool, one sampler per request; steps of one prompt chunk plus one token per decoding
+//!   sequence. [the only place that runs inference]
+//! - [`engine`]: the host side: spawn the worker from this binary, handshake, deadlines, death
+//!   detection, restart; one generation id per worker process.
+//! - [`tokenizer`]: the same GGUF loaded vocab-only on the host. [the host's only use of
+//!   llama-cpp-2]
+//! - [`chat`]: chat template rendering (minijinja) with message text kept apart from markup,
+//!   incremental UTF-8 decoding.
+//! - [`models`]: the default model, fetched with pip, checked by SHA-256, cached.
+//! - [`generate`]: `strata-desk generate`, the simplest driver of the engine.
+//! - [`cli`]: the command line.
+//!
+//! `anyhow` is used only in `main.rs`; each module has its own error enum.
+
+pub mod chat;
+pub mod cli;
+pub mod engine;
+pub mod engine_worker;
+pub mod generate;
+pub mod ids;
+pub mod models;
+pub mod protocol;
+pub mod tokenizer;

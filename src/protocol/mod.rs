@@ -1,0 +1,260 @@
+//! The typed, versioned messages between the host (the app) and the engine worker process.
+//!
+//! Transport: JSON lines over the worker's stdin (commands) and stdout (replies); the worker's
+//! logs go to stderr. Every command carries an `id` that its reply repeats. The worker sends one
+//! unsolicited [`Reply::Ready`] (id 0) when the model is loaded: the handshake. A line the worker
+//! cannot parse gets a [`Reply::Error`] (with the id when it could be read) and the worker goes
+//! on with the next line. The host may send the next command before the last reply arrived: the
+//! worker runs them in order.
+//!
+//! This module imports nothing else of the crate but the shared id types.
+
+use crate::ids::{RequestId, SeqId, TokenId};
+use serde::{Deserialize, Serialize};
+
+/// Bumped on every incompatible change; the host refuses a worker that speaks another one.
+pub const PROTOCOL_VERSION: u32 = 1;
+
+/// One line from the host to the worker.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CommandLine {
+    pub id: u64,
+    #[serde(flatten)]
+    pub command: Command,
+}
+
+/// What the host asks of the worker.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "op", rename_all = "snake_case")]
+pub enum Command {
+    /// Start a request on a sequence. The sequence keeps its first `keep_tokens` cached tokens
+    /// (a prefix the request shares) and drops the rest; the request's prompt continues from
+    /// there. One sampler object is made for the request and kept until it is closed.
+    Open {
+        request: RequestId,
+        seq: SeqId,
+        #[serde(default)]
+        keep_tokens: u32,
+        #[serde(default)]
+        sampling: Sampling,
+    },
+    /// One engine step: at most one prompt chunk plus one decode token for every listed
+    /// decoding request, in one llama.cpp batch (split only where `n_batch` demands).
+    Step {
+        #[serde(default)]
+        chunk: Option<Chunk>,
+        #[serde(default)]
+        decode: Vec<RequestId>,
+    },
+    /// End a request: its sampler is dropped; the tokens stay in its sequence as a cache.
+    Close { request: RequestId },
+    /// Counters and the KV budget.
+    Stats,
+}
+
+/// Part of a request's prompt to read in this step.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Chunk {
+    pub request: RequestId,
+    pub tokens: Vec<TokenId>,
+    /// The prompt ends with this chunk: sample the first output token from its last position.
+    #[serde(default)]
+    pub last: bool,
+}
+
+/// Sampling parameters of one request. `temperature <= 0` is greedy.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct Sampling {
+    pub temperature: f32,
+    pub top_k: i32,
+    pub top_p: f32,
+    pub min_p: f32,
+    pub seed: u32,
+}
+
+impl Default for Sampling {
+    fn default() -> Self {
+        Self {
+            temperature: 0.0,
+            top_k: 40,
+            top_p: 0.95,
+            min_p: 0.05,
+            seed: 0,
+        }
+    }
+}
+
+/// One line from the worker to the host.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ReplyLine {
+    /// The command's id; 0 for the handshake; `None` for an error about a line without one.
+    pub id: Option<u64>,
+    #[serde(flatten)]
+    pub reply: Reply,
+}
+
+/// What the worker answers.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "reply", rename_all = "snake_case")]
+pub enum Reply {
+    Ready(Handshake),
+    Opened {
+        request: RequestId,
+        seq: SeqId,
+        /// Tokens of the sequence kept for the request (`keep_tokens`, or fewer if it held less).
+        kept_tokens: u32,
+    },
+    StepDone(StepDone),
+    Closed {
+        request: RequestId,
+    },
+    Stats(Stats),
+    Error(ErrorReply),
+}
+
+/// The handshake: what this engine is and can do.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Handshake {
+    pub protocol_version: u32,
+    pub model: ModelFacts,
+    /// Sequences (slots) the context serves.
+    pub slots: u32,
+    /// Cells of the one unified KV pool, shared by every sequence.
+    pub kv_cells: u32,
+    /// Most tokens one llama.cpp decode call takes.
+    pub n_batch: u32,
+    pub threads: u32,
+    /// Prompt tokens read per second, measured at load.
+    pub prompt_tokens_per_sec: f64,
+    /// About one second of prompt reading on this engine, bounded 64..=8192, a multiple of 64.
+    pub chunk_tokens: u32,
+    /// True for a simulated engine; every UI labels it so.
+    pub simulated: bool,
+}
+
+/// Facts about the loaded model.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ModelFacts {
+    pub name: String,
+    pub path: String,
+    /// Context of the engine (cells one sequence may use at most).
+    pub n_ctx: u32,
+    pub n_ctx_train: u32,
+    pub n_vocab: i32,
+    pub bos: Option<TokenId>,
+    pub eog: Vec<TokenId>,
+    /// The token where a turn starts (`<|im_start|>` in ChatML), if the vocabulary has one.
+    pub turn_token: Option<TokenId>,
+    /// Whether the cache can be cut at any token (false for recurrent and hybrid models).
+    pub trims_at_any_token: bool,
+    pub chat_template: Option<String>,
+}
+
+/// What one step did.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct StepDone {
+    /// One entry per request that sampled a token in this step.
+    pub sampled: Vec<Sampled>,
+    /// The chunk's request and the prompt tokens its sequence now holds.
+    pub read: Option<ReadProgress>,
+    /// Wall time of the step inside the worker.
+    pub step_micros: u64,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Sampled {
+    pub request: RequestId,
+    pub token: TokenId,
+    /// The token's text as raw bytes (it may be part of a UTF-8 character).
+    pub bytes: Vec<u8>,
+    /// End of generation (EOS, EOT, ...).
+    pub eog: bool,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ReadProgress {
+    pub request: RequestId,
+    /// Positions the request's sequence holds after the chunk.
+    pub held_tokens: u32,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Stats {
+    pub kv_cells: u32,
+    pub kv_cells_used: u32,
+    /// Tokens each sequence holds, by sequence id.
+    pub seq_tokens: Vec<u32>,
+    pub open_requests: u32,
+    pub steps: u64,
+    pub prompt_tokens_read: u64,
+    pub tokens_decoded: u64,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ErrorReply {
+    pub kind: ErrorKind,
+    pub message: String,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ErrorKind {
+    /// The line is not JSON, or not a command of this protocol.
+    Malformed,
+    /// A well-formed command that names something unknown (a request, a sequence).
+    Invalid,
+    /// llama.cpp refused (no KV room, decode failure).
+    Engine,
+}
+
+impl ReplyLine {
+    pub fn error(id: Option<u64>, kind: ErrorKind, message: impl Into<String>) -> Self {
+        Self {
+            id,
+            reply: Reply::Error(ErrorReply {
+                kind,
+                message: message.into(),
+            }),
+        }
+    }
+}
+
+/// Reads the `id` of a line that did not parse as a command, so its error can name it.
+pub fn salvage_id(line: &str) -> Option<u64> {
+    serde_json::from_str::<serde_json::Value>(line)
+        .ok()?
+        .get("id")?
+        .as_u64()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_step_command_round_trips_through_json() {
+        let line = CommandLine {
+            id: 7,
+            command: Command::Step {
+                chunk: Some(Chunk {
+                    request: RequestId(3),
+                    tokens: vec![1, 2, 3],
+                    last: true,
+                }),
+                decode: vec![RequestId(4)],
+            },
+        };
+        let text = serde_json::to_string(&line).unwrap();
+        assert!(text.contains(r#""op":"step""#), "{text}");
+        assert_eq!(serde_json::from_str::<CommandLine>(&text).unwrap(), line);
+    }
+
+    #[test]
+    fn an_unknown_op_does_not_parse_but_its_id_is_salvaged() {
+        let text = r#"{"id":12,"op":"explode"}"#;
+        assert!(serde_json::from_str::<CommandLine>(text).is_err());
+        assert_eq!(salvage_id(text), Some(12));
+        assert_eq!(salvage_id("not json"), None);
+    }
+}

@@ -1,0 +1,160 @@
+//! Shared test fixtures: the real model, the worker binary, a serial lock for real-model tests.
+
+use std::path::PathBuf;
+use std::sync::{Mutex, MutexGuard, OnceLock};
+use strata_desk::engine::{EngineProcess, WorkerLaunch};
+use strata_desk::engine_worker::WorkerOptions;
+use strata_desk::ids::{RequestId, SeqId, TokenId};
+use strata_desk::protocol::{Chunk, Command, Reply, Sampling, StepDone};
+use strata_desk::tokenizer::Tokenizer;
+
+/// The test model: `STRATA_TEST_MODEL`, else the default model (fetched once if missing).
+pub fn model_path() -> PathBuf {
+    static PATH: OnceLock<PathBuf> = OnceLock::new();
+    PATH.get_or_init(|| match std::env::var_os("STRATA_TEST_MODEL") {
+        Some(path) => PathBuf::from(path),
+        None => strata_desk::models::ensure_default_model().expect("the default model"),
+    })
+    .clone()
+}
+
+/// Real-model tests run one at a time: two engines on two cores would time each other out.
+pub fn real_model() -> MutexGuard<'static, ()> {
+    static LOCK: Mutex<()> = Mutex::new(());
+    LOCK.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+pub fn worker_exe() -> PathBuf {
+    PathBuf::from(env!("CARGO_BIN_EXE_strata-desk"))
+}
+
+pub fn launch(slots: u32, threads: u32) -> WorkerLaunch {
+    WorkerLaunch::new(
+        worker_exe(),
+        WorkerOptions {
+            model: model_path(),
+            ctx_tokens: 4096,
+            slots,
+            threads,
+            gpu_layers: 0,
+            flash_attn: Default::default(),
+            kv_type: Default::default(),
+            n_batch: 2048,
+        },
+    )
+}
+
+pub async fn start(slots: u32, threads: u32) -> EngineProcess {
+    EngineProcess::start(&launch(slots, threads), 1)
+        .await
+        .expect("the worker starts")
+}
+
+pub fn tokenizer() -> &'static Tokenizer {
+    static TOKENIZER: OnceLock<Tokenizer> = OnceLock::new();
+    TOKENIZER.get_or_init(|| Tokenizer::load(&model_path()).expect("the vocabulary loads"))
+}
+
+/// A ChatML prompt of the user text, tokenized as the app does.
+pub fn chat_prompt(user: &str) -> Vec<TokenId> {
+    let t = tokenizer();
+    let template = strata_desk::chat::ChatTemplate::new(
+        t.chat_template().as_deref(),
+        &t.bos_text(),
+        &t.eos_text(),
+    )
+    .unwrap();
+    let segments = template
+        .render(&[strata_desk::chat::ChatMessage::new("user", user)])
+        .unwrap();
+    t.tokenize_segments(&segments)
+}
+
+/// A long, varied text: numbered facts about made-up towns.
+pub fn long_text(sentences: usize) -> String {
+    let towns = [
+        "Arden", "Belmoor", "Caskin", "Dunmere", "Elsworth", "Farrow", "Glenholt",
+    ];
+    let goods = [
+        "wool", "copper", "barley", "salt", "timber", "glass", "cheese",
+    ];
+    (0..sentences)
+        .map(|i| {
+            format!(
+                "Fact {i}: the town of {} traded {} bales of {} in year {}. ",
+                towns[i % towns.len()],
+                (i * 37) % 500 + 3,
+                goods[(i * 3) % goods.len()],
+                1700 + (i * 11) % 300
+            )
+        })
+        .collect()
+}
+
+pub fn greedy() -> Sampling {
+    Sampling::default()
+}
+
+pub async fn call(engine: &mut EngineProcess, command: Command) -> Reply {
+    let deadline = engine.step_deadline(4096, 8);
+    engine
+        .call(command, deadline)
+        .await
+        .expect("the call succeeds")
+}
+
+pub async fn step(
+    engine: &mut EngineProcess,
+    chunk: Option<Chunk>,
+    decode: Vec<RequestId>,
+) -> StepDone {
+    match call(engine, Command::Step { chunk, decode }).await {
+        Reply::StepDone(done) => done,
+        other => panic!("expected a step reply, got {other:?}"),
+    }
+}
+
+pub async fn open(engine: &mut EngineProcess, request: RequestId, seq: SeqId, sampling: Sampling) {
+    let reply = call(
+        engine,
+        Command::Open {
+            request,
+            seq,
+            keep_tokens: 0,
+            sampling,
+        },
+    )
+    .await;
+    assert!(matches!(reply, Reply::Opened { .. }), "{reply:?}");
+}
+
+/// Reads `prompt` in chunks of `chunk_tokens`, then decodes until `n` tokens were sampled
+/// (the first comes from the prompt's last chunk). Returns the sampled token ids.
+pub async fn run_alone(
+    engine: &mut EngineProcess,
+    request: RequestId,
+    seq: SeqId,
+    prompt: &[TokenId],
+    chunk_tokens: usize,
+    n: usize,
+    sampling: Sampling,
+) -> Vec<TokenId> {
+    open(engine, request, seq, sampling).await;
+    let pieces: Vec<&[TokenId]> = prompt.chunks(chunk_tokens).collect();
+    let mut out = Vec::new();
+    for (i, piece) in pieces.iter().enumerate() {
+        let chunk = Chunk {
+            request,
+            tokens: piece.to_vec(),
+            last: i + 1 == pieces.len(),
+        };
+        let done = step(engine, Some(chunk), vec![]).await;
+        out.extend(done.sampled.iter().map(|s| s.token));
+    }
+    while out.len() < n {
+        let done = step(engine, None, vec![request]).await;
+        out.extend(done.sampled.iter().map(|s| s.token));
+    }
+    call(engine, Command::Close { request }).await;
+    out
+}
