@@ -16,6 +16,8 @@
 //! - [`chat`]: chat template rendering (minijinja) with message text kept apart from markup,
 //!   incremental UTF-8 decoding.
 //! - [`models`]: the default model, fetched with pip, checked by SHA-256, cached.
+//! - [`scheduler`]: the pure rules of SCHEDULING.md: events in, actions out, `now` passed in;
+//!   no I/O, no clock, no async. [imports only `ids`]
 //! - [`generate`]: `strata-desk generate`, the simplest driver of the engine.
 //! - [`cli`]: the command line.
 //!
@@ -29,4 +31,5 @@ pub mod generate;
 pub mod ids;
 pub mod models;
 pub mod protocol;
+pub mod scheduler;
 pub mod tokenizer;

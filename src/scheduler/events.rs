@@ -1,0 +1,408 @@
+//! One handler per event: arrival (R11), cancel (R9), step done (R8: every accepted token is
+//! delivered), engine death, start failures and user restarts (R10), settings (R12).
+
+use crate::ids::{RequestId, TokenId};
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use super::lifecycle::{Phase, Request, SlotState};
+use super::prefix::TokenSeq;
+use super::settings::MaxTokensOverContext;
+use super::types::{
+    Action, EngineFacts, Event, FailKind, FinishReason, NewRequest, Now, Refusal, StepOutput,
+};
+use super::{EngineState, Scheduler, SchedulerSettings};
+
+impl Scheduler {
+    pub(crate) fn dispatch(&mut self, event: Event, now: Now) {
+        match event {
+            Event::Arrived(nr) => self.on_arrived(nr, now),
+            Event::Cancelled(id) => self.on_cancelled(id, now),
+            Event::StepDone(outputs) => self.on_step_done(outputs, now),
+            Event::EngineDied => self.on_engine_lost(FailKind::EngineDied),
+            Event::RestartRequested => self.on_engine_lost(FailKind::EngineRestarted),
+            Event::EngineStartFailed { stderr_tail } => self.on_start_failed(stderr_tail),
+            Event::EngineReady(facts) => self.on_ready(facts),
+            Event::SettingsChanged(s) => self.on_settings(*s),
+            Event::Tick => {}
+        }
+    }
+
+    fn refuse(&mut self, request: RequestId, refusal: Refusal) {
+        self.counters.refusals += 1;
+        self.out.actions.push(Action::Refuse { request, refusal });
+    }
+
+    fn on_arrived(&mut self, nr: NewRequest, now: Now) {
+        let id = nr.id;
+        if self.requests.contains_key(&id) {
+            self.diag(format!("{id} arrived twice"));
+            self.refuse(id, Refusal::DuplicateId);
+            return;
+        }
+        if nr.prompt.is_empty() {
+            self.refuse(id, Refusal::EmptyPrompt);
+            return;
+        }
+        let ctx = self.context_tokens();
+        let len = u32::try_from(nr.prompt.len()).unwrap_or(u32::MAX);
+        if len >= ctx {
+            self.refuse(
+                id,
+                Refusal::PromptTooLong {
+                    prompt_tokens: len,
+                    max_context_tokens: ctx,
+                },
+            );
+            return;
+        }
+        let room = ctx - len;
+        let mut max_tokens = nr.max_tokens.unwrap_or(room).max(1);
+        if max_tokens > room {
+            if self.settings.max_tokens_over_context == MaxTokensOverContext::Reject {
+                self.refuse(
+                    id,
+                    Refusal::MaxTokensOverContext {
+                        max_tokens,
+                        room_tokens: room,
+                    },
+                );
+                return;
+            }
+            max_tokens = room;
+        }
+        if self.waiting.len() >= self.settings.queue_max as usize {
+            self.refuse(
+                id,
+                Refusal::QueueFull {
+                    retry_after_secs: self.settings.retry_after_secs,
+                },
+            );
+            return;
+        }
+        let range = self.settings.priority_range;
+        let ticket = self.take_ticket();
+        let req = Request {
+            id,
+            priority: nr.priority.clamp(range.min, range.max),
+            boost_eligible: false,
+            prompt: Arc::new(TokenSeq::new(nr.prompt, self.facts.turn_token)),
+            max_tokens,
+            ticket,
+            arrived_at: now,
+            idle_since: Some(now),
+            run_since: now,
+            phase: Phase::Waiting,
+            output: Vec::new(),
+            yields: 0,
+            pauses: 0,
+            tokens_since_resume: 0,
+            reserved_cells: 0,
+            chunk_tokens: self.chunk_tokens(),
+            cancel_pending: false,
+            last_token_fed: false,
+            prefix_memo: HashMap::new(),
+            held_at_admission: 0,
+            admitted_at: None,
+            prompt_tokens_read: 0,
+        };
+        self.requests.insert(id, req);
+        self.waiting.push(id);
+        // the small-request boost is decided at arrival, by what is left to read then
+        let left = self.left_to_read(id);
+        let small = !nr.priority_given && left <= self.settings.small_request_tokens;
+        if let Some(r) = self.requests.get_mut(&id) {
+            r.boost_eligible = small;
+        }
+        if self.engine == EngineState::Down {
+            self.engine = EngineState::Starting { attempt: 1 };
+            self.out.actions.push(Action::RestartEngine {
+                attempt: 1,
+                delay_secs: 0.0,
+            });
+        }
+    }
+
+    fn on_cancelled(&mut self, id: RequestId, now: Now) {
+        let Some(r) = self.requests.get(&id) else {
+            // a cancel racing the request's end (or its refusal): nothing to do
+            return;
+        };
+        let generated = r.generated();
+        match r.phase.clone() {
+            Phase::Waiting => {
+                self.counters.cancellations.waiting += 1;
+                self.out.actions.push(Action::Finish {
+                    request: id,
+                    reason: FinishReason::Cancelled,
+                    output_tokens: generated,
+                    stats: self.stats(id),
+                });
+                self.end(id);
+            }
+            Phase::Parked { place, .. } => {
+                self.counters.cancellations.parked += 1;
+                self.out
+                    .actions
+                    .push(Action::DropParked { request: id, place });
+                self.out.actions.push(Action::Finish {
+                    request: id,
+                    reason: FinishReason::Cancelled,
+                    output_tokens: generated,
+                    stats: self.stats(id),
+                });
+                self.end(id);
+            }
+            Phase::Reading { .. } | Phase::Decoding { .. } => {
+                if matches!(r.phase, Phase::Reading { .. }) {
+                    self.counters.cancellations.reading += 1;
+                } else {
+                    self.counters.cancellations.decoding += 1;
+                }
+                if let Some(r) = self.requests.get_mut(&id) {
+                    r.cancel_pending = true;
+                }
+                if self.outstanding.is_none() {
+                    self.finish_in_slot(id, FinishReason::Cancelled, now);
+                }
+            }
+            Phase::Ended => {}
+        }
+    }
+
+    /// Ends a slot holder: its tokens stay in the slot as a conversation.
+    pub(crate) fn finish_in_slot(&mut self, id: RequestId, reason: FinishReason, now: Now) {
+        let Some(r) = self.requests.get(&id) else {
+            return;
+        };
+        let Some(seq) = r.phase.seq() else {
+            self.illegal(format!("{id} finished in a slot it does not hold"));
+            return;
+        };
+        let output_tokens = r.generated();
+        let held = r.held_tokens(self.facts.turn_token);
+        let keep = held.len() > 0;
+        self.out.actions.push(Action::Release {
+            request: id,
+            seq,
+            keep_as_conversation: keep,
+        });
+        let to = if keep {
+            SlotState::Conversation(self.new_conversation(held))
+        } else {
+            SlotState::Empty
+        };
+        self.set_slot(seq.0 as usize, to, now);
+        let stats = self.stats(id);
+        self.out.actions.push(Action::Finish {
+            request: id,
+            reason,
+            output_tokens,
+            stats,
+        });
+        if reason != FinishReason::Cancelled {
+            self.counters.finished += 1;
+        }
+        self.end(id);
+    }
+
+    fn fail(&mut self, id: RequestId, error: FailKind) {
+        self.counters.failed += 1;
+        let stats = self.stats(id);
+        self.out.actions.push(Action::Fail {
+            request: id,
+            error,
+            stats,
+        });
+        self.end(id);
+    }
+
+    /// Accepts one sampled token: deliver it, then end the request if it is done.
+    fn accept(&mut self, id: RequestId, token: TokenId, finished: Option<FinishReason>, now: Now) {
+        let Some(r) = self.requests.get_mut(&id) else {
+            return;
+        };
+        r.output.push(token);
+        r.tokens_since_resume += 1;
+        let index = r.generated() - 1;
+        let at_max = r.generated() >= r.max_tokens;
+        self.out.actions.push(Action::Deliver {
+            request: id,
+            token,
+            index,
+        });
+        if let Some(reason) = finished {
+            self.finish_in_slot(id, reason, now);
+        } else if at_max {
+            self.finish_in_slot(id, FinishReason::Length, now);
+        }
+    }
+
+    fn on_step_done(&mut self, outputs: Vec<StepOutput>, now: Now) {
+        let Some(step) = self.outstanding.take() else {
+            self.diag("step done with no step outstanding".to_string());
+            return;
+        };
+        let mut by: HashMap<RequestId, StepOutput> =
+            outputs.into_iter().map(|o| (o.request, o)).collect();
+        let mut sampled: Vec<RequestId> = Vec::new();
+        if let Some(ch) = &step.chunk {
+            let id = ch.request;
+            if let Some(r) = self.requests.get_mut(&id) {
+                r.prompt_tokens_read += ch.tokens.end - ch.tokens.start;
+                self.set_phase(
+                    id,
+                    Phase::Reading {
+                        seq: ch.seq,
+                        read_to: ch.tokens.end,
+                    },
+                );
+                if ch.is_last {
+                    if self.lane == Some(id) {
+                        self.lane = None;
+                    }
+                    self.set_phase(id, Phase::Decoding { seq: ch.seq });
+                    if let Some(r) = self.requests.get_mut(&id) {
+                        r.idle_since = None;
+                    }
+                    sampled.push(id);
+                }
+            }
+        }
+        sampled.extend(step.decode.iter().map(|(id, _)| *id));
+        for id in sampled {
+            let Some(r) = self.requests.get_mut(&id) else {
+                continue;
+            };
+            if r.cancel_pending {
+                // the step fed its last token; the new sample is not accepted
+                r.last_token_fed = !r.output.is_empty();
+                by.remove(&id);
+                continue;
+            }
+            match by.remove(&id) {
+                Some(StepOutput {
+                    token: Some(t),
+                    finished,
+                    ..
+                }) => self.accept(id, t, finished, now),
+                _ => {
+                    self.diag(format!("step done without the token {id} was owed"));
+                    if let Some(seq) = self.requests.get(&id).and_then(|r| r.phase.seq()) {
+                        self.out.actions.push(Action::Release {
+                            request: id,
+                            seq,
+                            keep_as_conversation: false,
+                        });
+                        self.set_slot(seq.0 as usize, SlotState::Empty, now);
+                    }
+                    self.fail(id, FailKind::EngineProtocol);
+                }
+            }
+        }
+        for (id, _) in by {
+            self.diag(format!("step output for {id}, which was not in the step"));
+        }
+    }
+
+    /// R10: engine death or a user restart. Everything the engine held fails; waiting requests
+    /// stay queued; parked state is never restored into a new engine.
+    fn on_engine_lost(&mut self, kind: FailKind) {
+        let user = kind == FailKind::EngineRestarted;
+        self.outstanding = None;
+        self.lane = None;
+        let held: Vec<RequestId> = self
+            .requests
+            .values()
+            .filter(|r| r.phase != Phase::Waiting)
+            .map(|r| r.id)
+            .collect();
+        for id in held {
+            if let Some(Phase::Parked { place, .. }) = self.requests.get(&id).map(|r| &r.phase) {
+                let place = *place;
+                self.out
+                    .actions
+                    .push(Action::DropParked { request: id, place });
+            }
+            self.fail(id, kind.clone());
+        }
+        for (cid, _) in std::mem::take(&mut self.host_cache) {
+            self.out
+                .actions
+                .push(Action::DropConversation { conversation: cid });
+        }
+        self.rebuild_slots();
+        if self.engine == EngineState::Ready || user {
+            if user || !self.waiting.is_empty() {
+                self.engine = EngineState::Starting { attempt: 1 };
+                self.out.actions.push(Action::RestartEngine {
+                    attempt: 1,
+                    delay_secs: 0.0,
+                });
+            } else {
+                self.engine = EngineState::Down;
+            }
+        }
+    }
+
+    fn on_start_failed(&mut self, stderr_tail: String) {
+        let EngineState::Starting { attempt } = self.engine else {
+            self.diag("engine start failed, but no start was under way".to_string());
+            return;
+        };
+        if attempt >= self.settings.restart_attempts_max {
+            self.engine = EngineState::Down;
+            for id in self.waiting.clone() {
+                self.fail(
+                    id,
+                    FailKind::EngineUnavailable {
+                        stderr_tail: stderr_tail.clone(),
+                    },
+                );
+            }
+        } else {
+            let next = attempt + 1;
+            self.engine = EngineState::Starting { attempt: next };
+            let delay =
+                self.settings.restart_backoff_secs * f64::from(1u32 << (attempt - 1).min(10));
+            self.out.actions.push(Action::RestartEngine {
+                attempt: next,
+                delay_secs: delay,
+            });
+        }
+    }
+
+    fn on_ready(&mut self, facts: EngineFacts) {
+        if self.requests.values().any(|r| r.phase != Phase::Waiting) {
+            self.diag("engine ready while requests are in the engine; facts ignored".to_string());
+            self.engine = EngineState::Ready;
+            return;
+        }
+        if self.engine != EngineState::Ready {
+            self.counters.engine_restarts += 1;
+        }
+        match super::validate_facts(&facts) {
+            Ok(()) => {
+                if self.settings.solo_priority && facts.parallel >= 2 {
+                    self.diag(format!(
+                        "solo_priority turned off: the engine came up with parallel: {}",
+                        facts.parallel
+                    ));
+                    self.settings.solo_priority = false;
+                }
+                self.facts = facts;
+            }
+            Err(e) => self.diag(format!("engine facts refused, keeping the old ones: {e}")),
+        }
+        self.rebuild_slots();
+        self.engine = EngineState::Ready;
+    }
+
+    /// R12: settings apply at once; a new chunk size applies to reads that start later.
+    fn on_settings(&mut self, s: SchedulerSettings) {
+        match s.validate_for(self.facts.parallel) {
+            Ok(()) => self.settings = s,
+            Err(e) => self.diag(format!("settings refused: {e}")),
+        }
+    }
+}

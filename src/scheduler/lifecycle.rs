@@ -1,0 +1,213 @@
+//! One lifecycle enum per request (`Phase`) and per slot (`SlotState`), with data inside the
+//! variants, and the one checked function each goes through to change.
+
+use crate::ids::{RequestId, SeqId, TokenId};
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::prefix::TokenSeq;
+use super::types::ParkPlace;
+
+/// What a parked request was doing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum ParkedKind {
+    /// A read that gave way (solo), with the prompt positions its cache holds.
+    Read { read_to: u32 },
+    /// A paused decode (R7) or a decode parked for lack of KV cells.
+    Decode,
+}
+
+/// A request's lifecycle.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Phase {
+    /// In the queue, no slot.
+    Waiting,
+    /// Holds `seq`; its cache holds prompt positions `..read_to`, the rest is left to read.
+    Reading { seq: SeqId, read_to: u32 },
+    /// Holds `seq`; every step feeds its last token and samples one.
+    Decoding { seq: SeqId },
+    /// Out of the active set, losing nothing.
+    Parked { place: ParkPlace, kind: ParkedKind },
+    /// Ended (finished, failed or cancelled); removed right after.
+    Ended,
+}
+
+impl Phase {
+    pub(crate) fn name(&self) -> &'static str {
+        match self {
+            Phase::Waiting => "waiting",
+            Phase::Reading { .. } => "reading",
+            Phase::Decoding { .. } => "decoding",
+            Phase::Parked { .. } => "parked",
+            Phase::Ended => "ended",
+        }
+    }
+
+    pub(crate) fn seq(&self) -> Option<SeqId> {
+        match self {
+            Phase::Reading { seq, .. } | Phase::Decoding { seq } => Some(*seq),
+            _ => None,
+        }
+    }
+}
+
+/// Whether `from → to` is a legal request transition.
+pub(crate) fn phase_transition_ok(from: &Phase, to: &Phase) -> bool {
+    use Phase::*;
+    match (from, to) {
+        (Waiting, Reading { .. }) | (Waiting, Ended) => true,
+        (Reading { seq: a, read_to: x }, Reading { seq: b, read_to: y }) => a == b && y >= x,
+        (Reading { seq: a, .. }, Decoding { seq: b }) => a == b,
+        (Reading { .. }, Parked { kind, .. }) => matches!(kind, ParkedKind::Read { .. }),
+        (Decoding { .. }, Parked { kind, .. }) => *kind == ParkedKind::Decode,
+        (Parked { kind: k1, .. }, Parked { kind: k2, .. }) => k1 == k2,
+        (Parked { kind, .. }, Reading { read_to, .. }) => {
+            *kind == ParkedKind::Read { read_to: *read_to }
+        }
+        (Parked { kind, .. }, Decoding { .. }) => *kind == ParkedKind::Decode,
+        (Reading { .. } | Decoding { .. } | Parked { .. }, Ended) => true,
+        _ => false,
+    }
+}
+
+/// A conversation kept as cache (in a free slot or in host RAM).
+#[derive(Debug, Clone)]
+pub(crate) struct Conversation {
+    /// Unique per content; keys the per-request prefix memo.
+    pub key: u64,
+    pub tokens: Arc<TokenSeq>,
+}
+
+/// A slot's lifecycle.
+#[derive(Debug, Clone)]
+pub(crate) enum SlotState {
+    Empty,
+    /// Free, holding a finished request's tokens for prefix reuse.
+    Conversation(Conversation),
+    Busy {
+        request: RequestId,
+    },
+}
+
+impl SlotState {
+    pub(crate) fn name(&self) -> &'static str {
+        match self {
+            SlotState::Empty => "empty",
+            SlotState::Conversation(_) => "conversation",
+            SlotState::Busy { .. } => "busy",
+        }
+    }
+}
+
+/// Whether `from → to` is a legal slot transition.
+pub(crate) fn slot_transition_ok(from: &SlotState, to: &SlotState) -> bool {
+    use SlotState::*;
+    matches!(
+        (from, to),
+        (Empty, Busy { .. })
+            | (Conversation(_), Busy { .. })
+            | (Busy { .. }, Conversation(_))
+            | (Busy { .. }, Empty)
+            | (Conversation(_), Empty)
+    )
+}
+
+#[derive(Debug, Clone)]
+pub(crate) struct Slot {
+    pub seq: SeqId,
+    pub state: SlotState,
+    pub last_used: Duration,
+}
+
+/// Everything the scheduler keeps about one request.
+#[derive(Debug, Clone)]
+pub(crate) struct Request {
+    pub id: RequestId,
+    pub priority: i32,
+    pub boost_eligible: bool,
+    pub prompt: Arc<TokenSeq>,
+    pub max_tokens: u32,
+    /// Order among equals (arrival; renewed when a read gives way, R4).
+    pub ticket: u64,
+    pub arrived_at: Duration,
+    /// Aging anchor: set while the request waits, is parked or holds a slot without the lane.
+    pub idle_since: Option<Duration>,
+    /// Since it got a slot or last resumed (R7's quantum).
+    pub run_since: Duration,
+    pub phase: Phase,
+    pub output: Vec<TokenId>,
+    pub yields: u32,
+    pub pauses: u32,
+    pub tokens_since_resume: u32,
+    pub reserved_cells: u32,
+    /// Chunk size fixed at admission, so a read keeps its boundaries.
+    pub chunk_tokens: u32,
+    pub cancel_pending: bool,
+    /// A step fed its last token but its sample was dropped (cancelled meanwhile): the cache
+    /// holds one token more than the accepted output implies.
+    pub last_token_fed: bool,
+    /// Usable prefix per conversation key (memo; conversations are immutable per key).
+    pub prefix_memo: HashMap<u64, u32>,
+    pub held_at_admission: u32,
+    pub admitted_at: Option<Duration>,
+    pub prompt_tokens_read: u32,
+}
+
+impl Request {
+    pub(crate) fn prompt_len(&self) -> u32 {
+        self.prompt.len()
+    }
+
+    pub(crate) fn generated(&self) -> u32 {
+        self.output.len() as u32
+    }
+
+    /// Cells its sequence holds now.
+    pub(crate) fn held_cells(&self) -> u32 {
+        match self.phase {
+            Phase::Reading { read_to, .. }
+            | Phase::Parked {
+                kind: ParkedKind::Read { read_to },
+                ..
+            } => read_to,
+            Phase::Decoding { .. }
+            | Phase::Parked {
+                kind: ParkedKind::Decode,
+                ..
+            } => {
+                self.prompt_len()
+                    + self.generated().saturating_sub(1)
+                    + u32::from(self.last_token_fed)
+            }
+            Phase::Waiting | Phase::Ended => 0,
+        }
+    }
+
+    /// Prompt tokens still to read, given what is held.
+    pub(crate) fn left_after(&self, held: u32) -> u32 {
+        self.prompt_len().saturating_sub(held)
+    }
+
+    /// Chunks left on absolute boundaries from `read_to`.
+    pub(crate) fn chunks_left(&self, read_to: u32) -> u32 {
+        let c = self.chunk_tokens.max(1);
+        let len = self.prompt_len();
+        if read_to >= len {
+            return 0;
+        }
+        len.div_ceil(c) - read_to / c
+    }
+
+    /// The tokens its sequence holds (prompt and fed output), as a conversation.
+    pub(crate) fn held_tokens(&self, turn: Option<TokenId>) -> TokenSeq {
+        let n = self.held_cells() as usize;
+        let p = self.prompt.len() as usize;
+        let extra = if n > p {
+            &self.output[..(n - p).min(self.output.len())]
+        } else {
+            &[]
+        };
+        TokenSeq::extend_prefix(&self.prompt, n.min(p), extra, turn)
+    }
+}

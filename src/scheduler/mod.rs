@@ -1,0 +1,344 @@
+//! The scheduler: SCHEDULING.md's rules (precedence, R1-R13) as a pure, synchronous state
+//! machine. No tokio, no channels, no clock reads, no I/O: the service passes every event with
+//! the time (`now`, a `Duration` since its epoch) and executes the actions it gets back.
+//!
+//! # Submodules
+//!
+//! - `settings`: [`SchedulerSettings`] (every parameter, serde, defaults, `validate()`),
+//!   [`ConfigError`], [`resolve_priority`].
+//! - `types`: the contract: [`EngineFacts`], [`Event`], [`Action`], [`Step`], [`Outcome`].
+//! - `lifecycle`: the request lifecycle (`Phase`) and slot lifecycle (`SlotState`) enums and
+//!   their transition tables; `Scheduler::set_phase` / `set_slot` are the only writers.
+//! - `prefix`: token lists with chained block hashes (common prefix in O(log n + 64)), and the
+//!   held-for-sure cut for engines that keep checkpoints only at the turn token.
+//! - `kv`: the KV cell budget: reservations, growth, eviction of idle conversations to the
+//!   host-RAM conversation cache, parking places.
+//! - `decide`: the precedence list at each step boundary (pause, fill slots, read lane, compose).
+//! - `events`: one handler per event (arrival, cancel, step done, engine death/ready/restart,
+//!   settings).
+//! - `snapshot`: [`Snapshot`], the plain read-only view for the API and the GUI.
+//!
+//! # Contract
+//!
+//! - Call [`Scheduler::handle`] for every event; execute [`Outcome::actions`] in order and log
+//!   [`Outcome::diagnostics`] (illegal transitions and protocol faults; empty when healthy).
+//! - At most one [`Action::Step`] is outstanding. After running it, send
+//!   [`Event::StepDone`] with one [`StepOutput`] per request that sampled a token: every
+//!   decoding request of the step and the chunk's request when `is_last`. The chunk counts as
+//!   read when the step is done. When a sampled token ends the request (EOG or a stop string,
+//!   which the service detects), set `finished: Some(FinishReason::Stop)`; the scheduler ends
+//!   requests at `max_tokens` itself (`Length`).
+//! - Send the client exactly the tokens of [`Action::Deliver`] (indices count from 0 per
+//!   request, across pauses). A cancelled request's later tokens are never delivered.
+//! - Every admitted request ends exactly once with [`Action::Finish`] or [`Action::Fail`]; a
+//!   refused one gets [`Action::Refuse`] and nothing else.
+//! - If the engine dies, send [`Event::EngineDied`] (the outstanding step is void); execute
+//!   [`Action::RestartEngine`] after its delay and answer with [`Event::EngineReady`] or
+//!   [`Event::EngineStartFailed`].
+//! - Keep-alives (R13) and liveness deadlines (R10) are the service's timers.
+//!
+//! - Every `Finish` / `Fail` carries [`RequestStats`] (queue wait, prompt tokens held and
+//!   read, output tokens, give-ways, pauses) for the metrics; TTFT is the first `Deliver`.
+//!
+//! # Choices the rules leave open
+//!
+//! - Time: `now` is a [`Now`] (`Duration` since the service's epoch); the scheduler only
+//!   subtracts and compares. Decisions are taken at step boundaries (an event with no step
+//!   outstanding); an arrival during a step is admitted at the next boundary.
+//! - Parks are moves: the slot is cleared and the sequence lives at the [`ParkPlace`] until
+//!   [`Action::Restore`] or [`Action::DropParked`]. A spare engine sequence is used when one is
+//!   free and its cells do not keep the newcomer out; else host RAM.
+//! - In batch mode nothing is ever paused (R6), except when the KV pool cannot give a decoding
+//!   request one more cell even after every idle conversation left: then the lowest-ranked
+//!   decoding request is parked to host RAM (counted as `kv_parks`) and resumes first.
+//! - R1's "free slot holding the longest prefix" ignores prefixes shorter than one hashed
+//!   block (64 tokens, a shared BOS or template start) while an empty slot exists, so such a
+//!   match does not overwrite a conversation.
+//! - With `solo_priority` off (R12 rollback), paused decodes resume before anything else, in
+//!   arrival order; with it on, a paused request goes ahead of fresh ones of equal effective
+//!   priority (R7).
+//! - Cells: a request reserves its prompt plus `output_reserve_tokens` at admission and
+//!   grows by that much when its output outgrows it; idle conversations move to the host-RAM
+//!   conversation cache (`host_cache_conversations_max`, least recently used out) before a
+//!   request waits for cells. Requests wait for cells in strict R1 order; none is refused for
+//!   lack of cells (a prompt is refused only when it alone exceeds the context, R11).
+//! - An engine reset (death, user restart, new handshake) rebuilds the slot table wholesale;
+//!   every other slot change goes through `set_slot`.
+//! - `processed_prefix_losses` stays 0 by construction: a read keeps `read_to` across parks and
+//!   give-ways and continues on the same absolute chunk boundaries (the test engine counts
+//!   re-read positions independently).
+
+mod decide;
+mod events;
+mod kv;
+mod lifecycle;
+mod prefix;
+mod settings;
+mod snapshot;
+mod types;
+
+#[cfg(test)]
+mod tests;
+
+pub use settings::{
+    ConfigError, GiveWay, MaxTokensOverContext, PriorityOrder, PriorityRange, SchedulerSettings,
+    resolve_priority,
+};
+pub use snapshot::{Cancellations, Counters, Mode, ParkedView, SlotView, Snapshot, WaitingView};
+pub use types::{
+    Action, Chunk, ConversationId, EngineFacts, Event, FailKind, FinishReason, NewRequest, Now,
+    Outcome, ParkPlace, Refusal, RequestStats, Step, StepOutput,
+};
+
+use crate::ids::{RequestId, SeqId};
+use lifecycle::{Conversation, Phase, Request, Slot, SlotState};
+use std::collections::{BTreeMap, VecDeque};
+
+/// The engine as the scheduler sees it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum EngineState {
+    Ready,
+    /// A start is under way; `attempt` counts failed starts in a row plus one.
+    Starting {
+        attempt: u32,
+    },
+    /// No engine and no work.
+    Down,
+}
+
+/// The scheduler. Cheap to clone (prompts are shared).
+#[derive(Debug, Clone)]
+pub struct Scheduler {
+    settings: SchedulerSettings,
+    facts: EngineFacts,
+    engine: EngineState,
+    requests: BTreeMap<RequestId, Request>,
+    /// Waiting for a slot, in arrival order.
+    waiting: Vec<RequestId>,
+    /// Parked, in parking order.
+    parked: Vec<RequestId>,
+    slots: Vec<Slot>,
+    spares: Vec<Option<RequestId>>,
+    host_cache: VecDeque<(ConversationId, Conversation)>,
+    lane: Option<RequestId>,
+    outstanding: Option<Step>,
+    next_ticket: u64,
+    next_conv_key: u64,
+    counters: Counters,
+    out: Outcome,
+}
+
+impl Scheduler {
+    /// A scheduler for an engine that has just finished its handshake.
+    pub fn new(settings: SchedulerSettings, facts: EngineFacts) -> Result<Self, ConfigError> {
+        settings.validate_for(facts.parallel)?;
+        validate_facts(&facts)?;
+        let mut s = Self {
+            settings,
+            facts: facts.clone(),
+            engine: EngineState::Ready,
+            requests: BTreeMap::new(),
+            waiting: Vec::new(),
+            parked: Vec::new(),
+            slots: Vec::new(),
+            spares: Vec::new(),
+            host_cache: VecDeque::new(),
+            lane: None,
+            outstanding: None,
+            next_ticket: 0,
+            next_conv_key: 0,
+            counters: Counters::default(),
+            out: Outcome::default(),
+        };
+        s.rebuild_slots();
+        Ok(s)
+    }
+
+    /// Handles one event at time `now`; returns the actions to execute, in order.
+    pub fn handle(&mut self, event: Event, now: Now) -> Outcome {
+        self.dispatch(event, now);
+        self.decide(now);
+        std::mem::take(&mut self.out)
+    }
+
+    /// Validates and applies new settings (the same as `Event::SettingsChanged`, but with the
+    /// error returned).
+    pub fn set_settings(
+        &mut self,
+        settings: SchedulerSettings,
+        now: Now,
+    ) -> Result<Outcome, ConfigError> {
+        settings.validate_for(self.facts.parallel)?;
+        Ok(self.handle(Event::SettingsChanged(Box::new(settings)), now))
+    }
+
+    /// The settings in force.
+    pub fn settings(&self) -> &SchedulerSettings {
+        &self.settings
+    }
+
+    /// The engine facts in force.
+    pub fn engine_facts(&self) -> &EngineFacts {
+        &self.facts
+    }
+
+    /// Whether a step is outstanding (the service waits for its `StepDone`).
+    pub fn step_outstanding(&self) -> bool {
+        self.outstanding.is_some()
+    }
+
+    /// Whether any request is waiting, parked or running.
+    pub fn has_work(&self) -> bool {
+        !self.requests.is_empty()
+    }
+
+    fn rebuild_slots(&mut self) {
+        self.slots = (0..self.facts.parallel)
+            .map(|i| Slot {
+                seq: SeqId(i),
+                state: SlotState::Empty,
+                last_used: Now::ZERO,
+            })
+            .collect();
+        self.spares = vec![None; self.facts.spare_seqs as usize];
+    }
+
+    /// The read chunk size for reads that start now.
+    pub(crate) fn chunk_tokens(&self) -> u32 {
+        self.settings
+            .chunk_tokens
+            .unwrap_or(self.facts.chunk_tokens)
+            .clamp(settings::CHUNK_TOKENS_MIN, settings::CHUNK_TOKENS_MAX)
+    }
+
+    /// The most tokens one request may hold.
+    pub(crate) fn context_tokens(&self) -> u32 {
+        self.facts.context_tokens.min(self.facts.kv_cells_total)
+    }
+
+    fn diag(&mut self, msg: String) {
+        self.out.diagnostics.push(msg);
+    }
+
+    fn illegal(&mut self, msg: String) {
+        if cfg!(debug_assertions) {
+            panic!("{msg}");
+        }
+        self.diag(msg);
+    }
+
+    /// The one checked request transition.
+    pub(crate) fn set_phase(&mut self, id: RequestId, to: Phase) -> bool {
+        let Some(r) = self.requests.get_mut(&id) else {
+            self.illegal(format!(
+                "transition of unknown request {id} to {}",
+                to.name()
+            ));
+            return false;
+        };
+        if !lifecycle::phase_transition_ok(&r.phase, &to) {
+            let msg = format!("illegal transition of {id}: {:?} -> {:?}", r.phase, to);
+            self.illegal(msg);
+            return false;
+        }
+        r.phase = to;
+        true
+    }
+
+    /// The one checked slot transition.
+    pub(crate) fn set_slot(&mut self, idx: usize, to: SlotState, now: Now) -> bool {
+        let slot = &mut self.slots[idx];
+        if !lifecycle::slot_transition_ok(&slot.state, &to) {
+            let msg = format!(
+                "illegal transition of {}: {} -> {}",
+                slot.seq,
+                slot.state.name(),
+                to.name()
+            );
+            self.illegal(msg);
+            return false;
+        }
+        slot.state = to;
+        slot.last_used = now;
+        true
+    }
+
+    /// Effective priority: priority + small-request boost (solo_priority) + aging.
+    pub(crate) fn effective(&self, r: &Request, now: Now) -> i64 {
+        let mut e = i64::from(r.priority);
+        if self.settings.solo_priority && r.boost_eligible {
+            e += 1;
+        }
+        let iv = self.settings.aging_interval_secs;
+        if iv > 0.0
+            && let Some(t) = r.idle_since
+        {
+            e += (now.saturating_sub(t).as_secs_f64() / iv).floor() as i64;
+        }
+        e
+    }
+
+    /// Ends a request (after its Finish/Fail/Refuse action): checked transition, then removal.
+    pub(crate) fn end(&mut self, id: RequestId) {
+        self.set_phase(id, Phase::Ended);
+        self.waiting.retain(|x| *x != id);
+        self.parked.retain(|x| *x != id);
+        for s in &mut self.spares {
+            if *s == Some(id) {
+                *s = None;
+            }
+        }
+        if self.lane == Some(id) {
+            self.lane = None;
+        }
+        self.requests.remove(&id);
+    }
+
+    /// The figures given with a request's end.
+    pub(crate) fn stats(&self, id: RequestId) -> RequestStats {
+        self.requests
+            .get(&id)
+            .map_or_else(RequestStats::default, |r| RequestStats {
+                queue_wait_secs: r
+                    .admitted_at
+                    .map(|t| t.saturating_sub(r.arrived_at).as_secs_f64()),
+                prompt_tokens: r.prompt_len(),
+                prompt_tokens_held: r.held_at_admission,
+                prompt_tokens_read: r.prompt_tokens_read,
+                output_tokens: r.generated(),
+                give_ways: r.yields,
+                pauses: r.pauses,
+            })
+    }
+
+    fn take_ticket(&mut self) -> u64 {
+        self.next_ticket += 1;
+        self.next_ticket
+    }
+}
+
+fn validate_facts(f: &EngineFacts) -> Result<(), ConfigError> {
+    let bad = |key: &'static str, bound: &'static str, value: u32| {
+        Err(ConfigError::OutOfBounds {
+            key,
+            bound,
+            value: value.to_string(),
+        })
+    };
+    if !(1..=256).contains(&f.parallel) {
+        return bad("parallel", "between 1 and 256", f.parallel);
+    }
+    if f.spare_seqs > 256 {
+        return bad("spare_seqs", "at most 256", f.spare_seqs);
+    }
+    if f.kv_cells_total < 2 {
+        return bad("kv_cells_total", "at least 2", f.kv_cells_total);
+    }
+    if f.context_tokens < 2 {
+        return bad("context_tokens", "at least 2", f.context_tokens);
+    }
+    if f.chunk_tokens == 0 {
+        return bad("chunk_tokens", "at least 1", f.chunk_tokens);
+    }
+    Ok(())
+}

@@ -1,0 +1,718 @@
+//! A virtual-time driver that plays a fake engine: it executes every action on a model of the
+//! engine's sequences (checking prefix keeps, KV continuity, park/restore round trips and
+//! chunk boundaries), answers steps after their virtual duration (prompt-read and decode
+//! speeds), and records what each client saw. `check_*` methods assert the invariants.
+
+use crate::ids::{RequestId, SeqId, TokenId};
+use crate::scheduler::lifecycle::Phase;
+use crate::scheduler::{
+    Action, ConversationId, EngineFacts, Event, FailKind, FinishReason, NewRequest, Outcome,
+    ParkPlace, Refusal, Scheduler, SchedulerSettings, Step, StepOutput,
+};
+use std::collections::{BTreeMap, HashMap};
+use std::ops::Range;
+use std::time::Duration;
+
+pub(crate) const TURN: TokenId = 1;
+
+pub(crate) fn secs(s: f64) -> Duration {
+    Duration::from_secs_f64(s)
+}
+
+/// Engine facts for tests.
+pub(crate) fn facts(parallel: u32, chunk: u32) -> EngineFacts {
+    EngineFacts {
+        parallel,
+        spare_seqs: 1,
+        kv_cells_total: 1_000_000,
+        context_tokens: 200_000,
+        chunk_tokens: chunk,
+        trims_at_any_token: true,
+        turn_token: Some(TURN),
+    }
+}
+
+/// A prompt of `len` tokens: `shared` tokens of a common system prompt (seeded by `family`),
+/// then tokens unique to `unique`. A turn token ends every 500 positions (499, 999, ...).
+pub(crate) fn prompt(family: u32, shared: u32, len: u32, unique: u32) -> Vec<TokenId> {
+    (0..len)
+        .map(|i| {
+            if i % 500 == 499 {
+                TURN
+            } else if i < shared {
+                1000 + ((family * 7919 + i * 31) % 20000) as TokenId
+            } else {
+                30000 + ((unique * 104_729 + i * 17) % 20000) as TokenId
+            }
+        })
+        .collect()
+}
+
+/// What one client saw.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Record {
+    pub arrived: Duration,
+    pub priority: i32,
+    pub base_priority: i64,
+    pub first_assign: Option<Duration>,
+    pub first_token: Option<Duration>,
+    pub delivered: Vec<TokenId>,
+    pub ends: Vec<(Duration, Action)>,
+    pub chunks: Vec<Range<u32>>,
+    pub lane_without_slot: bool,
+}
+
+impl Record {
+    pub(crate) fn finish_reason(&self) -> Option<FinishReason> {
+        self.ends.iter().find_map(|(_, a)| match a {
+            Action::Finish { reason, .. } => Some(*reason),
+            _ => None,
+        })
+    }
+    pub(crate) fn ended_at(&self) -> Option<Duration> {
+        self.ends.first().map(|(t, _)| *t)
+    }
+}
+
+#[derive(Debug, Clone)]
+pub(crate) enum Scripted {
+    Event(Event),
+    KillEngine,
+    /// A next turn: `of`'s prompt and output so far, then `extra` new tokens.
+    FollowUp {
+        id: RequestId,
+        of: RequestId,
+        extra: Vec<TokenId>,
+        priority: i32,
+    },
+}
+
+/// The fake engine plus the driver.
+pub(crate) struct Sim {
+    pub s: Scheduler,
+    pub now: Duration,
+    /// Prompt tokens read per virtual second.
+    pub read_tps: f64,
+    /// Seconds per decode step (one token per decoding sequence).
+    pub decode_step_secs: f64,
+    /// Seconds an engine start takes.
+    pub start_secs: f64,
+    /// The next this many start attempts fail.
+    pub failing_starts: u32,
+    seqs: HashMap<SeqId, Vec<TokenId>>,
+    seq_owner: HashMap<SeqId, RequestId>,
+    parked: HashMap<RequestId, (ParkPlace, Vec<TokenId>)>,
+    host: HashMap<ConversationId, Vec<TokenId>>,
+    prompts: HashMap<RequestId, Vec<TokenId>>,
+    /// Output length at which the request stops by itself.
+    gen_len: HashMap<RequestId, u32>,
+    sampled: HashMap<RequestId, Vec<TokenId>>,
+    read_marks: HashMap<RequestId, Vec<bool>>,
+    pub prefix_losses: u64,
+    pending_step: Option<(Duration, Step)>,
+    pending_start: Option<Duration>,
+    script: BTreeMap<(Duration, u64), Scripted>,
+    script_n: u64,
+    pub records: BTreeMap<RequestId, Record>,
+    pub log: Vec<(Duration, Action)>,
+    pub diagnostics: Vec<String>,
+    pub steps: u64,
+    pub max_yields_seen: u32,
+    last_yields: HashMap<RequestId, u32>,
+}
+
+impl Sim {
+    pub(crate) fn new(settings: SchedulerSettings, facts: EngineFacts) -> Self {
+        let s = Scheduler::new(settings, facts).expect("valid test config");
+        Self {
+            s,
+            now: Duration::ZERO,
+            read_tps: 1000.0,
+            decode_step_secs: 0.05,
+            start_secs: 2.0,
+            failing_starts: 0,
+            seqs: HashMap::new(),
+            seq_owner: HashMap::new(),
+            parked: HashMap::new(),
+            host: HashMap::new(),
+            prompts: HashMap::new(),
+            gen_len: HashMap::new(),
+            sampled: HashMap::new(),
+            read_marks: HashMap::new(),
+            prefix_losses: 0,
+            pending_step: None,
+            pending_start: None,
+            script: BTreeMap::new(),
+            script_n: 0,
+            records: BTreeMap::new(),
+            log: Vec::new(),
+            diagnostics: Vec::new(),
+            steps: 0,
+            max_yields_seen: 0,
+            last_yields: HashMap::new(),
+        }
+    }
+
+    fn schedule(&mut self, at: Duration, what: Scripted) {
+        self.script_n += 1;
+        self.script.insert((at, self.script_n), what);
+    }
+
+    /// A request arriving at `at` (secs) that stops by itself after `gen` tokens.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn arrive(
+        &mut self,
+        at: f64,
+        id: u64,
+        prompt: Vec<TokenId>,
+        priority: i32,
+        output_len: u32,
+        max_tokens: Option<u32>,
+    ) {
+        self.arrive_full(at, id, prompt, priority, true, output_len, max_tokens);
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn arrive_full(
+        &mut self,
+        at: f64,
+        id: u64,
+        prompt: Vec<TokenId>,
+        priority: i32,
+        priority_given: bool,
+        output_len: u32,
+        max_tokens: Option<u32>,
+    ) {
+        let rid = RequestId(id);
+        self.prompts.insert(rid, prompt.clone());
+        self.gen_len.insert(rid, output_len.max(1));
+        self.schedule(
+            secs(at),
+            Scripted::Event(Event::Arrived(NewRequest {
+                id: rid,
+                prompt,
+                priority,
+                priority_given,
+                max_tokens,
+            })),
+        );
+    }
+
+    /// The next turn of `of`, arriving at `at`, that stops after `output_len` tokens.
+    pub(crate) fn follow_up(
+        &mut self,
+        at: f64,
+        id: u64,
+        of: u64,
+        extra: Vec<TokenId>,
+        priority: i32,
+        output_len: u32,
+    ) {
+        let rid = RequestId(id);
+        self.gen_len.insert(rid, output_len.max(1));
+        let what = Scripted::FollowUp {
+            id: rid,
+            of: RequestId(of),
+            extra,
+            priority,
+        };
+        self.schedule(secs(at), what);
+    }
+
+    pub(crate) fn cancel_at(&mut self, at: f64, id: u64) {
+        self.schedule(secs(at), Scripted::Event(Event::Cancelled(RequestId(id))));
+    }
+
+    pub(crate) fn kill_engine_at(&mut self, at: f64) {
+        self.schedule(secs(at), Scripted::KillEngine);
+    }
+
+    pub(crate) fn event_at(&mut self, at: f64, e: Event) {
+        self.schedule(secs(at), Scripted::Event(e));
+    }
+
+    /// Runs until nothing is scheduled and no step or start is pending, or `limit` secs.
+    pub(crate) fn run(&mut self, limit: f64) {
+        let limit = secs(limit);
+        loop {
+            let next_script = self.script.keys().next().map(|k| k.0);
+            let next_step = self.pending_step.as_ref().map(|(t, _)| *t);
+            let next = [next_script, next_step, self.pending_start]
+                .into_iter()
+                .flatten()
+                .min();
+            let Some(t) = next else { break };
+            if t > limit {
+                break;
+            }
+            self.now = t.max(self.now);
+            if next_step == Some(t) {
+                let (_, step) = self.pending_step.take().unwrap();
+                let outputs = self.execute_step(&step);
+                self.feed(Event::StepDone(outputs));
+            } else if self.pending_start == Some(t) {
+                self.pending_start = None;
+                if self.failing_starts > 0 {
+                    self.failing_starts -= 1;
+                    self.feed(Event::EngineStartFailed {
+                        stderr_tail: "CUDA error: out of memory".into(),
+                    });
+                } else {
+                    let f = self.s.engine_facts().clone();
+                    self.feed(Event::EngineReady(f));
+                }
+            } else {
+                let key = *self.script.keys().next().unwrap();
+                let what = self.script.remove(&key).unwrap();
+                match what {
+                    Scripted::Event(e) => self.feed(e),
+                    Scripted::FollowUp {
+                        id,
+                        of,
+                        extra,
+                        priority,
+                    } => {
+                        let mut p = self.prompts[&of].clone();
+                        p.extend(self.sampled.get(&of).cloned().unwrap_or_default());
+                        p.extend(extra);
+                        self.prompts.insert(id, p.clone());
+                        self.feed(Event::Arrived(NewRequest {
+                            id,
+                            prompt: p,
+                            priority,
+                            priority_given: true,
+                            max_tokens: None,
+                        }));
+                    }
+                    Scripted::KillEngine => {
+                        if self.pending_start.is_none() {
+                            self.reset_engine();
+                            self.feed(Event::EngineDied);
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    fn reset_engine(&mut self) {
+        self.pending_step = None;
+        self.seqs.clear();
+        self.seq_owner.clear();
+        // engine-side state is gone; host RAM (parks, conversation cache) is the service's
+        self.parked
+            .retain(|_, (place, _)| *place == ParkPlace::HostRam);
+    }
+
+    /// Hands one event to the scheduler and executes the actions.
+    pub(crate) fn feed(&mut self, e: Event) {
+        if let Event::RestartRequested = e {
+            self.reset_engine();
+        }
+        let arrived = match &e {
+            Event::Arrived(nr) => Some(nr.id),
+            _ => None,
+        };
+        if let Some(id) = arrived {
+            let rec = self.records.entry(id).or_default();
+            rec.arrived = self.now;
+        }
+        let out: Outcome = self.s.handle(e, self.now);
+        if let Some(id) = arrived
+            && let Some(r) = self.s.requests.get(&id)
+        {
+            let boost = i64::from(self.s.settings().solo_priority && r.boost_eligible);
+            let rec = self.records.entry(id).or_default();
+            rec.priority = r.priority;
+            rec.base_priority = i64::from(r.priority) + boost;
+        }
+        self.diagnostics.extend(out.diagnostics.iter().cloned());
+        for a in out.actions {
+            self.apply(a);
+        }
+        self.check_live();
+    }
+
+    fn apply(&mut self, a: Action) {
+        let now = self.now;
+        self.log.push((now, a.clone()));
+        match &a {
+            Action::Refuse { request, .. }
+            | Action::Finish { request, .. }
+            | Action::Fail { request, .. } => {
+                let rec = self.records.entry(*request).or_default();
+                rec.ends.push((now, a.clone()));
+                if let Action::Finish { output_tokens, .. } = &a {
+                    assert_eq!(
+                        *output_tokens as usize,
+                        rec.delivered.len(),
+                        "{request}: output_tokens differs from tokens delivered"
+                    );
+                }
+            }
+            Action::Assign {
+                request,
+                seq,
+                keep_tokens,
+            } => {
+                let p = &self.prompts[request];
+                let content = self.seqs.entry(*seq).or_default();
+                let keep = *keep_tokens as usize;
+                assert!(
+                    keep <= content.len(),
+                    "{request}: keeps more than {seq} holds"
+                );
+                assert_eq!(
+                    &content[..keep],
+                    &p[..keep],
+                    "{request}: kept cells are not its prompt prefix"
+                );
+                let trims = self.s.engine_facts().trims_at_any_token;
+                assert!(
+                    trims || keep == 0 || keep == content.len() || p[keep] == TURN,
+                    "{request}: keep {keep} is not a checkpoint"
+                );
+                assert!(keep < p.len(), "{request}: nothing left to read");
+                content.truncate(keep);
+                self.seq_owner.insert(*seq, *request);
+                let rec = self.records.entry(*request).or_default();
+                rec.first_assign.get_or_insert(now);
+            }
+            Action::RestoreConversation {
+                conversation,
+                into_seq,
+            } => {
+                let c = self
+                    .host
+                    .remove(conversation)
+                    .expect("restore of a conversation the cache does not hold");
+                self.seqs.insert(*into_seq, c);
+            }
+            Action::EvictConversation { seq, to_cache } => {
+                let c = self.seqs.remove(seq).unwrap_or_default();
+                if let Some(id) = to_cache {
+                    self.host.insert(*id, c);
+                }
+            }
+            Action::DropConversation { conversation } => {
+                assert!(self.host.remove(conversation).is_some());
+            }
+            Action::Park {
+                request,
+                from_seq,
+                to,
+            } => {
+                let content = match self.parked.remove(request) {
+                    Some((ParkPlace::Spare(s), c)) if s == *from_seq => c,
+                    Some(other) => panic!("{request}: parked from {from_seq} but was at {other:?}"),
+                    None => {
+                        assert_eq!(self.seq_owner.get(from_seq), Some(request));
+                        self.seq_owner.remove(from_seq);
+                        self.seqs.remove(from_seq).unwrap_or_default()
+                    }
+                };
+                self.parked.insert(*request, (*to, content));
+            }
+            Action::Restore {
+                request,
+                from,
+                into_seq,
+            } => {
+                let (place, content) = self
+                    .parked
+                    .remove(request)
+                    .expect("restore of a request that is not parked");
+                assert_eq!(place, *from, "{request}: restored from the wrong place");
+                self.seqs.insert(*into_seq, content);
+                self.seq_owner.insert(*into_seq, *request);
+            }
+            Action::DropParked { request, .. } => {
+                self.parked.remove(request);
+            }
+            Action::Release {
+                request,
+                seq,
+                keep_as_conversation,
+            } => {
+                assert_eq!(self.seq_owner.get(seq), Some(request));
+                self.seq_owner.remove(seq);
+                if !keep_as_conversation {
+                    self.seqs.remove(seq);
+                }
+            }
+            Action::Step(step) => {
+                assert!(self.pending_step.is_none(), "two steps outstanding");
+                let mut dur = 0.0;
+                if let Some(c) = &step.chunk {
+                    dur += f64::from(c.tokens.end - c.tokens.start) / self.read_tps;
+                    let slot_holder = self.seq_owner.get(&c.seq) == Some(&c.request);
+                    let rec = self.records.entry(c.request).or_default();
+                    rec.chunks.push(c.tokens.clone());
+                    if !slot_holder {
+                        rec.lane_without_slot = true;
+                    }
+                }
+                if !step.decode.is_empty() {
+                    dur += self.decode_step_secs;
+                }
+                self.steps += 1;
+                self.pending_step = Some((now + secs(dur.max(1e-6)), step.clone()));
+            }
+            Action::Deliver {
+                request,
+                token,
+                index,
+            } => {
+                let rec = self.records.entry(*request).or_default();
+                assert_eq!(
+                    *index as usize,
+                    rec.delivered.len(),
+                    "{request}: token out of order"
+                );
+                rec.delivered.push(*token);
+                rec.first_token.get_or_insert(now);
+                let sampled = &self.sampled[request];
+                assert_eq!(
+                    sampled[*index as usize], *token,
+                    "{request}: wrong token delivered"
+                );
+            }
+            Action::RestartEngine { delay_secs, .. } => {
+                self.reset_engine();
+                self.pending_start = Some(now + secs(delay_secs + self.start_secs));
+            }
+        }
+    }
+
+    fn token_for(id: RequestId, index: usize) -> TokenId {
+        50_000 + ((id.0 as usize * 131 + index * 7) % 10_000) as TokenId
+    }
+
+    /// The fake engine runs a step: checks continuity, appends to caches, samples.
+    fn execute_step(&mut self, step: &Step) -> Vec<StepOutput> {
+        let mut outs = Vec::new();
+        if let Some(c) = &step.chunk {
+            let p = &self.prompts[&c.request];
+            assert_eq!(
+                self.seq_owner.get(&c.seq),
+                Some(&c.request),
+                "chunk into a seq it does not hold"
+            );
+            let content = self.seqs.entry(c.seq).or_default();
+            assert_eq!(
+                content.len(),
+                c.tokens.start as usize,
+                "{}: chunk does not continue the cache",
+                c.request
+            );
+            assert_eq!(&content[..], &p[..content.len()]);
+            content.extend_from_slice(&p[c.tokens.start as usize..c.tokens.end as usize]);
+            let marks = self
+                .read_marks
+                .entry(c.request)
+                .or_insert_with(|| vec![false; p.len()]);
+            for m in &mut marks[c.tokens.start as usize..c.tokens.end as usize] {
+                if *m {
+                    self.prefix_losses += 1;
+                }
+                *m = true;
+            }
+            if c.is_last {
+                assert_eq!(c.tokens.end as usize, p.len());
+                outs.push(self.sample(c.request));
+            }
+        }
+        for (id, seq) in &step.decode {
+            assert_eq!(
+                self.seq_owner.get(seq),
+                Some(id),
+                "decode of a seq it does not hold"
+            );
+            let p_len = self.prompts[id].len();
+            let sampled = self.sampled.get(id).cloned().unwrap_or_default();
+            let content = self.seqs.entry(*seq).or_default();
+            assert_eq!(
+                content.len(),
+                p_len + sampled.len() - 1,
+                "{id}: decode cache length"
+            );
+            content.push(*sampled.last().unwrap());
+            outs.push(self.sample(*id));
+        }
+        outs
+    }
+
+    fn sample(&mut self, id: RequestId) -> StepOutput {
+        let v = self.sampled.entry(id).or_default();
+        let t = Self::token_for(id, v.len());
+        v.push(t);
+        let finished = (v.len() as u32 >= self.gen_len[&id]).then_some(FinishReason::Stop);
+        StepOutput {
+            request: id,
+            token: Some(t),
+            finished,
+        }
+    }
+
+    /// Invariants after every event.
+    fn check_live(&mut self) {
+        let ym = self.s.settings().yields_max;
+        for r in self.s.requests.values() {
+            // a give-way happens only below the yields_max in force then
+            let before = self.last_yields.insert(r.id, r.yields).unwrap_or(0);
+            assert!(
+                r.yields <= before || r.yields <= ym,
+                "{}: {} yields > yields_max {ym}",
+                r.id,
+                r.yields
+            );
+            self.max_yields_seen = self.max_yields_seen.max(r.yields);
+        }
+        assert!(
+            self.s.cells_used() <= u64::from(self.s.engine_facts().kv_cells_total),
+            "KV cells over budget"
+        );
+        if let Some(l) = self.s.lane {
+            let r = &self.s.requests[&l];
+            assert!(
+                matches!(r.phase, Phase::Reading { .. }),
+                "lane to a non-reader"
+            );
+        }
+        // progress: work exists, so a step or an engine start is pending
+        if self.s.has_work() && self.pending_step.is_none() && self.pending_start.is_none() {
+            panic!(
+                "no progress at {:?}: work exists but no step is outstanding\n{:#?}",
+                self.now,
+                self.s.snapshot(self.now)
+            );
+        }
+    }
+
+    /// End-of-run invariants: every request ended once, tokens delivered equal tokens
+    /// accepted, queues, parking and reservations empty, no prefix lost.
+    pub(crate) fn check_end(&self) {
+        for (id, rec) in &self.records {
+            assert_eq!(
+                rec.ends.len(),
+                1,
+                "{id} ended {} times: {:?}",
+                rec.ends.len(),
+                rec.ends
+            );
+            assert!(!rec.lane_without_slot, "{id} read without holding a slot");
+            if let Some(Action::Finish { reason, .. }) = rec.ends.first().map(|(_, a)| a)
+                && *reason == FinishReason::Stop
+            {
+                assert_eq!(rec.delivered.len() as u32, self.gen_len[id]);
+            }
+        }
+        for id in self.prompts.keys() {
+            assert!(self.records.contains_key(id), "{id} never heard of");
+        }
+        assert!(!self.s.has_work(), "work left at the end");
+        let snap = self.s.snapshot(self.now);
+        assert!(snap.waiting.is_empty() && snap.parked.is_empty());
+        assert!(snap.slots.iter().all(|s| s.request.is_none()));
+        assert!(self.parked.is_empty(), "engine still holds parked state");
+        assert!(self.s.spares.iter().all(Option::is_none));
+        assert_eq!(self.prefix_losses, 0, "prompt tokens read twice");
+        assert_eq!(snap.counters.processed_prefix_losses, 0);
+        assert!(
+            self.diagnostics.is_empty(),
+            "diagnostics: {:?}",
+            self.diagnostics
+        );
+    }
+
+    pub(crate) fn rec(&self, id: u64) -> &Record {
+        &self.records[&RequestId(id)]
+    }
+
+    pub(crate) fn ttft(&self, id: u64) -> f64 {
+        let r = self.rec(id);
+        r.first_token.expect("no token").as_secs_f64() - self.arrival(id)
+    }
+
+    pub(crate) fn arrival(&self, id: u64) -> f64 {
+        self.rec(id).arrived.as_secs_f64()
+    }
+
+    /// Index of the first action matching `f`.
+    pub(crate) fn pos(&self, f: impl Fn(&Action) -> bool) -> Option<usize> {
+        self.log.iter().position(|(_, a)| f(a))
+    }
+
+    pub(crate) fn count(&self, f: impl Fn(&Action) -> bool) -> usize {
+        self.log.iter().filter(|(_, a)| f(a)).count()
+    }
+
+    pub(crate) fn failed_with(&self, id: u64) -> Option<FailKind> {
+        self.rec(id).ends.iter().find_map(|(_, a)| match a {
+            Action::Fail { error, .. } => Some(error.clone()),
+            _ => None,
+        })
+    }
+
+    pub(crate) fn refused_with(&self, id: u64) -> Option<Refusal> {
+        self.rec(id).ends.iter().find_map(|(_, a)| match a {
+            Action::Refuse { refusal, .. } => Some(refusal.clone()),
+            _ => None,
+        })
+    }
+
+    /// Every chunk, in step order.
+    pub(crate) fn chunks(&self) -> Vec<(u64, Range<u32>)> {
+        self.log
+            .iter()
+            .filter_map(|(_, a)| match a {
+                Action::Step(Step { chunk: Some(c), .. }) => Some((c.request.0, c.tokens.clone())),
+                _ => None,
+            })
+            .collect()
+    }
+
+    /// Index (in `chunks()`) of the first chunk of `id`.
+    pub(crate) fn first_chunk(&self, id: u64) -> usize {
+        self.chunks()
+            .iter()
+            .position(|(r, _)| *r == id)
+            .expect("never read")
+    }
+
+    /// Index (in `chunks()`) of the last chunk of `id`.
+    pub(crate) fn last_chunk(&self, id: u64) -> usize {
+        self.chunks()
+            .iter()
+            .rposition(|(r, _)| *r == id)
+            .expect("never read")
+    }
+
+    /// Time of the first action matching `f`.
+    pub(crate) fn time_of(&self, f: impl Fn(&Action) -> bool) -> Option<f64> {
+        self.log
+            .iter()
+            .find(|(_, a)| f(a))
+            .map(|(t, _)| t.as_secs_f64())
+    }
+}
+
+pub(crate) fn is_park(id: u64) -> impl Fn(&Action) -> bool {
+    move |a| matches!(a, Action::Park { request, .. } if request.0 == id)
+}
+
+pub(crate) fn is_restore(id: u64) -> impl Fn(&Action) -> bool {
+    move |a| matches!(a, Action::Restore { request, .. } if request.0 == id)
+}
+
+pub(crate) fn is_assign(id: u64) -> impl Fn(&Action) -> bool {
+    move |a| matches!(a, Action::Assign { request, .. } if request.0 == id)
+}
+
+pub(crate) fn is_release(id: u64) -> impl Fn(&Action) -> bool {
+    move |a| matches!(a, Action::Release { request, .. } if request.0 == id)
+}
+
+pub(crate) fn is_deliver(id: u64) -> impl Fn(&Action) -> bool {
+    move |a| matches!(a, Action::Deliver { request, .. } if request.0 == id)
+}

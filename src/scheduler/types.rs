@@ -1,0 +1,260 @@
+//! The scheduler's contract with the service: engine facts, events in, actions out.
+
+use crate::ids::{RequestId, SeqId, TokenId};
+use serde::{Deserialize, Serialize};
+use std::ops::Range;
+use std::time::Duration;
+
+use super::settings::SchedulerSettings;
+
+/// Virtual or real time, passed in by the caller: time since the service's epoch.
+pub type Now = Duration;
+
+/// What the engine's handshake states.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct EngineFacts {
+    /// Slots (`parallel`): sequences `0..parallel` run requests.
+    pub parallel: u32,
+    /// Spare sequences for parking in the engine (`parallel..parallel + spare_seqs`); 0: parks go
+    /// to host RAM.
+    pub spare_seqs: u32,
+    /// Size of the unified KV pool, in cells.
+    pub kv_cells_total: u32,
+    /// The most tokens one sequence can hold (the model's context); capped by `kv_cells_total`.
+    pub context_tokens: u32,
+    /// The measured chunk size (about one second of prompt reading), used when the setting is unset.
+    pub chunk_tokens: u32,
+    /// The engine can trim a sequence at any token (transformers); false: only at checkpoints.
+    pub trims_at_any_token: bool,
+    /// The turn token where an engine that cannot trim anywhere keeps a checkpoint.
+    pub turn_token: Option<TokenId>,
+}
+
+/// A request, as the API edge hands it over (already tokenized, priority already resolved).
+#[derive(Debug, Clone, PartialEq)]
+pub struct NewRequest {
+    pub id: RequestId,
+    pub prompt: Vec<TokenId>,
+    /// Resolved higher-first priority (see `resolve_priority`).
+    pub priority: i32,
+    /// A priority came from the body, a header or the key (no small-request boost then).
+    pub priority_given: bool,
+    /// `None`: as many as the context leaves.
+    pub max_tokens: Option<u32>,
+}
+
+/// Why a request ended normally.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FinishReason {
+    /// End of generation or a stop string (the service detects both).
+    Stop,
+    /// `max_tokens` (possibly clamped to the room left) reached.
+    Length,
+    /// The client disconnected or cancelled (R9).
+    Cancelled,
+}
+
+/// Why a request failed (the service maps it to an error object or an error event).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FailKind {
+    /// The engine process died while it held the request (R10).
+    EngineDied,
+    /// The user restarted the engine ("engine restarted").
+    EngineRestarted,
+    /// The engine could not be started `restart_attempts_max` times in a row: a 503.
+    EngineUnavailable { stderr_tail: String },
+    /// The engine answered a step without the token it owed (a protocol fault).
+    EngineProtocol,
+}
+
+/// Why a request was refused at arrival (it never entered the queue).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Refusal {
+    /// 429 with `Retry-After`.
+    QueueFull {
+        retry_after_secs: u32,
+    },
+    /// OpenAI `context_length_exceeded` / Anthropic "prompt is too long: N tokens > M maximum".
+    PromptTooLong {
+        prompt_tokens: u32,
+        max_context_tokens: u32,
+    },
+    /// `max_tokens_over_context: reject`: the strict 400.
+    MaxTokensOverContext {
+        max_tokens: u32,
+        room_tokens: u32,
+    },
+    EmptyPrompt,
+    DuplicateId,
+}
+
+/// Where a parked sequence lives.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ParkPlace {
+    /// A spare engine sequence (the KV stays in the engine's pool).
+    Spare(SeqId),
+    /// Host RAM (llama.cpp sequence state get/set).
+    HostRam,
+}
+
+/// An id for a conversation in the host-RAM conversation cache.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct ConversationId(pub u64);
+
+/// One prompt chunk: read positions `tokens` of `request`'s prompt into `seq`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Chunk {
+    pub request: RequestId,
+    pub seq: SeqId,
+    /// Prompt positions `start..end`; `start` is where the sequence's cache ends, and `end` is
+    /// the next absolute multiple of `chunk_tokens` (or the prompt's end).
+    pub tokens: Range<u32>,
+    /// The prompt's last chunk: the engine samples the first output token.
+    pub is_last: bool,
+}
+
+/// One engine call.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Step {
+    pub chunk: Option<Chunk>,
+    /// Each decoding request feeds its last token and samples one more.
+    pub decode: Vec<(RequestId, SeqId)>,
+}
+
+/// The engine's answer for one request of a step.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StepOutput {
+    pub request: RequestId,
+    /// The sampled token (decodes always, a chunk only when `is_last`).
+    pub token: Option<TokenId>,
+    /// Set by the service when this token ends the request (EOG or a stop string).
+    pub finished: Option<FinishReason>,
+}
+
+/// Per-request figures for metrics, given with its `Finish` or `Fail` (SCHEDULING.md, "What is
+/// counted"); time to first token is the service's (first `Deliver`).
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct RequestStats {
+    /// Arrival to first slot; `None` when it never got one.
+    pub queue_wait_secs: Option<f64>,
+    pub prompt_tokens: u32,
+    /// Prompt tokens the engine already held at admission (prefix cache).
+    pub prompt_tokens_held: u32,
+    pub prompt_tokens_read: u32,
+    pub output_tokens: u32,
+    pub give_ways: u32,
+    pub pauses: u32,
+}
+
+/// Events in.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Event {
+    Arrived(NewRequest),
+    /// The client disconnected or asked to cancel.
+    Cancelled(RequestId),
+    /// The outstanding step ran: the chunk was read and every listed request sampled.
+    StepDone(Vec<StepOutput>),
+    /// The engine process exited, closed its pipe or stopped answering.
+    EngineDied,
+    /// A start attempt failed (after a `RestartEngine`).
+    EngineStartFailed {
+        stderr_tail: String,
+    },
+    /// The engine finished its handshake (possibly with new facts).
+    EngineReady(EngineFacts),
+    /// The user asked for an engine restart.
+    RestartRequested,
+    /// A new set of settings (invalid ones are refused with a diagnostic).
+    SettingsChanged(Box<SchedulerSettings>),
+    /// Nothing happened but time passed (aging); lets the caller poll.
+    Tick,
+}
+
+/// Actions out, to be executed in order.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "snake_case", tag = "action")]
+pub enum Action {
+    /// Never admitted: answer with the refusal (429, 400, ...). The request ends here.
+    Refuse {
+        request: RequestId,
+        refusal: Refusal,
+    },
+    /// Move a host-RAM cached conversation into `into_seq` (replacing what it holds).
+    RestoreConversation {
+        conversation: ConversationId,
+        into_seq: SeqId,
+    },
+    /// Give `seq` to `request`: keep its first `keep_tokens` cells (a prefix of the prompt it
+    /// already holds), drop the rest.
+    Assign {
+        request: RequestId,
+        seq: SeqId,
+        keep_tokens: u32,
+    },
+    /// Save an idle conversation to the host-RAM cache under `to_cache` (or just drop it when
+    /// `None`), then clear `seq`.
+    EvictConversation {
+        seq: SeqId,
+        to_cache: Option<ConversationId>,
+    },
+    /// Drop a conversation from the host-RAM cache.
+    DropConversation { conversation: ConversationId },
+    /// Move a request's sequence out of the active set, losing nothing; `from_seq` is cleared.
+    Park {
+        request: RequestId,
+        from_seq: SeqId,
+        to: ParkPlace,
+    },
+    /// Bring a parked request back into `into_seq` (replacing what it holds), same sampler.
+    Restore {
+        request: RequestId,
+        from: ParkPlace,
+        into_seq: SeqId,
+    },
+    /// Drop a parked request's state (cancel or dead engine).
+    DropParked {
+        request: RequestId,
+        place: ParkPlace,
+    },
+    /// Run one step. Exactly one is outstanding until `Event::StepDone` or `Event::EngineDied`.
+    Step(Step),
+    /// Send this accepted token to the client; `index` counts from 0 per request, over pauses.
+    Deliver {
+        request: RequestId,
+        token: TokenId,
+        index: u32,
+    },
+    /// The request left `seq`; its tokens stay there as conversation cache when asked.
+    Release {
+        request: RequestId,
+        seq: SeqId,
+        keep_as_conversation: bool,
+    },
+    /// The request ended normally (close the stream with this reason).
+    Finish {
+        request: RequestId,
+        reason: FinishReason,
+        output_tokens: u32,
+        stats: RequestStats,
+    },
+    /// The request failed (structured error).
+    Fail {
+        request: RequestId,
+        error: FailKind,
+        stats: RequestStats,
+    },
+    /// Start an engine after `delay_secs` (attempt counts failed starts in a row, from 1).
+    RestartEngine { attempt: u32, delay_secs: f64 },
+}
+
+/// What one `handle` call returns.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Outcome {
+    pub actions: Vec<Action>,
+    /// Illegal transitions and protocol faults, for the log. Empty in a healthy run.
+    pub diagnostics: Vec<String>,
+}
