@@ -56,3 +56,23 @@ pub struct GenerateArgs {
     #[arg(long, default_value_t = 0)]
     pub gpu_layers: u32,
 }
+
+#[cfg(test)]
+mod tests {
+    use super::Cli;
+    use clap::{CommandFactory, Parser};
+
+    /// Regression: a flag named in `required_unless_present` that did not exist made every
+    /// start of the engine worker panic in clap's own checks.
+    #[test]
+    fn the_command_line_definition_is_consistent() {
+        Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn the_engine_worker_needs_a_model_unless_simulated() {
+        assert!(Cli::try_parse_from(["strata-desk", "engine-worker"]).is_err());
+        assert!(Cli::try_parse_from(["strata-desk", "engine-worker", "--fake"]).is_ok());
+        assert!(Cli::try_parse_from(["strata-desk", "engine-worker", "--model", "m.gguf"]).is_ok());
+    }
+}

@@ -67,14 +67,10 @@ pub async fn generate(
     let prompt = tokenizer.tokenize_segments(&template.render(&messages)?);
 
     let options = WorkerOptions {
-        model,
         ctx_tokens: args.ctx_tokens,
-        slots: 1,
         threads: args.threads,
         gpu_layers: args.gpu_layers,
-        flash_attn: Default::default(),
-        kv_type: Default::default(),
-        n_batch: 2048,
+        ..WorkerOptions::for_model(model)
     };
     let mut supervisor = EngineSupervisor::new(WorkerLaunch::new(worker_exe, options));
     let started = Instant::now();

@@ -25,8 +25,13 @@ impl WorkerLaunch {
 
     pub fn args(&self) -> Vec<OsString> {
         let o = &self.options;
-        let mut args: Vec<OsString> = vec!["engine-worker".into(), "--model".into()];
-        args.push(o.model.clone().into_os_string());
+        let mut args: Vec<OsString> = vec!["engine-worker".into()];
+        if let Some(model) = &o.model {
+            args.push("--model".into());
+            args.push(model.clone().into_os_string());
+        }
+        args.push("--conversation-cache-mib".into());
+        args.push(o.conversation_cache_mib.to_string().into());
         for (flag, value) in [
             ("--ctx", o.ctx_tokens),
             ("--slots", o.slots),
@@ -54,6 +59,26 @@ impl WorkerLaunch {
             }
             .into(),
         );
+        let fake = &o.fake;
+        if fake.enabled {
+            args.push("--fake".into());
+            for (flag, value) in [
+                ("--fake-kv-cells", fake.kv_cells.to_string()),
+                ("--fake-prompt-tps", fake.prompt_tokens_per_sec.to_string()),
+                ("--fake-decode-tps", fake.decode_steps_per_sec.to_string()),
+            ] {
+                args.push(flag.into());
+                args.push(value.into());
+            }
+            if let Some(script) = &fake.script {
+                args.push("--fake-script".into());
+                args.push(script.clone().into_os_string());
+            }
+            for fault in &fake.faults {
+                args.push("--fake-fault".into());
+                args.push(fault.into());
+            }
+        }
         args
     }
 }

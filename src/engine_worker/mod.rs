@@ -1,18 +1,29 @@
 //! The engine worker: a child process, the only place that runs inference.
 //!
 //! It loads a GGUF with llama.cpp into one context with one unified KV pool shared by
-//! `slots` sequences, answers the handshake, then serves [`crate::protocol`] commands read as
-//! JSON lines from stdin, in order, until stdin closes. Each request keeps one sampler object
-//! from open to close, whatever sequence it is on. A bad line gets an error reply; the worker
-//! goes on.
+//! `slots` sequences (or, with `--fake`, runs the simulated engine), answers the handshake,
+//! then serves [`crate::protocol`] commands read as JSON lines from stdin, in order, until
+//! stdin closes. Each request keeps one sampler object from open to close, whatever sequence
+//! it is on, parked or not. A bad line gets an error reply; the worker goes on.
+//!
+//! - `backend`: what a backend does (the trait); `llama`: the real one; `fake`: the simulated
+//!   one (also used in process by tests);
+//! - `worker`: the protocol's checks and bookkeeping over any backend;
+//! - `cache`: the host-RAM conversation cache.
 
+mod backend;
+mod cache;
+mod fake;
+mod llama;
 mod options;
-mod state;
+mod worker;
 
-pub use options::{FlashAttn, KvType, WorkerOptions};
+pub use backend::{Backend, Fault};
+pub use fake::{FAKE_EOG, FAKE_TURN, FakeEngine, FakeRule, FakeScript, FakeSetupError};
+pub use options::{FakeOptions, FlashAttn, KvType, WorkerOptions};
+pub use worker::Worker;
 
-use crate::protocol::{Command, CommandLine, ErrorKind, Reply, ReplyLine, salvage_id};
-use state::Engine;
+use crate::protocol::{CommandLine, ErrorKind, Reply, ReplyLine, salvage_id};
 use std::io::{BufRead, Write};
 
 /// Why the worker could not start or serve.
@@ -22,27 +33,43 @@ pub enum WorkerError {
     Backend(String),
     #[error("cannot load model {path}: {message}")]
     Model { path: String, message: String },
+    #[error("no --model given")]
+    NoModel,
     #[error("cannot create the llama.cpp context: {0}")]
     Context(String),
+    #[error(transparent)]
+    Fake(#[from] FakeSetupError),
     #[error("i/o on the protocol pipes: {0}")]
     Io(#[from] std::io::Error),
 }
 
+const MIB: u64 = 1024 * 1024;
+
 /// Runs the worker until stdin closes.
 pub fn run(options: &WorkerOptions) -> Result<(), WorkerError> {
+    let cache_bytes = options.conversation_cache_mib * MIB;
+    if options.fake.enabled {
+        let engine = FakeEngine::new(&options.fake, options.slots)?;
+        return serve_stdio(&mut Worker::new(engine, cache_bytes));
+    }
+    let path = options.model.as_deref().ok_or(WorkerError::NoModel)?;
     let backend = llama_cpp_2::llama_backend::LlamaBackend::init()
         .map_err(|e| WorkerError::Backend(e.to_string()))?;
     llama_cpp_2::send_logs_to_tracing(llama_cpp_2::LogOptions::default());
-    let model = state::load_model(&backend, options)?;
-    let mut engine = Engine::new(&backend, &model, options)?;
+    let model = llama::load_model(&backend, options, path)?;
+    let engine = llama::LlamaEngine::new(&backend, &model, options, path)?;
+    serve_stdio(&mut Worker::new(engine, cache_bytes))
+}
 
+/// The handshake, then one reply line per command line, until stdin closes.
+fn serve_stdio<B: Backend>(worker: &mut Worker<B>) -> Result<(), WorkerError> {
     let stdout = std::io::stdout();
     let mut out = stdout.lock();
     write_line(
         &mut out,
         &ReplyLine {
             id: Some(0),
-            reply: Reply::Ready(engine.handshake().clone()),
+            reply: Reply::Ready(worker.backend().handshake().clone()),
         },
     )?;
 
@@ -61,10 +88,30 @@ pub fn run(options: &WorkerOptions) -> Result<(), WorkerError> {
             continue;
         }
         let reply = match serde_json::from_str::<CommandLine>(line) {
-            Ok(CommandLine { id, command }) => ReplyLine {
-                id: Some(id),
-                reply: serve(&mut engine, command),
-            },
+            Ok(CommandLine { id, command }) => {
+                match worker.fault_for(&command) {
+                    Some(Fault::Die) => {
+                        eprintln!("simulated engine: injected fault: dying at command {id}");
+                        std::process::exit(3);
+                    }
+                    Some(Fault::Hang) => {
+                        eprintln!("simulated engine: injected fault: hanging at command {id}");
+                        loop {
+                            std::thread::sleep(std::time::Duration::from_secs(3600));
+                        }
+                    }
+                    Some(Fault::Malformed) => {
+                        out.write_all(b"{this is not a reply\n")?;
+                        out.flush()?;
+                        continue;
+                    }
+                    None => {}
+                }
+                ReplyLine {
+                    id: Some(id),
+                    reply: worker.serve(command),
+                }
+            }
             Err(e) => ReplyLine::error(
                 salvage_id(line),
                 ErrorKind::Malformed,
@@ -76,23 +123,6 @@ pub fn run(options: &WorkerOptions) -> Result<(), WorkerError> {
         };
         write_line(&mut out, &reply)?;
     }
-}
-
-fn serve(engine: &mut Engine<'_>, command: Command) -> Reply {
-    let result = match command {
-        Command::Open {
-            request,
-            seq,
-            keep_tokens,
-            sampling,
-        } => engine.open(request, seq, keep_tokens, &sampling),
-        Command::Step { chunk, decode } => engine.step(chunk, &decode).map(Reply::StepDone),
-        Command::Close { request } => engine.close(request),
-        Command::Stats => Ok(Reply::Stats(engine.stats())),
-    };
-    result.unwrap_or_else(|(kind, message)| {
-        Reply::Error(crate::protocol::ErrorReply { kind, message })
-    })
 }
 
 fn write_line(out: &mut impl Write, line: &ReplyLine) -> Result<(), WorkerError> {

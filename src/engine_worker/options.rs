@@ -21,9 +21,9 @@ pub enum KvType {
 
 #[derive(Debug, Clone, Args)]
 pub struct WorkerOptions {
-    /// The GGUF model file.
-    #[arg(long)]
-    pub model: PathBuf,
+    /// The GGUF model file (not needed with --fake).
+    #[arg(long, required_unless_present = "fake")]
+    pub model: Option<PathBuf>,
     /// Context size in tokens (the unified KV pool); 0 takes the model's, at most 32768.
     #[arg(long = "ctx", default_value_t = 0)]
     pub ctx_tokens: u32,
@@ -43,9 +43,66 @@ pub struct WorkerOptions {
     /// Most tokens a single llama.cpp decode call takes.
     #[arg(long, default_value_t = 2048)]
     pub n_batch: u32,
+    /// Bound of the host-RAM conversation cache, in MiB.
+    #[arg(long, default_value_t = 1024)]
+    pub conversation_cache_mib: u64,
+    /// Run the simulated engine instead of llama.cpp (tests and `--engine sim`).
+    #[command(flatten)]
+    pub fake: FakeOptions,
+}
+
+/// The simulated engine's settings.
+#[derive(Debug, Clone, Args, Default)]
+pub struct FakeOptions {
+    /// Simulate the engine: a byte-level vocabulary, scripted outputs, timed like a real one.
+    #[arg(id = "fake", long = "fake", default_value_t = false)]
+    pub enabled: bool,
+    /// KV cells of the simulated pool.
+    #[arg(long = "fake-kv-cells", default_value_t = 16_384)]
+    pub kv_cells: u32,
+    /// Simulated prompt-read speed, tokens per second (0: no delay).
+    #[arg(long = "fake-prompt-tps", default_value_t = 2_000.0)]
+    pub prompt_tokens_per_sec: f64,
+    /// Simulated decode speed, steps per second (0: no delay).
+    #[arg(long = "fake-decode-tps", default_value_t = 50.0)]
+    pub decode_steps_per_sec: f64,
+    /// A JSON script of outputs: `{"rules":[{"prompt_contains":"...","output":"..."}]}`.
+    #[arg(long = "fake-script")]
+    pub script: Option<PathBuf>,
+    /// Inject a fault: `die:STEP`, `hang:STEP`, `malformed:STEP` or `slow:STEP:MILLIS`.
+    #[arg(long = "fake-fault")]
+    pub faults: Vec<String>,
 }
 
 impl WorkerOptions {
+    /// Options for a real model with every other setting at its default.
+    pub fn for_model(model: PathBuf) -> Self {
+        Self {
+            model: Some(model),
+            ctx_tokens: 0,
+            slots: 1,
+            threads: 0,
+            gpu_layers: 0,
+            flash_attn: FlashAttn::Auto,
+            kv_type: KvType::F16,
+            n_batch: 2048,
+            conversation_cache_mib: 1024,
+            fake: FakeOptions::default(),
+        }
+    }
+
+    /// Options for the simulated engine.
+    pub fn simulated(fake: FakeOptions) -> Self {
+        Self {
+            model: None,
+            fake: FakeOptions {
+                enabled: true,
+                ..fake
+            },
+            ..Self::for_model(PathBuf::new())
+        }
+    }
+
     /// Threads to run llama.cpp with: the option, else one less than the cores (two engine
     /// threads on two cores collapse when anything else runs).
     pub fn effective_threads(&self) -> u32 {
@@ -54,5 +111,19 @@ impl WorkerOptions {
         }
         let cores = std::thread::available_parallelism().map_or(1, |n| n.get() as u32);
         cores.saturating_sub(1).max(1)
+    }
+}
+
+impl FakeOptions {
+    /// Fast settings for tests: a simulated engine with no delays.
+    pub fn instant() -> Self {
+        Self {
+            enabled: true,
+            kv_cells: 16_384,
+            prompt_tokens_per_sec: 0.0,
+            decode_steps_per_sec: 0.0,
+            script: None,
+            faults: Vec::new(),
+        }
     }
 }

@@ -46,8 +46,25 @@ pub enum Command {
         #[serde(default)]
         decode: Vec<RequestId>,
     },
-    /// End a request: its sampler is dropped; the tokens stay in its sequence as a cache.
+    /// End a request: its sampler is dropped; the tokens stay in its sequence as a cache
+    /// (a parked request's saved state is dropped).
     Close { request: RequestId },
+    /// Move an open request's sequence state to host RAM and free its sequence. Its sampler
+    /// and its last sampled token stay with the request.
+    Park { request: RequestId },
+    /// Put a parked request's state into a free sequence and let it go on from there.
+    Restore { request: RequestId, seq: SeqId },
+    /// Keep the first `keep_tokens` of a free sequence, drop the rest.
+    Trim { seq: SeqId, keep_tokens: u32 },
+    /// Make `to` (free) hold the first `tokens` of `from` (shared cells in the unified pool).
+    CopyPrefix { from: SeqId, to: SeqId, tokens: u32 },
+    /// Move the conversation a free sequence holds to the host-RAM conversation cache under
+    /// `key`, and clear the sequence. Least recently used entries leave past the cache's bound.
+    SaveConversation { seq: SeqId, key: u64 },
+    /// Put a cached conversation into a free sequence (the entry stays cached).
+    LoadConversation { key: u64, seq: SeqId },
+    /// Forget a cached conversation.
+    DropConversation { key: u64 },
     /// Counters and the KV budget.
     Stats,
 }
@@ -108,6 +125,31 @@ pub enum Reply {
     StepDone(StepDone),
     Closed {
         request: RequestId,
+    },
+    Parked(StateMoved),
+    Restored(StateMoved),
+    Trimmed {
+        seq: SeqId,
+        held_tokens: u32,
+    },
+    Copied {
+        to: SeqId,
+        held_tokens: u32,
+    },
+    ConversationSaved {
+        key: u64,
+        moved: StateMoved,
+        /// Entries that left the cache to make room (least recently used first); the saved
+        /// key itself when it alone exceeds the bound.
+        evicted: Vec<u64>,
+    },
+    ConversationLoaded {
+        key: u64,
+        moved: StateMoved,
+    },
+    ConversationDropped {
+        key: u64,
+        existed: bool,
     },
     Stats(Stats),
     Error(ErrorReply),
@@ -172,6 +214,16 @@ pub struct Sampled {
     pub eog: bool,
 }
 
+/// A sequence state moved between the KV pool and host RAM.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct StateMoved {
+    pub request: Option<RequestId>,
+    pub seq: SeqId,
+    pub tokens: u32,
+    pub bytes: u64,
+    pub micros: u64,
+}
+
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ReadProgress {
     pub request: RequestId,
@@ -182,10 +234,16 @@ pub struct ReadProgress {
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct Stats {
     pub kv_cells: u32,
+    /// Sum of what the sequences hold (an upper bound: a copied prefix shares its cells).
     pub kv_cells_used: u32,
     /// Tokens each sequence holds, by sequence id.
     pub seq_tokens: Vec<u32>,
     pub open_requests: u32,
+    pub parked_requests: u32,
+    pub parked_bytes: u64,
+    pub conversation_cache_entries: u32,
+    pub conversation_cache_bytes: u64,
+    pub conversation_cache_capacity_bytes: u64,
     pub steps: u64,
     pub prompt_tokens_read: u64,
     pub tokens_decoded: u64,

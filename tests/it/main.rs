@@ -1,6 +1,11 @@
 //! The one integration-test binary (each extra `tests/*.rs` would link the whole stack again).
 //! Real-model tests take the `support::real_model()` lock: they share two cores.
 
+// The serial lock is held across awaits on purpose: each `#[tokio::test]` has its own runtime
+// on its own thread, so holding it blocks only other tests, which is its job.
+#![allow(clippy::await_holding_lock)]
+
 mod cli;
+mod engine_park;
 mod engine_real;
 mod support;

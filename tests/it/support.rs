@@ -32,14 +32,10 @@ pub fn launch(slots: u32, threads: u32) -> WorkerLaunch {
     WorkerLaunch::new(
         worker_exe(),
         WorkerOptions {
-            model: model_path(),
             ctx_tokens: 4096,
             slots,
             threads,
-            gpu_layers: 0,
-            flash_attn: Default::default(),
-            kv_type: Default::default(),
-            n_batch: 2048,
+            ..WorkerOptions::for_model(model_path())
         },
     )
 }
@@ -157,4 +153,55 @@ pub async fn run_alone(
     }
     call(engine, Command::Close { request }).await;
     out
+}
+
+/// Reads `prompt[from..]` for an open request in chunks that end on absolute multiples of
+/// `chunk_tokens` (as an uninterrupted read from 0 would); returns the first sampled token.
+pub async fn read_aligned(
+    engine: &mut EngineProcess,
+    request: RequestId,
+    prompt: &[TokenId],
+    from: usize,
+    chunk_tokens: usize,
+) -> TokenId {
+    let mut start = from;
+    loop {
+        let end = ((start / chunk_tokens + 1) * chunk_tokens).min(prompt.len());
+        let last = end == prompt.len();
+        let chunk = Chunk {
+            request,
+            tokens: prompt[start..end].to_vec(),
+            last,
+        };
+        let done = step(engine, Some(chunk), vec![]).await;
+        if last {
+            return done.sampled[0].token;
+        }
+        start = end;
+    }
+}
+
+/// Decodes `n` more tokens for one request, alone.
+pub async fn decode_n(engine: &mut EngineProcess, request: RequestId, n: usize) -> Vec<TokenId> {
+    let mut out = Vec::with_capacity(n);
+    for _ in 0..n {
+        let done = step(engine, None, vec![request]).await;
+        out.push(done.sampled[0].token);
+    }
+    out
+}
+
+pub async fn stats(engine: &mut EngineProcess) -> strata_desk::protocol::Stats {
+    match call(engine, Command::Stats).await {
+        Reply::Stats(stats) => stats,
+        other => panic!("expected stats, got {other:?}"),
+    }
+}
+
+pub fn seeded(seed: u32) -> Sampling {
+    Sampling {
+        temperature: 0.9,
+        seed,
+        ..Sampling::default()
+    }
 }

@@ -1,0 +1,71 @@
+//! What an inference backend does for the worker: the real one (llama.cpp) and the simulated
+//! one implement it, and [`super::worker::Worker`] speaks the protocol over either, so the
+//! protocol's checks and bookkeeping are written once.
+
+use crate::ids::{RequestId, SeqId, TokenId};
+use crate::protocol::{ErrorKind, Handshake, Sampling};
+
+/// A refused command: the error kind and a message naming what was wrong.
+pub type Refusal = (ErrorKind, String);
+
+/// Prompt tokens of one request to read at `start_pos..` of its sequence.
+#[derive(Debug)]
+pub struct ChunkRun<'a> {
+    pub request: RequestId,
+    pub seq: SeqId,
+    pub start_pos: u32,
+    pub tokens: &'a [TokenId],
+    /// The prompt ends here: sample the request's first output token.
+    pub sample: bool,
+}
+
+/// One token fed to a decoding request's sequence at `pos`, then a token sampled.
+#[derive(Debug, Clone, Copy)]
+pub struct DecodeRun {
+    pub request: RequestId,
+    pub seq: SeqId,
+    pub pos: u32,
+    pub token: TokenId,
+}
+
+/// A fault the simulated engine injects at a step (the real one has none).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Fault {
+    /// Exit with code 3 before answering.
+    Die,
+    /// Stop answering (and reading).
+    Hang,
+    /// Answer with a line that is not a reply.
+    Malformed,
+}
+
+pub trait Backend {
+    /// A sequence's state moved to host RAM.
+    type Saved;
+
+    fn handshake(&self) -> &Handshake;
+    fn new_sampler(&mut self, request: RequestId, sampling: &Sampling);
+    fn drop_sampler(&mut self, request: RequestId);
+    /// Keeps positions `0..keep_tokens` of `seq`.
+    fn trim(&mut self, seq: SeqId, keep_tokens: u32) -> Result<(), Refusal>;
+    /// `to` (cleared first) shares positions `0..tokens` of `from`.
+    fn copy_prefix(&mut self, from: SeqId, to: SeqId, tokens: u32) -> Result<(), Refusal>;
+    /// Runs one step's batch and samples: the chunk's request (if `sample`) first, then each
+    /// decoding request in order.
+    fn run(
+        &mut self,
+        chunk: Option<&ChunkRun<'_>>,
+        decodes: &[DecodeRun],
+    ) -> Result<Vec<TokenId>, Refusal>;
+    fn piece(&self, token: TokenId) -> Vec<u8>;
+    fn is_eog(&self, token: TokenId) -> bool;
+    /// Copies `seq`'s state to host RAM (the sequence is cleared by the caller).
+    fn save(&mut self, seq: SeqId) -> Result<Self::Saved, Refusal>;
+    fn saved_bytes(saved: &Self::Saved) -> u64;
+    /// Puts a saved state into `seq` (cleared first).
+    fn load(&mut self, saved: &Self::Saved, seq: SeqId) -> Result<(), Refusal>;
+    /// A fault to inject before answering step number `step` (1-based).
+    fn fault_at_step(&mut self, _step: u64) -> Option<Fault> {
+        None
+    }
+}

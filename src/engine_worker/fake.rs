@@ -1,0 +1,295 @@
+//! The simulated engine: the same protocol as the real one, with no model.
+//!
+//! Its vocabulary is bytes: token `b` (0..=255) is the byte `b`, [`FAKE_EOG`] ends a generation
+//! and [`FAKE_TURN`] starts a turn. Its "KV cache" is the token list of each sequence, and the
+//! next token is a function of that whole list and the request's sampler state, so a pause,
+//! park or give-way that lost or changed a token would change the output, as on a real engine.
+//! A script can make outputs whose prompt contains a string be a given text (tool calls, say).
+//! Prompt reading and decoding take simulated time; faults can be injected by step number.
+//! Every UI labels it as simulated (`Handshake::simulated`).
+
+use super::FakeOptions;
+use super::backend::{Backend, ChunkRun, DecodeRun, Fault, Refusal};
+use crate::ids::{RequestId, SeqId, TokenId};
+use crate::protocol::{ErrorKind, Handshake, ModelFacts, PROTOCOL_VERSION, Sampling};
+use serde::Deserialize;
+use std::collections::HashMap;
+use std::time::Duration;
+
+pub const FAKE_EOG: TokenId = 256;
+pub const FAKE_TURN: TokenId = 257;
+const FAKE_VOCAB: i32 = 258;
+/// Simulated bytes of KV state per token, for park and cache accounting.
+const FAKE_BYTES_PER_TOKEN: u64 = 1024;
+const LETTERS: &[u8] = b"etaoinshrdlucmfwypvbgkjqxz";
+
+#[derive(Debug, Clone, Default, Deserialize)]
+pub struct FakeScript {
+    #[serde(default)]
+    pub rules: Vec<FakeRule>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+pub struct FakeRule {
+    /// The rule applies when the prompt (as text) contains this.
+    pub prompt_contains: String,
+    /// The whole output, then end of generation.
+    pub output: String,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum FakeSetupError {
+    #[error("cannot read the fake script {path}: {message}")]
+    Script { path: String, message: String },
+    #[error("--fake-fault {0:?}: expected die:STEP, hang:STEP, malformed:STEP or slow:STEP:MILLIS")]
+    Fault(String),
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum ScheduledFault {
+    Fault(Fault),
+    Slow(Duration),
+}
+
+/// The sampler of one request: moves with the request, whatever sequence it is on.
+#[derive(Debug)]
+struct FakeSampler {
+    seeded: bool,
+    seed: u32,
+    draws: u64,
+    /// The scripted output, once the first token was sampled and a rule matched.
+    script: Option<Vec<u8>>,
+    decided: bool,
+}
+
+#[derive(Debug)]
+pub struct FakeEngine {
+    handshake: Handshake,
+    options: FakeOptions,
+    script: FakeScript,
+    faults: HashMap<u64, ScheduledFault>,
+    seqs: Vec<Vec<TokenId>>,
+    samplers: HashMap<RequestId, FakeSampler>,
+}
+
+impl FakeEngine {
+    pub fn new(options: &FakeOptions, slots: u32) -> Result<Self, FakeSetupError> {
+        let script = match &options.script {
+            Some(path) => {
+                let text = std::fs::read_to_string(path).map_err(|e| FakeSetupError::Script {
+                    path: path.display().to_string(),
+                    message: e.to_string(),
+                })?;
+                serde_json::from_str(&text).map_err(|e| FakeSetupError::Script {
+                    path: path.display().to_string(),
+                    message: e.to_string(),
+                })?
+            }
+            None => FakeScript::default(),
+        };
+        let faults = options
+            .faults
+            .iter()
+            .map(|spec| parse_fault(spec))
+            .collect::<Result<HashMap<_, _>, _>>()?;
+        let slots = slots.max(1);
+        let chunk_tokens = if options.prompt_tokens_per_sec > 0.0 {
+            ((options.prompt_tokens_per_sec / 64.0).round() as u32).clamp(1, 128) * 64
+        } else {
+            256
+        };
+        Ok(Self {
+            handshake: Handshake {
+                protocol_version: PROTOCOL_VERSION,
+                model: ModelFacts {
+                    name: "simulated".into(),
+                    path: String::new(),
+                    n_ctx: options.kv_cells,
+                    n_ctx_train: options.kv_cells,
+                    n_vocab: FAKE_VOCAB,
+                    bos: None,
+                    eog: vec![FAKE_EOG],
+                    turn_token: Some(FAKE_TURN),
+                    trims_at_any_token: true,
+                    chat_template: None,
+                },
+                slots,
+                kv_cells: options.kv_cells,
+                n_batch: 8192,
+                threads: 1,
+                prompt_tokens_per_sec: options.prompt_tokens_per_sec,
+                chunk_tokens,
+                simulated: true,
+            },
+            options: options.clone(),
+            script,
+            faults,
+            seqs: vec![Vec::new(); slots as usize],
+            samplers: HashMap::new(),
+        })
+    }
+
+    fn next_token(&mut self, request: RequestId, seq: SeqId) -> TokenId {
+        let tokens = &self.seqs[seq.0 as usize];
+        let sampler = self
+            .samplers
+            .get_mut(&request)
+            .expect("checked by the worker");
+        if !sampler.decided {
+            sampler.decided = true;
+            let text = String::from_utf8_lossy(
+                &tokens
+                    .iter()
+                    .filter_map(|t| u8::try_from(*t).ok())
+                    .collect::<Vec<u8>>(),
+            )
+            .into_owned();
+            sampler.script = self
+                .script
+                .rules
+                .iter()
+                .find(|rule| text.contains(&rule.prompt_contains))
+                .map(|rule| rule.output.as_bytes().to_vec());
+        }
+        if let Some(output) = &sampler.script {
+            sampler.draws += 1;
+            return output
+                .get(sampler.draws as usize - 1)
+                .map_or(FAKE_EOG, |b| TokenId::from(*b));
+        }
+        // FNV-1a over everything the sequence holds, then the sampler's own draws when seeded.
+        let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
+        for token in tokens {
+            hash ^= *token as u64;
+            hash = hash.wrapping_mul(0x100_0000_01b3);
+        }
+        if sampler.seeded {
+            hash ^= (u64::from(sampler.seed) << 32) ^ sampler.draws;
+            hash = hash.wrapping_mul(0x100_0000_01b3);
+        }
+        sampler.draws += 1;
+        if hash.is_multiple_of(6) {
+            TokenId::from(b' ')
+        } else {
+            TokenId::from(LETTERS[(hash >> 8) as usize % LETTERS.len()])
+        }
+    }
+}
+
+fn parse_fault(spec: &str) -> Result<(u64, ScheduledFault), FakeSetupError> {
+    let bad = || FakeSetupError::Fault(spec.to_owned());
+    let parts: Vec<&str> = spec.split(':').collect();
+    let step = parts
+        .get(1)
+        .and_then(|s| s.parse::<u64>().ok())
+        .ok_or_else(bad)?;
+    let fault = match (parts[0], parts.len()) {
+        ("die", 2) => ScheduledFault::Fault(Fault::Die),
+        ("hang", 2) => ScheduledFault::Fault(Fault::Hang),
+        ("malformed", 2) => ScheduledFault::Fault(Fault::Malformed),
+        ("slow", 3) => {
+            ScheduledFault::Slow(Duration::from_millis(parts[2].parse().map_err(|_| bad())?))
+        }
+        _ => return Err(bad()),
+    };
+    Ok((step, fault))
+}
+
+impl Backend for FakeEngine {
+    type Saved = Vec<TokenId>;
+
+    fn handshake(&self) -> &Handshake {
+        &self.handshake
+    }
+
+    fn new_sampler(&mut self, request: RequestId, sampling: &Sampling) {
+        self.samplers.insert(
+            request,
+            FakeSampler {
+                seeded: sampling.temperature > 0.0,
+                seed: sampling.seed,
+                draws: 0,
+                script: None,
+                decided: false,
+            },
+        );
+    }
+
+    fn drop_sampler(&mut self, request: RequestId) {
+        self.samplers.remove(&request);
+    }
+
+    fn trim(&mut self, seq: SeqId, keep_tokens: u32) -> Result<(), Refusal> {
+        self.seqs[seq.0 as usize].truncate(keep_tokens as usize);
+        Ok(())
+    }
+
+    fn copy_prefix(&mut self, from: SeqId, to: SeqId, tokens: u32) -> Result<(), Refusal> {
+        let prefix = self.seqs[from.0 as usize][..tokens as usize].to_vec();
+        self.seqs[to.0 as usize] = prefix;
+        Ok(())
+    }
+
+    fn run(
+        &mut self,
+        chunk: Option<&ChunkRun<'_>>,
+        decodes: &[DecodeRun],
+    ) -> Result<Vec<TokenId>, Refusal> {
+        let mut secs = 0.0;
+        let mut sampled = Vec::with_capacity(decodes.len() + 1);
+        if let Some(run) = chunk {
+            if run.tokens.iter().any(|t| !(0..FAKE_VOCAB).contains(t)) {
+                return Err((ErrorKind::Invalid, "a token outside the vocabulary".into()));
+            }
+            self.seqs[run.seq.0 as usize].extend_from_slice(run.tokens);
+            if self.options.prompt_tokens_per_sec > 0.0 {
+                secs += run.tokens.len() as f64 / self.options.prompt_tokens_per_sec;
+            }
+            if run.sample {
+                sampled.push(self.next_token(run.request, run.seq));
+            }
+        }
+        for run in decodes {
+            self.seqs[run.seq.0 as usize].push(run.token);
+            sampled.push(self.next_token(run.request, run.seq));
+        }
+        if !decodes.is_empty() && self.options.decode_steps_per_sec > 0.0 {
+            secs += 1.0 / self.options.decode_steps_per_sec;
+        }
+        if secs > 0.0 {
+            std::thread::sleep(Duration::from_secs_f64(secs));
+        }
+        Ok(sampled)
+    }
+
+    fn piece(&self, token: TokenId) -> Vec<u8> {
+        u8::try_from(token).map(|b| vec![b]).unwrap_or_default()
+    }
+
+    fn is_eog(&self, token: TokenId) -> bool {
+        token == FAKE_EOG
+    }
+
+    fn save(&mut self, seq: SeqId) -> Result<Vec<TokenId>, Refusal> {
+        Ok(self.seqs[seq.0 as usize].clone())
+    }
+
+    fn saved_bytes(saved: &Vec<TokenId>) -> u64 {
+        saved.len() as u64 * FAKE_BYTES_PER_TOKEN
+    }
+
+    fn load(&mut self, saved: &Vec<TokenId>, seq: SeqId) -> Result<(), Refusal> {
+        self.seqs[seq.0 as usize] = saved.clone();
+        Ok(())
+    }
+
+    fn fault_at_step(&mut self, step: u64) -> Option<Fault> {
+        match self.faults.get(&step)? {
+            ScheduledFault::Fault(fault) => Some(*fault),
+            ScheduledFault::Slow(delay) => {
+                std::thread::sleep(*delay);
+                None
+            }
+        }
+    }
+}

@@ -1,0 +1,384 @@
+//! The real backend: llama.cpp through llama-cpp-2. One context, one unified KV pool shared by
+//! every sequence, one sampler per request.
+
+use super::backend::{Backend, ChunkRun, DecodeRun, Refusal};
+use super::{FlashAttn, KvType, WorkerError, WorkerOptions};
+use crate::ids::{RequestId, SeqId, TokenId};
+use crate::protocol::{ErrorKind, Handshake, ModelFacts, PROTOCOL_VERSION, Sampling};
+use llama_cpp_2::context::LlamaContext;
+use llama_cpp_2::context::params::{KvCacheType, LlamaContextParams};
+use llama_cpp_2::context::session::{LlamaStateSeqFlags, SeqState};
+use llama_cpp_2::llama_backend::LlamaBackend;
+use llama_cpp_2::llama_batch::LlamaBatch;
+use llama_cpp_2::model::LlamaModel;
+use llama_cpp_2::model::params::LlamaModelParams;
+use llama_cpp_2::sampling::LlamaSampler;
+use llama_cpp_2::token::LlamaToken;
+use std::collections::HashMap;
+use std::num::NonZeroU32;
+use std::time::Instant;
+
+/// Turn-start markers of the common chat formats, the first one the vocabulary has as a
+/// single control token is the engine's checkpoint token.
+const TURN_MARKERS: [&str; 4] = [
+    "<|im_start|>",
+    "<|start_header_id|>",
+    "<start_of_turn>",
+    "<|turn>",
+];
+
+/// Largest context taken by default when the model's is larger (memory).
+const DEFAULT_CTX_CAP_TOKENS: u32 = 32_768;
+
+pub fn load_model(
+    backend: &LlamaBackend,
+    options: &WorkerOptions,
+    path: &std::path::Path,
+) -> Result<LlamaModel, WorkerError> {
+    let params = LlamaModelParams::default().with_n_gpu_layers(options.gpu_layers);
+    LlamaModel::load_from_file(backend, path, &params).map_err(|e| WorkerError::Model {
+        path: path.display().to_string(),
+        message: e.to_string(),
+    })
+}
+
+pub struct LlamaEngine<'m> {
+    model: &'m LlamaModel,
+    ctx: LlamaContext<'m>,
+    batch: LlamaBatch<'static>,
+    n_batch: u32,
+    handshake: Handshake,
+    /// One sampler object per request, kept from open to close whatever sequence it is on.
+    samplers: HashMap<RequestId, LlamaSampler>,
+}
+
+impl<'m> LlamaEngine<'m> {
+    pub fn new(
+        backend: &LlamaBackend,
+        model: &'m LlamaModel,
+        options: &WorkerOptions,
+        model_path: &std::path::Path,
+    ) -> Result<Self, WorkerError> {
+        let threads = options.effective_threads();
+        let n_ctx_train = model.n_ctx_train();
+        let ctx_tokens = if options.ctx_tokens > 0 {
+            options.ctx_tokens
+        } else {
+            n_ctx_train.min(DEFAULT_CTX_CAP_TOKENS)
+        };
+        let slots = options.slots.max(1);
+        let n_batch = options.n_batch.clamp(64, ctx_tokens.max(64));
+        let kv = match options.kv_type {
+            KvType::F16 => KvCacheType::F16,
+            KvType::Q8_0 => KvCacheType::Q8_0,
+        };
+        let flash = match options.flash_attn {
+            FlashAttn::Auto => llama_cpp_sys_2::LLAMA_FLASH_ATTN_TYPE_AUTO,
+            FlashAttn::On => llama_cpp_sys_2::LLAMA_FLASH_ATTN_TYPE_ENABLED,
+            FlashAttn::Off => llama_cpp_sys_2::LLAMA_FLASH_ATTN_TYPE_DISABLED,
+        };
+        let params = LlamaContextParams::default()
+            .with_n_ctx(NonZeroU32::new(ctx_tokens))
+            .with_n_batch(n_batch)
+            .with_n_ubatch(n_batch.min(512))
+            .with_n_seq_max(slots)
+            .with_kv_unified(true)
+            .with_n_threads(threads as i32)
+            .with_n_threads_batch(threads as i32)
+            .with_type_k(kv)
+            .with_type_v(kv)
+            .with_flash_attention_policy(flash);
+        let ctx = model
+            .new_context(backend, params)
+            .map_err(|e| WorkerError::Context(e.to_string()))?;
+        let n_batch = ctx.n_batch();
+        let kv_cells = ctx.n_ctx();
+
+        let facts = model_facts(model, model_path, kv_cells);
+        let mut engine = Self {
+            model,
+            ctx,
+            batch: LlamaBatch::new(n_batch as usize, 1),
+            n_batch,
+            handshake: Handshake {
+                protocol_version: PROTOCOL_VERSION,
+                model: facts,
+                slots,
+                kv_cells,
+                n_batch,
+                threads,
+                prompt_tokens_per_sec: 0.0,
+                chunk_tokens: 256,
+                simulated: false,
+            },
+            samplers: HashMap::new(),
+        };
+        let speed = engine.measure_prompt_speed()?;
+        engine.handshake.prompt_tokens_per_sec = speed;
+        engine.handshake.chunk_tokens = chunk_tokens_for(speed, n_batch);
+        Ok(engine)
+    }
+
+    /// Reads a throwaway prompt on sequence 0 and times it: about one second of reading is
+    /// the default chunk. A GPU reads a short prompt too fast to time, so it gets a long one.
+    fn measure_prompt_speed(&mut self) -> Result<f64, WorkerError> {
+        let text = "The quick brown fox jumps over the lazy dog while the engine measures itself. "
+            .repeat(512);
+        let tokens: Vec<TokenId> = (self.model.vocab())
+            .tokenize(text.as_bytes(), false, false)
+            .iter()
+            .map(|t| t.0)
+            .collect();
+        let mut speed = 0.0;
+        for wanted in [256u32, 2048] {
+            let n = wanted.min(self.n_batch).min(self.handshake.kv_cells / 2) as usize;
+            if n == 0 || tokens.len() < n {
+                break;
+            }
+            let started = Instant::now();
+            self.batch.clear();
+            for (pos, token) in tokens[..n].iter().enumerate() {
+                self.batch
+                    .add(LlamaToken(*token), pos as i32, &[0], pos + 1 == n)
+                    .map_err(|e| WorkerError::Context(e.to_string()))?;
+            }
+            self.ctx
+                .decode(&mut self.batch)
+                .map_err(|e| WorkerError::Context(format!("measuring prompt speed: {e}")))?;
+            let secs = started.elapsed().as_secs_f64().max(1e-6);
+            let _ = self.ctx.kv_cache_seq_rm(0, None, None);
+            speed = n as f64 / secs;
+            if secs >= 0.1 {
+                break;
+            }
+        }
+        Ok(speed)
+    }
+
+    /// Adds prompt tokens for `seq` from `start`; logits on the last one if asked.
+    fn add_run(
+        &mut self,
+        seq: SeqId,
+        start: u32,
+        tokens: &[TokenId],
+        logits_last: bool,
+    ) -> Result<(), Refusal> {
+        for (i, token) in tokens.iter().enumerate() {
+            let last = i + 1 == tokens.len();
+            self.batch
+                .add(
+                    LlamaToken(*token),
+                    (start + i as u32) as i32,
+                    &[seq.0 as i32],
+                    logits_last && last,
+                )
+                .map_err(|e| (ErrorKind::Engine, e.to_string()))?;
+        }
+        Ok(())
+    }
+
+    fn decode_batch(&mut self) -> Result<(), Refusal> {
+        self.ctx
+            .decode(&mut self.batch)
+            .map_err(|e| (ErrorKind::Engine, format!("llama.cpp decode failed: {e}")))
+    }
+
+    fn sample(&mut self, request: RequestId, index: i32) -> Result<TokenId, Refusal> {
+        let sampler = self
+            .samplers
+            .get_mut(&request)
+            .ok_or_else(|| (ErrorKind::Invalid, format!("{request} has no sampler")))?;
+        Ok(sampler.sample(&self.ctx, index).0)
+    }
+}
+
+impl Backend for LlamaEngine<'_> {
+    type Saved = SeqState;
+
+    fn handshake(&self) -> &Handshake {
+        &self.handshake
+    }
+
+    fn new_sampler(&mut self, request: RequestId, sampling: &Sampling) {
+        self.samplers.insert(request, make_sampler(sampling));
+    }
+
+    fn drop_sampler(&mut self, request: RequestId) {
+        self.samplers.remove(&request);
+    }
+
+    fn trim(&mut self, seq: SeqId, keep_tokens: u32) -> Result<(), Refusal> {
+        self.ctx
+            .kv_cache_seq_rm(seq.0 as i32, Some(keep_tokens), None)
+            .map_err(|e| {
+                (
+                    ErrorKind::Engine,
+                    format!("trimming {seq} to {keep_tokens}: {e}"),
+                )
+            })
+    }
+
+    fn copy_prefix(&mut self, from: SeqId, to: SeqId, tokens: u32) -> Result<(), Refusal> {
+        self.trim(to, 0)?;
+        self.ctx
+            .copy_kv_cache_seq(from.0 as i32, to.0 as i32, Some(0), Some(tokens))
+            .map_err(|e| (ErrorKind::Engine, format!("copying {from} to {to}: {e}")))
+    }
+
+    /// The chunk and the decodes in one batch. Only when the chunk does not fit beside the
+    /// decodes in `n_batch` is its head read by itself first (llama.cpp aborts the process on
+    /// a larger batch); the same chunk always splits on the same boundaries.
+    fn run(
+        &mut self,
+        chunk: Option<&ChunkRun<'_>>,
+        decodes: &[DecodeRun],
+    ) -> Result<Vec<TokenId>, Refusal> {
+        let room_with_decodes = self.n_batch.saturating_sub(decodes.len() as u32) as usize;
+        if chunk.is_some() && room_with_decodes == 0 {
+            return Err((
+                ErrorKind::Invalid,
+                format!("{} decodes fill n_batch {}", decodes.len(), self.n_batch),
+            ));
+        }
+        self.batch.clear();
+        let mut chunk_logits_at = None;
+        if let Some(run) = chunk {
+            let tokens = run.tokens;
+            let tail_len = tokens.len().min(room_with_decodes);
+            let head_len = tokens.len() - tail_len;
+            let mut pos = run.start_pos;
+            for piece in tokens[..head_len].chunks(self.n_batch as usize) {
+                self.batch.clear();
+                self.add_run(run.seq, pos, piece, false)?;
+                self.decode_batch()?;
+                pos += piece.len() as u32;
+            }
+            self.batch.clear();
+            self.add_run(run.seq, pos, &tokens[head_len..], run.sample)?;
+            if run.sample && tail_len > 0 {
+                chunk_logits_at = Some((run.request, self.batch.n_tokens() - 1));
+            }
+        }
+        let mut decode_at = Vec::with_capacity(decodes.len());
+        for run in decodes {
+            self.batch
+                .add(
+                    LlamaToken(run.token),
+                    run.pos as i32,
+                    &[run.seq.0 as i32],
+                    true,
+                )
+                .map_err(|e| (ErrorKind::Engine, e.to_string()))?;
+            decode_at.push((run.request, self.batch.n_tokens() - 1));
+        }
+        if self.batch.n_tokens() > 0 {
+            self.decode_batch()?;
+        }
+        let mut sampled = Vec::with_capacity(decodes.len() + 1);
+        for (request, index) in chunk_logits_at.into_iter().chain(decode_at) {
+            sampled.push(self.sample(request, index)?);
+        }
+        Ok(sampled)
+    }
+
+    fn piece(&self, token: TokenId) -> Vec<u8> {
+        self.model
+            .vocab()
+            .token_to_piece(LlamaToken(token), false, None)
+    }
+
+    fn is_eog(&self, token: TokenId) -> bool {
+        self.model.vocab().is_eog(LlamaToken(token))
+    }
+
+    fn save(&mut self, seq: SeqId) -> Result<SeqState, Refusal> {
+        self.ctx
+            .state_seq_get(seq.0 as i32, LlamaStateSeqFlags::empty())
+            .map_err(|e| (ErrorKind::Engine, format!("saving {seq}: {e}")))
+    }
+
+    fn saved_bytes(saved: &SeqState) -> u64 {
+        saved.byte_len() as u64
+    }
+
+    fn load(&mut self, saved: &SeqState, seq: SeqId) -> Result<(), Refusal> {
+        self.trim(seq, 0)?;
+        self.ctx
+            .state_seq_set(saved, seq.0 as i32)
+            .map_err(|e| (ErrorKind::Engine, format!("restoring into {seq}: {e}")))
+    }
+}
+
+fn make_sampler(sampling: &Sampling) -> LlamaSampler {
+    if sampling.temperature <= 0.0 {
+        return LlamaSampler::greedy();
+    }
+    let mut chain = Vec::new();
+    if sampling.top_k > 0 {
+        chain.push(LlamaSampler::top_k(sampling.top_k));
+    }
+    if sampling.top_p < 1.0 {
+        chain.push(LlamaSampler::top_p(sampling.top_p, 1));
+    }
+    if sampling.min_p > 0.0 {
+        chain.push(LlamaSampler::min_p(sampling.min_p, 1));
+    }
+    chain.push(LlamaSampler::temp(sampling.temperature));
+    chain.push(LlamaSampler::dist(sampling.seed));
+    LlamaSampler::chain_simple(chain)
+}
+
+/// About one second of prompt reading, a multiple of 64 within 64..=8192 and `n_batch`.
+pub fn chunk_tokens_for(prompt_tokens_per_sec: f64, n_batch: u32) -> u32 {
+    let rounded = ((prompt_tokens_per_sec / 64.0).round() as u32).max(1) * 64;
+    rounded.clamp(64, 8192).min(n_batch.max(64))
+}
+
+fn model_facts(model: &LlamaModel, model_path: &std::path::Path, n_ctx: u32) -> ModelFacts {
+    let vocab = model.vocab();
+    let name = model.meta_val_str("general.name").unwrap_or_else(|_| {
+        model_path
+            .file_stem()
+            .map(|s| s.to_string_lossy().into_owned())
+            .unwrap_or_default()
+    });
+    let eog = (0..vocab.n_tokens())
+        .filter(|t| vocab.is_eog(LlamaToken(*t)))
+        .collect();
+    let turn_token = TURN_MARKERS.iter().find_map(|marker| {
+        let tokens = vocab.tokenize(marker.as_bytes(), false, true);
+        match tokens.as_slice() {
+            [one] if vocab.is_control(*one) => Some(one.0),
+            _ => None,
+        }
+    });
+    let bos = vocab.bos();
+    ModelFacts {
+        name,
+        path: model_path.display().to_string(),
+        n_ctx,
+        n_ctx_train: model.n_ctx_train(),
+        n_vocab: vocab.n_tokens(),
+        bos: (bos.0 >= 0).then_some(bos.0),
+        eog,
+        turn_token,
+        trims_at_any_token: !(model.is_recurrent() || model.is_hybrid()),
+        chat_template: model
+            .chat_template(None)
+            .ok()
+            .and_then(|t| t.to_string().ok()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::chunk_tokens_for;
+
+    #[test]
+    fn the_default_chunk_is_about_one_second_of_reading_within_bounds() {
+        assert_eq!(chunk_tokens_for(270.0, 2048), 256);
+        assert_eq!(chunk_tokens_for(10.0, 2048), 64);
+        assert_eq!(chunk_tokens_for(50_000.0, 2048), 2048);
+        assert_eq!(chunk_tokens_for(50_000.0, 16_384), 8192);
+    }
+}

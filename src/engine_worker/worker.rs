@@ -1,0 +1,423 @@
+//! The protocol over a backend: every command's checks and the bookkeeping of requests,
+//! sequences, parked states and the conversation cache, written once for the real and the
+//! simulated engine.
+
+use super::backend::{Backend, ChunkRun, DecodeRun, Fault, Refusal};
+use super::cache::ConversationCache;
+use crate::ids::{RequestId, SeqId, TokenId};
+use crate::protocol::{
+    Chunk, Command, ErrorKind, ErrorReply, ReadProgress, Reply, Sampled, Sampling, StateMoved,
+    Stats, StepDone,
+};
+use std::collections::HashMap;
+use std::time::Instant;
+
+#[derive(Debug)]
+struct OpenRequest {
+    /// `None` while parked.
+    seq: Option<SeqId>,
+    /// The last sampled token, not yet in the KV cache: the next decode feeds it.
+    pending: Option<TokenId>,
+}
+
+#[derive(Debug)]
+struct ParkedState<S> {
+    saved: S,
+    tokens: u32,
+    bytes: u64,
+}
+
+#[derive(Debug)]
+pub struct Worker<B: Backend> {
+    backend: B,
+    requests: HashMap<RequestId, OpenRequest>,
+    /// Tokens each sequence holds (positions `0..len`).
+    seq_len: Vec<u32>,
+    parked: HashMap<RequestId, ParkedState<B::Saved>>,
+    cache: ConversationCache<B::Saved>,
+    steps: u64,
+    prompt_tokens_read: u64,
+    tokens_decoded: u64,
+}
+
+fn invalid(message: String) -> Refusal {
+    (ErrorKind::Invalid, message)
+}
+
+impl<B: Backend> Worker<B> {
+    pub fn new(backend: B, conversation_cache_bytes: u64) -> Self {
+        let slots = backend.handshake().slots as usize;
+        Self {
+            backend,
+            requests: HashMap::new(),
+            seq_len: vec![0; slots],
+            parked: HashMap::new(),
+            cache: ConversationCache::new(conversation_cache_bytes),
+            steps: 0,
+            prompt_tokens_read: 0,
+            tokens_decoded: 0,
+        }
+    }
+
+    pub fn backend(&self) -> &B {
+        &self.backend
+    }
+
+    /// The fault, if any, to inject instead of answering this command.
+    pub fn fault_for(&mut self, command: &Command) -> Option<Fault> {
+        match command {
+            Command::Step { .. } => self.backend.fault_at_step(self.steps + 1),
+            _ => None,
+        }
+    }
+
+    /// Serves one command; a refusal becomes an error reply.
+    pub fn serve(&mut self, command: Command) -> Reply {
+        let result = match command {
+            Command::Open {
+                request,
+                seq,
+                keep_tokens,
+                sampling,
+            } => self.open(request, seq, keep_tokens, &sampling),
+            Command::Step { chunk, decode } => self.step(chunk, &decode).map(Reply::StepDone),
+            Command::Close { request } => self.close(request),
+            Command::Park { request } => self.park(request),
+            Command::Restore { request, seq } => self.restore(request, seq),
+            Command::Trim { seq, keep_tokens } => self.trim(seq, keep_tokens),
+            Command::CopyPrefix { from, to, tokens } => self.copy_prefix(from, to, tokens),
+            Command::SaveConversation { seq, key } => self.save_conversation(seq, key),
+            Command::LoadConversation { key, seq } => self.load_conversation(key, seq),
+            Command::DropConversation { key } => Ok(Reply::ConversationDropped {
+                key,
+                existed: self.cache.remove(key),
+            }),
+            Command::Stats => Ok(Reply::Stats(self.stats())),
+        };
+        result.unwrap_or_else(|(kind, message)| Reply::Error(ErrorReply { kind, message }))
+    }
+
+    fn open(
+        &mut self,
+        request: RequestId,
+        seq: SeqId,
+        keep_tokens: u32,
+        sampling: &Sampling,
+    ) -> Result<Reply, Refusal> {
+        if self.requests.contains_key(&request) {
+            return Err(invalid(format!("{request} is already open")));
+        }
+        let held = self.free_seq(seq)?;
+        let kept = keep_tokens.min(held);
+        self.set_len(seq, kept)?;
+        self.backend.new_sampler(request, sampling);
+        self.requests.insert(
+            request,
+            OpenRequest {
+                seq: Some(seq),
+                pending: None,
+            },
+        );
+        Ok(Reply::Opened {
+            request,
+            seq,
+            kept_tokens: kept,
+        })
+    }
+
+    fn close(&mut self, request: RequestId) -> Result<Reply, Refusal> {
+        self.requests
+            .remove(&request)
+            .ok_or_else(|| invalid(format!("{request} is not open")))?;
+        self.parked.remove(&request);
+        self.backend.drop_sampler(request);
+        Ok(Reply::Closed { request })
+    }
+
+    fn step(&mut self, chunk: Option<Chunk>, decode: &[RequestId]) -> Result<StepDone, Refusal> {
+        let started = Instant::now();
+        let mut seqs: Vec<SeqId> = Vec::with_capacity(decode.len() + 1);
+        let mut added = 0u32;
+        let chunk_run = match &chunk {
+            Some(chunk) => {
+                let open = self.running(chunk.request)?;
+                if open.pending.is_some() {
+                    return Err(invalid(format!(
+                        "{} has finished reading its prompt",
+                        chunk.request
+                    )));
+                }
+                let seq = open.seq.expect("running");
+                seqs.push(seq);
+                added += chunk.tokens.len() as u32;
+                Some(ChunkRun {
+                    request: chunk.request,
+                    seq,
+                    start_pos: self.seq_len[seq.0 as usize],
+                    tokens: &chunk.tokens,
+                    sample: chunk.last,
+                })
+            }
+            None => None,
+        };
+        let mut decodes = Vec::with_capacity(decode.len());
+        for request in decode {
+            let open = self.running(*request)?;
+            let seq = open.seq.expect("running");
+            let Some(token) = open.pending else {
+                return Err(invalid(format!(
+                    "{request} has no sampled token to decode yet"
+                )));
+            };
+            if seqs.contains(&seq) {
+                return Err(invalid(format!("{seq} appears twice in one step")));
+            }
+            seqs.push(seq);
+            added += 1;
+            decodes.push(DecodeRun {
+                request: *request,
+                seq,
+                pos: self.seq_len[seq.0 as usize],
+                token,
+            });
+        }
+        self.check_room(added)?;
+
+        let sampled_tokens = self.backend.run(chunk_run.as_ref(), &decodes)?;
+
+        let mut done = StepDone::default();
+        let mut sampled_for = Vec::with_capacity(decodes.len() + 1);
+        if let Some(run) = &chunk_run {
+            self.seq_len[run.seq.0 as usize] += run.tokens.len() as u32;
+            self.prompt_tokens_read += run.tokens.len() as u64;
+            done.read = Some(ReadProgress {
+                request: run.request,
+                held_tokens: self.seq_len[run.seq.0 as usize],
+            });
+            if run.sample {
+                sampled_for.push(run.request);
+            }
+        }
+        for run in &decodes {
+            self.seq_len[run.seq.0 as usize] += 1;
+            sampled_for.push(run.request);
+        }
+        self.tokens_decoded += decodes.len() as u64;
+        for (request, token) in sampled_for.into_iter().zip(sampled_tokens) {
+            if let Some(open) = self.requests.get_mut(&request) {
+                open.pending = Some(token);
+            }
+            done.sampled.push(Sampled {
+                request,
+                token,
+                bytes: self.backend.piece(token),
+                eog: self.backend.is_eog(token),
+            });
+        }
+        self.steps += 1;
+        done.step_micros = started.elapsed().as_micros() as u64;
+        Ok(done)
+    }
+
+    fn park(&mut self, request: RequestId) -> Result<Reply, Refusal> {
+        let seq = self.running(request)?.seq.expect("running");
+        let started = Instant::now();
+        let saved = self.backend.save(seq)?;
+        let tokens = self.seq_len[seq.0 as usize];
+        let bytes = B::saved_bytes(&saved);
+        self.set_len(seq, 0)?;
+        self.parked.insert(
+            request,
+            ParkedState {
+                saved,
+                tokens,
+                bytes,
+            },
+        );
+        if let Some(open) = self.requests.get_mut(&request) {
+            open.seq = None;
+        }
+        Ok(Reply::Parked(StateMoved {
+            request: Some(request),
+            seq,
+            tokens,
+            bytes,
+            micros: started.elapsed().as_micros() as u64,
+        }))
+    }
+
+    fn restore(&mut self, request: RequestId, seq: SeqId) -> Result<Reply, Refusal> {
+        if !self.parked.contains_key(&request) {
+            return Err(invalid(format!("{request} is not parked")));
+        }
+        self.free_seq(seq)?;
+        let tokens = self.parked[&request].tokens;
+        self.check_room_replacing(seq, tokens)?;
+        let started = Instant::now();
+        let parked = self.parked.remove(&request).expect("checked");
+        if let Err(e) = self.backend.load(&parked.saved, seq) {
+            self.parked.insert(request, parked);
+            return Err(e);
+        }
+        self.seq_len[seq.0 as usize] = parked.tokens;
+        if let Some(open) = self.requests.get_mut(&request) {
+            open.seq = Some(seq);
+        }
+        Ok(Reply::Restored(StateMoved {
+            request: Some(request),
+            seq,
+            tokens: parked.tokens,
+            bytes: parked.bytes,
+            micros: started.elapsed().as_micros() as u64,
+        }))
+    }
+
+    fn trim(&mut self, seq: SeqId, keep_tokens: u32) -> Result<Reply, Refusal> {
+        let held = self.free_seq(seq)?;
+        let kept = keep_tokens.min(held);
+        self.set_len(seq, kept)?;
+        Ok(Reply::Trimmed {
+            seq,
+            held_tokens: kept,
+        })
+    }
+
+    fn copy_prefix(&mut self, from: SeqId, to: SeqId, tokens: u32) -> Result<Reply, Refusal> {
+        let from_len = self.seq_exists(from)?;
+        self.free_seq(to)?;
+        if from == to {
+            return Err(invalid(format!("cannot copy {from} onto itself")));
+        }
+        if tokens > from_len {
+            return Err(invalid(format!(
+                "{from} holds {from_len} tokens, fewer than the {tokens} asked"
+            )));
+        }
+        self.backend.copy_prefix(from, to, tokens)?;
+        self.seq_len[to.0 as usize] = tokens;
+        Ok(Reply::Copied {
+            to,
+            held_tokens: tokens,
+        })
+    }
+
+    fn save_conversation(&mut self, seq: SeqId, key: u64) -> Result<Reply, Refusal> {
+        let tokens = self.free_seq(seq)?;
+        let started = Instant::now();
+        let saved = self.backend.save(seq)?;
+        let bytes = B::saved_bytes(&saved);
+        self.set_len(seq, 0)?;
+        let evicted = self.cache.insert(key, saved, tokens, bytes);
+        Ok(Reply::ConversationSaved {
+            key,
+            moved: StateMoved {
+                request: None,
+                seq,
+                tokens,
+                bytes,
+                micros: started.elapsed().as_micros() as u64,
+            },
+            evicted,
+        })
+    }
+
+    fn load_conversation(&mut self, key: u64, seq: SeqId) -> Result<Reply, Refusal> {
+        self.free_seq(seq)?;
+        let Some((_, tokens, _)) = self.cache.get(key) else {
+            return Err(invalid(format!("no cached conversation {key}")));
+        };
+        self.check_room_replacing(seq, tokens)?;
+        let started = Instant::now();
+        let (saved, tokens, bytes) = self.cache.get(key).expect("checked");
+        self.backend.load(saved, seq)?;
+        self.seq_len[seq.0 as usize] = tokens;
+        Ok(Reply::ConversationLoaded {
+            key,
+            moved: StateMoved {
+                request: None,
+                seq,
+                tokens,
+                bytes,
+                micros: started.elapsed().as_micros() as u64,
+            },
+        })
+    }
+
+    pub fn stats(&self) -> Stats {
+        Stats {
+            kv_cells: self.backend.handshake().kv_cells,
+            kv_cells_used: self.seq_len.iter().sum(),
+            seq_tokens: self.seq_len.clone(),
+            open_requests: self.requests.len() as u32,
+            parked_requests: self.parked.len() as u32,
+            parked_bytes: self.parked.values().map(|p| p.bytes).sum(),
+            conversation_cache_entries: self.cache.len() as u32,
+            conversation_cache_bytes: self.cache.used_bytes(),
+            conversation_cache_capacity_bytes: self.cache.capacity_bytes(),
+            steps: self.steps,
+            prompt_tokens_read: self.prompt_tokens_read,
+            tokens_decoded: self.tokens_decoded,
+        }
+    }
+
+    /// An open request that holds a sequence.
+    fn running(&self, request: RequestId) -> Result<&OpenRequest, Refusal> {
+        let open = self
+            .requests
+            .get(&request)
+            .ok_or_else(|| invalid(format!("{request} is not open")))?;
+        if open.seq.is_none() {
+            return Err(invalid(format!("{request} is parked")));
+        }
+        Ok(open)
+    }
+
+    /// The tokens `seq` holds, if it exists.
+    fn seq_exists(&self, seq: SeqId) -> Result<u32, Refusal> {
+        self.seq_len.get(seq.0 as usize).copied().ok_or_else(|| {
+            invalid(format!(
+                "{seq} does not exist: the engine has {} slots",
+                self.seq_len.len()
+            ))
+        })
+    }
+
+    /// The tokens `seq` holds, if it exists and no open request runs on it.
+    fn free_seq(&self, seq: SeqId) -> Result<u32, Refusal> {
+        let held = self.seq_exists(seq)?;
+        match self.requests.iter().find(|(_, r)| r.seq == Some(seq)) {
+            Some((other, _)) => Err(invalid(format!("{seq} is in use by {other}"))),
+            None => Ok(held),
+        }
+    }
+
+    fn set_len(&mut self, seq: SeqId, tokens: u32) -> Result<(), Refusal> {
+        self.backend.trim(seq, tokens)?;
+        self.seq_len[seq.0 as usize] = tokens;
+        Ok(())
+    }
+
+    fn check_room(&self, added: u32) -> Result<(), Refusal> {
+        let used: u32 = self.seq_len.iter().sum();
+        let cells = self.backend.handshake().kv_cells;
+        if used + added > cells {
+            return Err((
+                ErrorKind::Engine,
+                format!("the KV pool is full: {used} cells used + {added} > {cells} cells"),
+            ));
+        }
+        Ok(())
+    }
+
+    fn check_room_replacing(&self, seq: SeqId, tokens: u32) -> Result<(), Refusal> {
+        let used: u32 = self.seq_len.iter().sum::<u32>() - self.seq_len[seq.0 as usize];
+        let cells = self.backend.handshake().kv_cells;
+        if used + tokens > cells {
+            return Err((
+                ErrorKind::Engine,
+                format!("the KV pool is full: {used} cells used + {tokens} > {cells} cells"),
+            ));
+        }
+        Ok(())
+    }
+}
