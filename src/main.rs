@@ -9,7 +9,11 @@ fn main() -> anyhow::Result<()> {
     init_logging();
     match cli.command {
         Some(CliCommand::EngineWorker(options)) => {
-            strata_desk::engine_worker::run(&options).context("engine worker")?;
+            // The message is the last stderr line, which the app shows when the worker dies.
+            if let Err(e) = strata_desk::engine_worker::run(&options) {
+                eprintln!("engine worker: {e}");
+                std::process::exit(1);
+            }
         }
         Some(CliCommand::FetchModel) => {
             let path = strata_desk::models::ensure_default_model()?;

@@ -30,6 +30,11 @@ impl EngineSupervisor {
         &self.launch
     }
 
+    /// Settings that need a new engine (model, slots, context) take effect at the next start.
+    pub fn set_launch(&mut self, launch: WorkerLaunch) {
+        self.launch = launch;
+    }
+
     /// Times a worker was started after the first.
     pub fn restarts(&self) -> u64 {
         self.restarts

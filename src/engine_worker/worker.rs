@@ -63,6 +63,12 @@ impl<B: Backend> Worker<B> {
         &self.backend
     }
 
+    /// Tests reach into the backend (to damage a cache on purpose, for one).
+    #[cfg(test)]
+    pub(crate) fn backend_mut(&mut self) -> &mut B {
+        &mut self.backend
+    }
+
     /// The fault, if any, to inject instead of answering this command.
     pub fn fault_for(&mut self, command: &Command) -> Option<Fault> {
         match command {

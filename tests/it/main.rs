@@ -6,6 +6,7 @@
 #![allow(clippy::await_holding_lock)]
 
 mod cli;
+mod engine_fake;
 mod engine_park;
 mod engine_real;
 mod support;

@@ -1,0 +1,301 @@
+//! The engine worker's protocol against llama.cpp called in process, side by side in one run:
+//! the same model, threads, context, prompt and chunking. Reports prompt-read and decode
+//! tokens/s for both and their ratio, the host's per-step overhead, and park/restore cost.
+//!
+//! `cargo bench --bench engine_protocol` (uses `STRATA_TEST_MODEL` or the default model).
+//! Not a test: it asserts nothing and prints a table.
+
+use llama_cpp_2::context::params::LlamaContextParams;
+use llama_cpp_2::llama_backend::LlamaBackend;
+use llama_cpp_2::llama_batch::LlamaBatch;
+use llama_cpp_2::model::LlamaModel;
+use llama_cpp_2::model::params::LlamaModelParams;
+use llama_cpp_2::sampling::LlamaSampler;
+use llama_cpp_2::token::LlamaToken;
+use std::num::NonZeroU32;
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+use strata_desk::engine::{EngineProcess, WorkerLaunch};
+use strata_desk::engine_worker::WorkerOptions;
+use strata_desk::ids::{RequestId, SeqId, TokenId};
+use strata_desk::protocol::{Chunk, Command, Reply, Sampling};
+
+const THREADS: u32 = 1;
+const CTX: u32 = 4096;
+const CHUNK: usize = 256;
+const PROMPT_TOKENS: usize = 1536;
+const DECODE_TOKENS: usize = 128;
+const ROUNDS: usize = 3;
+
+struct Run {
+    read_secs: f64,
+    decode_secs: f64,
+    worker_step_secs: f64,
+}
+
+fn model_path() -> PathBuf {
+    std::env::var_os("STRATA_TEST_MODEL")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| strata_desk::models::ensure_default_model().expect("model"))
+}
+
+fn prompt(model: &LlamaModel) -> Vec<TokenId> {
+    let text: String = (0..400)
+        .map(|i| {
+            format!(
+                "Record {i}: the mill at Farrow ground {} sacks of barley. ",
+                i * 7 % 300
+            )
+        })
+        .collect();
+    let tokens = model.vocab().tokenize(text.as_bytes(), false, false);
+    tokens.iter().take(PROMPT_TOKENS).map(|t| t.0).collect()
+}
+
+fn in_process(backend: &LlamaBackend, model: &LlamaModel, prompt: &[TokenId]) -> Run {
+    let params = LlamaContextParams::default()
+        .with_n_ctx(NonZeroU32::new(CTX))
+        .with_n_batch(2048)
+        .with_n_ubatch(512)
+        .with_n_seq_max(1)
+        .with_kv_unified(true)
+        .with_n_threads(THREADS as i32)
+        .with_n_threads_batch(THREADS as i32);
+    let mut ctx = model.new_context(backend, params).expect("context");
+    let mut batch = LlamaBatch::new(2048, 1);
+    let mut sampler = LlamaSampler::greedy();
+    let started = Instant::now();
+    let mut token = 0;
+    for (i, piece) in prompt.chunks(CHUNK).enumerate() {
+        batch.clear();
+        for (j, t) in piece.iter().enumerate() {
+            let last = (i * CHUNK + j + 1) == prompt.len();
+            batch
+                .add(LlamaToken(*t), (i * CHUNK + j) as i32, &[0], last)
+                .unwrap();
+        }
+        ctx.decode(&mut batch).expect("decode");
+        if (i + 1) * CHUNK >= prompt.len() {
+            token = sampler.sample(&ctx, batch.n_tokens() - 1).0;
+        }
+    }
+    let read_secs = started.elapsed().as_secs_f64();
+    let started = Instant::now();
+    for n in 0..DECODE_TOKENS {
+        batch.clear();
+        batch
+            .add(LlamaToken(token), (prompt.len() + n) as i32, &[0], true)
+            .unwrap();
+        ctx.decode(&mut batch).expect("decode");
+        token = sampler.sample(&ctx, 0).0;
+    }
+    Run {
+        read_secs,
+        decode_secs: started.elapsed().as_secs_f64(),
+        worker_step_secs: 0.0,
+    }
+}
+
+async fn through_protocol(engine: &mut EngineProcess, round: u64, prompt: &[TokenId]) -> Run {
+    let deadline = Duration::from_secs(120);
+    let request = RequestId(round);
+    let open = Command::Open {
+        request,
+        seq: SeqId(0),
+        keep_tokens: 0,
+        sampling: Sampling::default(),
+    };
+    engine.call(open, deadline).await.expect("open");
+    let mut worker_secs = 0.0;
+    let started = Instant::now();
+    let pieces: Vec<&[TokenId]> = prompt.chunks(CHUNK).collect();
+    for (i, piece) in pieces.iter().enumerate() {
+        let chunk = Chunk {
+            request,
+            tokens: piece.to_vec(),
+            last: i + 1 == pieces.len(),
+        };
+        engine
+            .call(
+                Command::Step {
+                    chunk: Some(chunk),
+                    decode: vec![],
+                },
+                deadline,
+            )
+            .await
+            .expect("read");
+    }
+    let read_secs = started.elapsed().as_secs_f64();
+    let started = Instant::now();
+    for _ in 0..DECODE_TOKENS {
+        let reply = engine
+            .call(
+                Command::Step {
+                    chunk: None,
+                    decode: vec![request],
+                },
+                deadline,
+            )
+            .await;
+        if let Ok(Reply::StepDone(done)) = reply {
+            worker_secs += done.step_micros as f64 / 1e6;
+        }
+    }
+    let decode_secs = started.elapsed().as_secs_f64();
+    engine
+        .call(Command::Close { request }, deadline)
+        .await
+        .expect("close");
+    engine
+        .call(
+            Command::Trim {
+                seq: SeqId(0),
+                keep_tokens: 0,
+            },
+            deadline,
+        )
+        .await
+        .expect("trim");
+    Run {
+        read_secs,
+        decode_secs,
+        worker_step_secs: worker_secs,
+    }
+}
+
+fn median(mut values: Vec<f64>) -> f64 {
+    values.sort_by(f64::total_cmp);
+    values[values.len() / 2]
+}
+
+fn main() {
+    let path = model_path();
+    let backend = LlamaBackend::init().expect("backend");
+    let model =
+        LlamaModel::load_from_file(&backend, &path, &LlamaModelParams::default()).expect("model");
+    let prompt = prompt(&model);
+    let runtime = tokio::runtime::Runtime::new().expect("runtime");
+    let options = WorkerOptions {
+        ctx_tokens: CTX,
+        threads: THREADS,
+        ..WorkerOptions::for_model(path)
+    };
+    let mut engine = runtime
+        .block_on(EngineProcess::start(
+            &WorkerLaunch::new(PathBuf::from(env!("CARGO_BIN_EXE_strata-desk")), options),
+            1,
+        ))
+        .expect("worker");
+
+    let (mut local, mut remote) = (Vec::new(), Vec::new());
+    for round in 0..ROUNDS {
+        local.push(in_process(&backend, &model, &prompt));
+        remote.push(runtime.block_on(through_protocol(&mut engine, round as u64 + 1, &prompt)));
+    }
+    let read = |runs: &[Run]| {
+        median(
+            runs.iter()
+                .map(|r| prompt.len() as f64 / r.read_secs)
+                .collect(),
+        )
+    };
+    let decode = |runs: &[Run]| {
+        median(
+            runs.iter()
+                .map(|r| DECODE_TOKENS as f64 / r.decode_secs)
+                .collect(),
+        )
+    };
+    let overhead_us = median(
+        remote
+            .iter()
+            .map(|r| (r.decode_secs - r.worker_step_secs) / DECODE_TOKENS as f64 * 1e6)
+            .collect(),
+    );
+
+    // Park and restore at the end of a read prompt plus a few tokens.
+    let (park_ms, restore_ms, bytes_per_token, tokens) = runtime.block_on(async {
+        let deadline = Duration::from_secs(120);
+        let request = RequestId(99);
+        let open = Command::Open {
+            request,
+            seq: SeqId(0),
+            keep_tokens: 0,
+            sampling: Sampling::default(),
+        };
+        engine.call(open, deadline).await.unwrap();
+        let chunk = Chunk {
+            request,
+            tokens: prompt.clone(),
+            last: true,
+        };
+        engine
+            .call(
+                Command::Step {
+                    chunk: Some(chunk),
+                    decode: vec![],
+                },
+                deadline,
+            )
+            .await
+            .unwrap();
+        let mut park = Vec::new();
+        let mut restore = Vec::new();
+        let mut bytes = 0;
+        let mut tokens = 0;
+        for _ in 0..ROUNDS {
+            let Ok(Reply::Parked(p)) = engine.call(Command::Park { request }, deadline).await
+            else {
+                panic!("park")
+            };
+            let Ok(Reply::Restored(r)) = engine
+                .call(
+                    Command::Restore {
+                        request,
+                        seq: SeqId(0),
+                    },
+                    deadline,
+                )
+                .await
+            else {
+                panic!("restore")
+            };
+            park.push(p.micros as f64 / 1e3);
+            restore.push(r.micros as f64 / 1e3);
+            bytes = p.bytes;
+            tokens = p.tokens;
+        }
+        (
+            median(park),
+            median(restore),
+            bytes as f64 / f64::from(tokens),
+            tokens,
+        )
+    });
+
+    println!(
+        "engine protocol vs in-process llama.cpp ({} thread, {PROMPT_TOKENS}-token prompt in {CHUNK}-token chunks, {DECODE_TOKENS} decoded; median of {ROUNDS})",
+        THREADS
+    );
+    println!("| measure | in process | through the worker | ratio |");
+    println!("| --- | --- | --- | --- |");
+    println!(
+        "| prompt read, tokens/s | {:.1} | {:.1} | {:.3} |",
+        read(&local),
+        read(&remote),
+        read(&remote) / read(&local)
+    );
+    println!(
+        "| decode, tokens/s | {:.1} | {:.1} | {:.3} |",
+        decode(&local),
+        decode(&remote),
+        decode(&remote) / decode(&local)
+    );
+    println!(
+        "host overhead per decode step (round trip − worker's step time): {overhead_us:.0} µs"
+    );
+    println!(
+        "park {tokens} tokens: {park_ms:.1} ms; restore: {restore_ms:.1} ms; {bytes_per_token:.0} bytes per token"
+    );
+}
