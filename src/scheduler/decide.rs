@@ -206,7 +206,7 @@ impl Scheduler {
             return false;
         };
         let reserve = self.initial_reservation(r.prompt_len(), r.max_tokens);
-        if !self.make_room(u64::from(reserve), Some(idx), now) {
+        if !self.make_room(u64::from(reserve), Some(idx), Some(id), now) {
             return false;
         }
         let seq = self.slots[idx].seq;
@@ -253,17 +253,18 @@ impl Scheduler {
             return false;
         };
         let need = self.admission_need(id);
-        if !self.make_room(need, Some(idx), now) {
+        if !self.make_room(need, Some(idx), Some(id), now) {
             return false;
         }
-        // make_room may have moved this very request from a spare sequence to host RAM
+        // make_room never moves this very request out of its spare sequence (it is `keep`);
+        // the phase is read again to be safe
         let place = match self.requests.get(&id).map(|r| &r.phase) {
             Some(Phase::Parked { place, .. }) => *place,
             _ => place,
         };
         if place == ParkPlace::HostRam {
             let need2 = u64::from(self.restore_reservation(id));
-            if !self.make_room(need2, Some(idx), now) {
+            if !self.make_room(need2, Some(idx), Some(id), now) {
                 return false;
             }
         }
@@ -381,7 +382,7 @@ impl Scheduler {
                 .filter(|id| self.is_lane_candidate(*id))
                 .collect()
         };
-        let mut best: Option<(RequestId, GiveWayReason)> = None;
+        let mut qualifying: Vec<(RequestId, GiveWayReason)> = Vec::new();
         for w in others {
             let Some(wr) = self.requests.get(&w) else {
                 continue;
@@ -405,19 +406,14 @@ impl Scheduler {
             } else {
                 continue;
             };
-            let better = match best {
-                None => true,
-                Some((b, _)) => self.lane_key(w, now) < self.lane_key(b, now),
-            };
-            if better {
-                best = Some((w, reason));
-            }
+            qualifying.push((w, reason));
         }
-        let (w, reason) = best?;
-        if solo && self.park_plan(rid, w).is_none() {
-            return None;
-        }
-        Some((w, reason))
+        // best first; solo, the first one that fits once R is parked (a candidate that cannot
+        // fit does not stop a later one that can)
+        qualifying.sort_by_key(|(w, _)| self.lane_key(*w, now));
+        qualifying
+            .into_iter()
+            .find(|(w, _)| !solo || self.park_plan(rid, *w).is_some())
     }
 
     fn give_way(&mut self, rid: RequestId, w: RequestId, reason: GiveWayReason, now: Now) {
@@ -498,7 +494,7 @@ impl Scheduler {
             let reserved = r.reserved_cells;
             if want > reserved {
                 let grow_to = reserved.saturating_add(share).min(ctx).max(want);
-                let new_res = if self.make_room(u64::from(grow_to - reserved), None, now) {
+                let new_res = if self.make_room(u64::from(grow_to - reserved), None, None, now) {
                     Some(grow_to)
                 } else if self.cells_free() >= u64::from(want - reserved) {
                     Some(want)

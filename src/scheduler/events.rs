@@ -13,6 +13,10 @@ use super::types::{
 };
 use super::{EngineState, Scheduler, SchedulerSettings};
 
+/// The diagnostic for a user restart while a start is under way (ignored: the start stands).
+pub(crate) const RESTART_DURING_START: &str =
+    "restart requested while the engine is starting; the start under way stands";
+
 impl Scheduler {
     pub(crate) fn dispatch(&mut self, event: Event, now: Now) {
         match event {
@@ -36,8 +40,11 @@ impl Scheduler {
     fn on_arrived(&mut self, nr: NewRequest, now: Now) {
         let id = nr.id;
         if self.requests.contains_key(&id) {
-            self.diag(format!("{id} arrived twice"));
-            self.refuse(id, Refusal::DuplicateId);
+            // the service generates ids: a duplicate is its bug. No action may carry the id of
+            // the live request (a Refuse would end it at the client), so only a diagnostic.
+            self.diag(format!(
+                "{id} arrived twice; the second arrival is ignored and the live {id} is untouched"
+            ));
             return;
         }
         if nr.prompt.is_empty() {
@@ -47,11 +54,13 @@ impl Scheduler {
         let ctx = self.context_tokens();
         let len = u32::try_from(nr.prompt.len()).unwrap_or(u32::MAX);
         if len >= ctx {
+            // a prompt as long as the context leaves no room for output: the longest prompt
+            // accepted is context - 1, and that is the maximum reported
             self.refuse(
                 id,
                 Refusal::PromptTooLong {
                     prompt_tokens: len,
-                    max_context_tokens: ctx,
+                    max_context_tokens: ctx - 1,
                 },
             );
             return;
@@ -80,11 +89,13 @@ impl Scheduler {
             );
             return;
         }
-        let range = self.settings.priority_range;
+        // `resolve_priority` clamped in user units; clamp to the same range as resolved (the
+        // mirror image when lower-first) so a flipped value is never clamped a second time
+        let (lo, hi) = super::settings::resolved_range(&self.settings);
         let ticket = self.take_ticket();
         let req = Request {
             id,
-            priority: nr.priority.clamp(range.min, range.max),
+            priority: nr.priority.clamp(lo, hi),
             boost_eligible: false,
             prompt: Arc::new(TokenSeq::new(nr.prompt, self.facts.turn_token)),
             max_tokens,
@@ -105,6 +116,7 @@ impl Scheduler {
             held_at_admission: 0,
             admitted_at: None,
             prompt_tokens_read: 0,
+            read_high: 0,
         };
         self.requests.insert(id, req);
         self.waiting.push(id);
@@ -250,6 +262,9 @@ impl Scheduler {
             let id = ch.request;
             if let Some(r) = self.requests.get_mut(&id) {
                 r.prompt_tokens_read += ch.tokens.end - ch.tokens.start;
+                let again = super::lifecycle::reread_tokens(r.read_high, &ch.tokens);
+                r.read_high = r.read_high.max(ch.tokens.end);
+                self.counters.processed_prefix_losses += u64::from(again);
                 self.set_phase(
                     id,
                     Phase::Reading {
@@ -309,6 +324,15 @@ impl Scheduler {
     /// stay queued; parked state is never restored into a new engine.
     fn on_engine_lost(&mut self, kind: FailKind) {
         let user = kind == FailKind::EngineRestarted;
+        if let EngineState::Starting { .. } = self.engine {
+            // nothing is in an engine that is still starting
+            if user {
+                self.diag(RESTART_DURING_START.to_string());
+            } else {
+                self.on_start_failed("the engine died while starting".to_string());
+            }
+            return;
+        }
         self.outstanding = None;
         self.lane = None;
         let held: Vec<RequestId> = self
@@ -396,6 +420,31 @@ impl Scheduler {
         }
         self.rebuild_slots();
         self.engine = EngineState::Ready;
+        self.recheck_waiting();
+    }
+
+    /// R11's arrival checks again for the waiting, against the context now in force (a new
+    /// handshake may bring a smaller one): a prompt that no longer fits fails with the
+    /// context-length error, a `max_tokens` over the new room is clamped to it.
+    fn recheck_waiting(&mut self) {
+        let ctx = self.context_tokens();
+        for id in self.waiting.clone() {
+            let Some(r) = self.requests.get_mut(&id) else {
+                continue;
+            };
+            let len = r.prompt_len();
+            if len >= ctx {
+                self.fail(
+                    id,
+                    FailKind::PromptTooLong {
+                        prompt_tokens: len,
+                        max_context_tokens: ctx - 1,
+                    },
+                );
+                continue;
+            }
+            r.max_tokens = r.max_tokens.min(ctx - len);
+        }
     }
 
     /// R12: settings apply at once; a new chunk size applies to reads that start later.

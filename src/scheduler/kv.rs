@@ -45,8 +45,8 @@ impl Scheduler {
     }
 
     /// Cells that `make_room` could free (idle conversations in slots other than `protect`, and
-    /// engine-parked sequences).
-    pub(crate) fn cells_evictable(&self, protect: Option<usize>) -> u64 {
+    /// engine-parked sequences other than `keep`'s).
+    pub(crate) fn cells_evictable(&self, protect: Option<usize>, keep: Option<RequestId>) -> u64 {
         let conv: u64 = self
             .slots
             .iter()
@@ -61,6 +61,7 @@ impl Scheduler {
             .spares
             .iter()
             .flatten()
+            .filter(|id| Some(**id) != keep)
             .map(|id| {
                 self.requests
                     .get(id)
@@ -78,15 +79,22 @@ impl Scheduler {
     }
 
     /// Makes `need` cells available for slot `target` (whose own conversation is replaced, so it
-    /// counts as free). Evicts least recently used conversations first, then moves
-    /// engine-parked sequences to host RAM. Acts only when it can succeed.
-    pub(crate) fn make_room(&mut self, need: u64, target: Option<usize>, now: Now) -> bool {
+    /// counts as free) and for `keep`, the request being admitted or restored, whose own spare
+    /// sequence is never moved out. Evicts least recently used conversations first, then moves
+    /// other engine-parked sequences to host RAM. Acts only when it can succeed.
+    pub(crate) fn make_room(
+        &mut self,
+        need: u64,
+        target: Option<usize>,
+        keep: Option<RequestId>,
+        now: Now,
+    ) -> bool {
         let own = target.map_or(0, |t| self.conv_cells(t));
         let mut avail = self.cells_free() + own;
         if avail >= need {
             return true;
         }
-        if avail + self.cells_evictable(target) < need {
+        if avail + self.cells_evictable(target, keep) < need {
             return false;
         }
         while avail < need {
@@ -104,7 +112,7 @@ impl Scheduler {
                 self.evict_conversation(i, now);
                 continue;
             }
-            let Some(pos) = self.spares.iter().position(Option::is_some) else {
+            let Some(pos) = self.spares.iter().position(|s| s.is_some() && *s != keep) else {
                 return false;
             };
             let Some(id) = self.spares[pos] else {
@@ -358,7 +366,8 @@ impl Scheduler {
             .requests
             .get(&running)
             .map_or(0, |r| u64::from(r.reserved_cells.max(r.held_cells())));
-        let base = self.cells_free() + self.cells_evictable(None);
+        // `w`'s own spare sequence is not freeable for `w`: its cells come along into the slot
+        let base = self.cells_free() + self.cells_evictable(None, Some(w));
         let spare_free = self.spares.iter().any(Option::is_none);
         // parked in a spare sequence, the running request's cells stay in the pool
         let spare_held = self

@@ -152,6 +152,14 @@ pub(crate) struct Request {
     pub held_at_admission: u32,
     pub admitted_at: Option<Duration>,
     pub prompt_tokens_read: u32,
+    /// The furthest prompt position any chunk of this request ever read (across parks,
+    /// give-ways and restores): a chunk starting below it reads tokens again.
+    pub read_high: u32,
+}
+
+/// Prompt tokens a chunk `tokens` reads again, given the furthest position read before.
+pub(crate) fn reread_tokens(read_high: u32, tokens: &std::ops::Range<u32>) -> u32 {
+    read_high.min(tokens.end).saturating_sub(tokens.start)
 }
 
 impl Request {

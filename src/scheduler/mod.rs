@@ -64,9 +64,10 @@
 //!   lack of cells (a prompt is refused only when it alone exceeds the context, R11).
 //! - An engine reset (death, user restart, new handshake) rebuilds the slot table wholesale;
 //!   every other slot change goes through `set_slot`.
-//! - `processed_prefix_losses` stays 0 by construction: a read keeps `read_to` across parks and
-//!   give-ways and continues on the same absolute chunk boundaries (the test engine counts
-//!   re-read positions independently).
+//! - `processed_prefix_losses` is counted, not assumed: each request keeps the furthest prompt
+//!   position it ever read, and a chunk starting below it adds the difference. It stays 0 when
+//!   healthy, since a read keeps `read_to` across parks and give-ways and continues on the same
+//!   absolute chunk boundaries (the test engine counts re-read positions independently).
 
 mod decide;
 mod events;

@@ -245,7 +245,8 @@ impl SchedulerSettings {
 }
 
 /// Turns the raw priority (body, header or key default; `None` when absent or not an integer,
-/// which counts as 0) into the scheduler's higher-first integer, clamped to `priority_range`.
+/// which counts as 0) into the scheduler's higher-first integer. It is clamped to
+/// `priority_range` once, in the user's units, before a lower-first value is turned around.
 pub fn resolve_priority(raw: Option<i64>, settings: &SchedulerSettings) -> i32 {
     let r = settings.priority_range;
     let v = raw.unwrap_or(0);
@@ -254,5 +255,15 @@ pub fn resolve_priority(raw: Option<i64>, settings: &SchedulerSettings) -> i32 {
     match settings.priority_order {
         PriorityOrder::HigherFirst => v,
         PriorityOrder::LowerFirst => v.saturating_neg(),
+    }
+}
+
+/// The range of resolved (higher-first) priorities: `priority_range` itself, or its mirror image
+/// when lower integers go first (`0..10` lower-first resolves into `-10..0`).
+pub(crate) fn resolved_range(settings: &SchedulerSettings) -> (i32, i32) {
+    let r = settings.priority_range;
+    match settings.priority_order {
+        PriorityOrder::HigherFirst => (r.min, r.max),
+        PriorityOrder::LowerFirst => (r.max.saturating_neg(), r.min.saturating_neg()),
     }
 }

@@ -38,7 +38,8 @@ pub struct Counters {
     pub read_restores: u64,
     /// Decodes parked because the KV pool had no cell left for them.
     pub kv_parks: u64,
-    /// Tokens read again because a park lost them: stays 0 (parks are moves that keep all).
+    /// Prompt tokens read again: a chunk starting below the furthest position its request ever
+    /// read adds the difference. 0 in a healthy run (parks are moves that keep all).
     pub processed_prefix_losses: u64,
     pub cancellations: Cancellations,
     pub engine_restarts: u64,

@@ -67,6 +67,13 @@ pub enum FailKind {
     EngineUnavailable { stderr_tail: String },
     /// The engine answered a step without the token it owed (a protocol fault).
     EngineProtocol,
+    /// A new engine handshake shrank the context below a waiting request's prompt: the same
+    /// `context_length_exceeded` as `Refusal::PromptTooLong` (`max_context_tokens` is the
+    /// longest prompt accepted, context - 1).
+    PromptTooLong {
+        prompt_tokens: u32,
+        max_context_tokens: u32,
+    },
 }
 
 /// Why a request was refused at arrival (it never entered the queue).
@@ -78,6 +85,7 @@ pub enum Refusal {
         retry_after_secs: u32,
     },
     /// OpenAI `context_length_exceeded` / Anthropic "prompt is too long: N tokens > M maximum".
+    /// `max_context_tokens` is the longest prompt accepted: the context less one cell for output.
     PromptTooLong {
         prompt_tokens: u32,
         max_context_tokens: u32,
@@ -88,6 +96,8 @@ pub enum Refusal {
         room_tokens: u32,
     },
     EmptyPrompt,
+    /// Not emitted: a duplicate id (the service's bug) gets a diagnostic only, since a refusal
+    /// would carry the live request's id.
     DuplicateId,
 }
 

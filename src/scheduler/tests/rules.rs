@@ -5,8 +5,8 @@ use super::sim::{facts, is_assign, is_deliver, is_park, is_release, is_restore, 
 use super::{batch, solo, with};
 use crate::ids::{RequestId, SeqId};
 use crate::scheduler::{
-    Action, Event, FailKind, FinishReason, GiveWay, MaxTokensOverContext, ParkPlace, Refusal,
-    SchedulerSettings,
+    Action, Event, FailKind, FinishReason, GiveWay, MaxTokensOverContext, ParkPlace, PriorityOrder,
+    PriorityRange, Refusal, SchedulerSettings, resolve_priority,
 };
 
 fn p(len: u32, unique: u32) -> Vec<i32> {
@@ -637,7 +637,7 @@ fn a_prompt_that_does_not_fit_the_context_is_refused_with_both_numbers() {
         sim.refused_with(1),
         Some(Refusal::PromptTooLong {
             prompt_tokens: 5000,
-            max_context_tokens: 4096
+            max_context_tokens: 4095
         })
     );
 }
@@ -816,15 +816,21 @@ fn aging_raises_effective_priority_by_one_per_interval() {
 
 #[test]
 fn the_small_request_boost_needs_solo_priority_and_no_given_priority() {
-    let mut sim = solo(256, true);
-    sim.arrive(0.0, 1, p(300, 1), 0, 2000, None);
-    sim.arrive_full(0.1, 2, p(300, 2), 0, false, 5, None);
-    sim.arrive_full(0.1, 3, p(300, 3), 0, true, 5, None);
-    sim.arrive_full(0.1, 4, p(5000, 4), 0, false, 5, None);
-    sim.run(1.0);
-    let snap = sim.s.snapshot(sim.now);
-    let eff: Vec<i64> = snap.waiting.iter().map(|w| w.effective_priority).collect();
-    assert_eq!(eff, vec![1, 0, 0]);
+    // with solo_priority only the small request without a given priority gets +1; without
+    // solo_priority nobody does
+    for (solo_priority, expected) in [(true, vec![1, 0, 0]), (false, vec![0, 0, 0])] {
+        let mut sim = solo(256, solo_priority);
+        sim.arrive(0.0, 1, p(300, 1), 0, 2000, None);
+        sim.arrive_full(0.1, 2, p(300, 2), 0, false, 5, None);
+        sim.arrive_full(0.1, 3, p(300, 3), 0, true, 5, None);
+        sim.arrive_full(0.1, 4, p(5000, 4), 0, false, 5, None);
+        sim.run(1.0);
+        let snap = sim.s.snapshot(sim.now);
+        let ids: Vec<u64> = snap.waiting.iter().map(|w| w.request.0).collect();
+        assert_eq!(ids, vec![2, 3, 4]);
+        let eff: Vec<i64> = snap.waiting.iter().map(|w| w.effective_priority).collect();
+        assert_eq!(eff, expected, "solo_priority: {solo_priority}");
+    }
 }
 
 #[test]
@@ -840,4 +846,226 @@ fn the_snapshot_is_plain_data_that_serializes() {
     assert_eq!(v["slots"].as_array().unwrap().len(), 2);
     assert_eq!(v["waiting"][0]["tokens_left_to_read"], 300);
     assert!(v["counters"]["give_ways_higher_priority"].is_u64());
+}
+
+// ---------------------------------------------------------------- review regressions
+
+#[test]
+fn lower_first_priorities_are_clamped_once_and_keep_their_order() {
+    let s = SchedulerSettings {
+        priority_range: PriorityRange { min: 0, max: 10 },
+        priority_order: PriorityOrder::LowerFirst,
+        ..SchedulerSettings::default()
+    };
+    let first = resolve_priority(Some(1), &s);
+    let third = resolve_priority(Some(3), &s);
+    let busy = resolve_priority(Some(0), &s);
+    assert_eq!((first, third), (-1, -3));
+    let mut sim = with(s, facts(1, 256));
+    sim.arrive(0.0, 1, p(300, 1), busy, 20, None);
+    sim.arrive(0.1, 3, p(300, 3), third, 5, None);
+    sim.arrive(0.2, 2, p(300, 2), first, 5, None);
+    sim.run(100.0);
+    sim.check_end();
+    // the resolved values are kept as they are (not clamped again to 0)
+    assert_eq!(sim.rec(2).priority, -1);
+    assert_eq!(sim.rec(3).priority, -3);
+    // user priority 1 goes before user priority 3, although it arrived later
+    assert!(sim.pos(is_assign(2)).unwrap() < sim.pos(is_assign(3)).unwrap());
+}
+
+#[test]
+fn a_smaller_context_at_a_new_handshake_fails_waiting_prompts_that_no_longer_fit_and_clamps_max_tokens()
+ {
+    let mut f = facts(1, 256);
+    f.context_tokens = 4096;
+    let mut sim = with(SchedulerSettings::default(), f.clone());
+    sim.arrive(0.0, 1, p(300, 1), 0, 2000, None);
+    sim.arrive(0.1, 2, p(3000, 2), 0, 5, None);
+    sim.arrive(0.1, 3, p(500, 3), 0, 5000, None);
+    sim.arrive(0.1, 4, p(1999, 4), 0, 5000, Some(3000));
+    sim.event_at(2.0, Event::RestartRequested);
+    f.context_tokens = 2000;
+    sim.next_facts = Some(f);
+    sim.run(500.0);
+    sim.check_end();
+    assert_eq!(sim.failed_with(1), Some(FailKind::EngineRestarted));
+    assert_eq!(
+        sim.failed_with(2),
+        Some(FailKind::PromptTooLong {
+            prompt_tokens: 3000,
+            max_context_tokens: 1999
+        })
+    );
+    // max_tokens follows the new room: 2000 - 500 and 2000 - 1999
+    assert_eq!(sim.rec(3).finish_reason(), Some(FinishReason::Length));
+    assert_eq!(sim.rec(3).delivered.len(), 1500);
+    assert_eq!(sim.rec(4).finish_reason(), Some(FinishReason::Length));
+    assert_eq!(sim.rec(4).delivered.len(), 1);
+}
+
+fn restart_delays(sim: &super::Sim) -> Vec<f64> {
+    sim.log
+        .iter()
+        .filter_map(|(_, a)| match a {
+            Action::RestartEngine { delay_secs, .. } => Some(*delay_secs),
+            _ => None,
+        })
+        .collect()
+}
+
+#[test]
+fn an_engine_death_during_a_start_is_a_failed_start_and_a_restart_request_then_starts_nothing() {
+    let mut sim = solo(256, false);
+    sim.arrive(0.0, 1, p(300, 1), 0, 500, None);
+    sim.arrive(0.1, 2, p(300, 2), 0, 5, None);
+    sim.kill_engine_at(1.0); // start 1 at 1.0, due at 3.0
+    sim.event_at(2.0, Event::EngineDied); // start 2 after 1 s of backoff, due at 5.0
+    sim.event_at(2.5, Event::RestartRequested);
+    sim.run(100.0);
+    assert_eq!(restart_delays(&sim), vec![0.0, 1.0]);
+    assert_eq!(
+        sim.diagnostics,
+        vec![crate::scheduler::events::RESTART_DURING_START.to_string()]
+    );
+    sim.diagnostics.clear();
+    sim.check_end();
+    assert_eq!(sim.failed_with(1), Some(FailKind::EngineDied));
+    assert_eq!(sim.rec(2).finish_reason(), Some(FinishReason::Stop));
+    assert!(sim.rec(2).first_assign.unwrap().as_secs_f64() >= 5.0);
+}
+
+#[test]
+fn three_engine_deaths_while_starting_fail_the_waiting_with_503() {
+    let mut sim = solo(256, false);
+    sim.arrive(0.0, 1, p(300, 1), 0, 500, None);
+    sim.arrive(0.1, 2, p(300, 2), 0, 5, None);
+    sim.kill_engine_at(1.0);
+    for at in [2.0, 3.0, 4.0] {
+        sim.event_at(at, Event::EngineDied);
+    }
+    sim.run(4.5);
+    assert_eq!(restart_delays(&sim), vec![0.0, 1.0, 2.0]);
+    assert!(matches!(
+        sim.failed_with(2),
+        Some(FailKind::EngineUnavailable { .. })
+    ));
+    assert!(!sim.s.has_work());
+    assert!(sim.diagnostics.is_empty());
+}
+
+#[test]
+fn a_duplicate_request_id_emits_no_action_and_leaves_the_live_request_untouched() {
+    let mut sim = solo(256, false);
+    sim.arrive(0.0, 1, p(300, 1), 0, 20, None);
+    sim.run(0.5);
+    let before = sim.log.len();
+    sim.feed(Event::Arrived(crate::scheduler::NewRequest {
+        id: RequestId(1),
+        prompt: p(100, 9),
+        priority: 5,
+        priority_given: true,
+        max_tokens: Some(1),
+    }));
+    assert_eq!(sim.log.len(), before, "the duplicate produced actions");
+    assert_eq!(sim.diagnostics.len(), 1);
+    assert!(sim.diagnostics[0].contains("req-1"));
+    sim.diagnostics.clear();
+    sim.run(100.0);
+    sim.check_end();
+    assert_eq!(sim.count(|a| matches!(a, Action::Refuse { .. })), 0);
+    assert_eq!(sim.rec(1).finish_reason(), Some(FinishReason::Stop));
+    assert_eq!(sim.rec(1).delivered.len(), 20);
+    assert_eq!(sim.rec(1).priority, 0);
+    assert_eq!(sim.s.snapshot(sim.now).counters.refusals, 0);
+}
+
+#[test]
+fn a_prompt_exactly_as_long_as_the_context_is_refused_with_the_true_maximum() {
+    let mut f = facts(1, 256);
+    f.context_tokens = 4096;
+    let mut sim = with(SchedulerSettings::default(), f);
+    sim.arrive(0.0, 1, p(4096, 1), 0, 5, None);
+    sim.arrive(0.0, 2, p(4095, 2), 0, 5, None);
+    sim.run(100.0);
+    sim.check_end();
+    assert_eq!(
+        sim.refused_with(1),
+        Some(Refusal::PromptTooLong {
+            prompt_tokens: 4096,
+            max_context_tokens: 4095
+        })
+    );
+    // context - 1 is accepted: room for exactly one output token
+    assert_eq!(sim.rec(2).finish_reason(), Some(FinishReason::Length));
+    assert_eq!(sim.rec(2).delivered.len(), 1);
+}
+
+#[test]
+fn a_chunk_starting_below_the_furthest_position_read_counts_the_tokens_read_again() {
+    use crate::scheduler::lifecycle::reread_tokens;
+    assert_eq!(reread_tokens(0, &(0..256)), 0);
+    assert_eq!(reread_tokens(256, &(256..512)), 0);
+    assert_eq!(reread_tokens(512, &(256..512)), 256);
+    assert_eq!(reread_tokens(512, &(256..768)), 256);
+    assert_eq!(reread_tokens(600, &(256..512)), 256);
+    assert_eq!(reread_tokens(300, &(512..768)), 0);
+    // through the scheduler: a step whose chunk starts below what was read adds to the counter
+    let mut sched =
+        crate::scheduler::Scheduler::new(SchedulerSettings::default(), facts(1, 256)).unwrap();
+    let t = std::time::Duration::ZERO;
+    let out = sched.handle(
+        Event::Arrived(crate::scheduler::NewRequest {
+            id: RequestId(1),
+            prompt: p(600, 1),
+            priority: 0,
+            priority_given: true,
+            max_tokens: None,
+        }),
+        t,
+    );
+    assert!(out.actions.iter().any(|a| matches!(a, Action::Step(_))));
+    sched.handle(Event::StepDone(vec![]), t); // 0..256 read, 256..512 outstanding
+    assert_eq!(sched.snapshot(t).counters.processed_prefix_losses, 0);
+    let chunk = sched
+        .outstanding
+        .as_mut()
+        .and_then(|s| s.chunk.as_mut())
+        .unwrap();
+    assert_eq!(chunk.tokens, 256..512);
+    chunk.tokens = 0..512; // as if the cache had lost the first chunk
+    sched.handle(Event::StepDone(vec![]), t);
+    assert_eq!(sched.snapshot(t).counters.processed_prefix_losses, 256);
+}
+
+#[test]
+fn restoring_a_read_from_a_spare_never_moves_that_read_itself_to_host_ram() {
+    // A (8000) gives way to B (3000), which gives way to C (300): A and B sit in the two
+    // spares. A comes back first (older give-way ticket) but needs B's cells: B goes to host
+    // RAM, A comes back from its spare.
+    let mut f = facts(1, 256);
+    f.spare_seqs = 2;
+    f.kv_cells_total = 9000;
+    let mut sim = with(SchedulerSettings::default(), f);
+    sim.arrive(0.0, 1, p(8000, 1), 0, 5, None);
+    sim.arrive(1.0, 2, p(3000, 2), 0, 5, None);
+    sim.arrive(2.1, 3, p(300, 3), 0, 5, None);
+    sim.run(200.0);
+    sim.check_end();
+    let first_restore_of_a = sim.pos(is_restore(1)).expect("A never restored");
+    assert!(matches!(
+        sim.log[first_restore_of_a].1,
+        Action::Restore {
+            from: ParkPlace::Spare(_),
+            ..
+        }
+    ));
+    assert!(!sim.log[..first_restore_of_a].iter().any(|(_, a)| matches!(
+        a,
+        Action::Park { request, to: ParkPlace::HostRam, .. } if request.0 == 1
+    )));
+    assert!(sim.log[..first_restore_of_a].iter().any(|(_, a)| matches!(
+        a,
+        Action::Park { request, to: ParkPlace::HostRam, .. } if request.0 == 2
+    )));
 }

@@ -99,6 +99,8 @@ pub(crate) struct Sim {
     pub start_secs: f64,
     /// The next this many start attempts fail.
     pub failing_starts: u32,
+    /// The facts the next successful start hands over (`None`: the facts in force).
+    pub next_facts: Option<EngineFacts>,
     seqs: HashMap<SeqId, Vec<TokenId>>,
     seq_owner: HashMap<SeqId, RequestId>,
     parked: HashMap<RequestId, (ParkPlace, Vec<TokenId>)>,
@@ -131,6 +133,7 @@ impl Sim {
             decode_step_secs: 0.05,
             start_secs: 2.0,
             failing_starts: 0,
+            next_facts: None,
             seqs: HashMap::new(),
             seq_owner: HashMap::new(),
             parked: HashMap::new(),
@@ -258,7 +261,10 @@ impl Sim {
                         stderr_tail: "CUDA error: out of memory".into(),
                     });
                 } else {
-                    let f = self.s.engine_facts().clone();
+                    let f = self
+                        .next_facts
+                        .take()
+                        .unwrap_or_else(|| self.s.engine_facts().clone());
                     self.feed(Event::EngineReady(f));
                 }
             } else {
