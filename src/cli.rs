@@ -14,6 +14,66 @@ use std::path::PathBuf;
 pub struct Cli {
     #[command(subcommand)]
     pub command: Option<CliCommand>,
+    #[command(flatten)]
+    pub serve: ServeArgs,
+}
+
+/// Serving options (the config file's keys; a flag overrides the file).
+#[derive(Debug, Clone, Args, Default)]
+pub struct ServeArgs {
+    /// Run the server without the window (servers, CI).
+    #[arg(long)]
+    pub headless: bool,
+    /// The JSON config file; default: config.json under the platform config dir, if present.
+    #[arg(long)]
+    pub config: Option<PathBuf>,
+    /// A GGUF model; by default the default model, fetched on first use.
+    #[arg(long)]
+    pub model: Option<PathBuf>,
+    /// `llama` (the real engine) or `sim` (the simulated engine, labelled as such everywhere).
+    #[arg(long, value_enum)]
+    pub engine: Option<crate::config::EngineKind>,
+    /// Address to bind [default: 127.0.0.1]; beyond loopback `api_keys` are required.
+    #[arg(long)]
+    pub host: Option<std::net::IpAddr>,
+    /// Port to bind [default: 8080].
+    #[arg(long)]
+    pub port: Option<u16>,
+    /// Slots decoding together [default: 1].
+    #[arg(long)]
+    pub parallel: Option<u32>,
+    /// Opt-in solo preemption (needs parallel 1).
+    #[arg(long)]
+    pub solo_priority: bool,
+    /// Context size in tokens [default: the model's, at most 32768].
+    #[arg(long = "ctx")]
+    pub ctx: Option<u32>,
+    /// Prompt tokens per read chunk [default: about one second of reading, measured].
+    #[arg(long)]
+    pub chunk_tokens: Option<u32>,
+    /// CPU threads for the engine [default: one less than the cores].
+    #[arg(long)]
+    pub threads: Option<u32>,
+    /// Layers offloaded to the GPU [default: 0].
+    #[arg(long)]
+    pub gpu_layers: Option<u32>,
+}
+
+impl ServeArgs {
+    pub fn overrides(&self) -> crate::config::Overrides {
+        crate::config::Overrides {
+            model: self.model.clone(),
+            engine: self.engine,
+            host: self.host,
+            port: self.port,
+            parallel: self.parallel,
+            solo_priority: self.solo_priority,
+            ctx: self.ctx,
+            chunk_tokens: self.chunk_tokens,
+            threads: self.threads,
+            gpu_layers: self.gpu_layers,
+        }
+    }
 }
 
 #[derive(Debug, Subcommand)]

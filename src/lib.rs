@@ -18,18 +18,29 @@
 //! - [`models`]: the default model, fetched with pip, checked by SHA-256, cached.
 //! - [`scheduler`]: the pure rules of SCHEDULING.md: events in, actions out, `now` passed in;
 //!   no I/O, no clock, no async. [imports only `ids`]
+//! - [`config`]: the JSON config file and flags → a validated `Config`. [imports only the
+//!   scheduler's settings]
+//! - [`service`]: the one async actor: owns the scheduler, the engine worker and each live
+//!   request's response side; a cloneable handle; snapshots.
+//! - [`api`]: axum routes, DTOs, validation, one error type mapped to HTTP in one place.
+//!   [sees only the service handle and snapshot types]
 //! - [`generate`]: `strata-desk generate`, the simplest driver of the engine.
+//! - [`headless`]: `--headless`: config → engine launch, service, HTTP server; signals.
 //! - [`cli`]: the command line.
 //!
 //! `anyhow` is used only in `main.rs`; each module has its own error enum.
 
+pub mod api;
 pub mod chat;
 pub mod cli;
+pub mod config;
 pub mod engine;
 pub mod engine_worker;
 pub mod generate;
+pub mod headless;
 pub mod ids;
 pub mod models;
 pub mod protocol;
 pub mod scheduler;
+pub mod service;
 pub mod tokenizer;

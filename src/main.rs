@@ -37,7 +37,21 @@ fn main() -> anyhow::Result<()> {
                 report.finish_reason
             );
         }
-        None => {}
+        None if cli.serve.headless => {
+            let config = strata_desk::config::Config::load(
+                cli.serve.config.as_deref(),
+                &cli.serve.overrides(),
+            )?;
+            let exe = std::env::current_exe().context("locating this program")?;
+            let runtime = tokio::runtime::Runtime::new()?;
+            runtime.block_on(strata_desk::headless::run(config, exe))?;
+        }
+        None => {
+            eprintln!(
+                "The desktop window is not built yet: run `strata-desk --headless` to serve."
+            );
+            std::process::exit(2);
+        }
     }
     Ok(())
 }

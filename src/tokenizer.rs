@@ -5,6 +5,7 @@
 //! seven ordinary tokens, never the control token); template markup with `parse_special = true`.
 
 use crate::chat::Segment;
+use crate::engine_worker::{FAKE_EOG, FAKE_TURN};
 use crate::ids::TokenId;
 use llama_cpp_2::llama_backend::LlamaBackend;
 use llama_cpp_2::model::LlamaModel;
@@ -34,14 +35,15 @@ fn backend() -> Result<&'static LlamaBackend, TokenizerError> {
         .map_err(|e| TokenizerError::Backend(e.clone()))
 }
 
+/// A GGUF's vocabulary, or the simulated engine's byte vocabulary.
 pub struct Tokenizer {
-    model: LlamaModel,
+    model: Option<LlamaModel>,
 }
 
 impl std::fmt::Debug for Tokenizer {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Tokenizer")
-            .field("n_vocab", &self.model.n_vocab())
+            .field("simulated", &self.model.is_none())
             .finish()
     }
 }
@@ -56,7 +58,13 @@ impl Tokenizer {
                 message: e.to_string(),
             }
         })?;
-        Ok(Self { model })
+        Ok(Self { model: Some(model) })
+    }
+
+    /// The simulated engine's vocabulary: token `b` is byte `b`; ChatML's `<|im_start|>` is
+    /// its turn token and `<|im_end|>` its end of generation.
+    pub fn simulated() -> Self {
+        Self { model: None }
     }
 
     /// Plain text: special-token markup in it stays text.
@@ -79,16 +87,21 @@ impl Tokenizer {
                 Segment::Text(text) => tokens.extend(self.tokenize_text(text)),
             }
         }
-        let vocab = self.model.vocab();
-        let bos = vocab.bos().0;
-        if vocab.should_add_bos() && bos >= 0 && tokens.first() != Some(&bos) {
-            tokens.insert(0, bos);
+        if let Some(model) = &self.model {
+            let vocab = model.vocab();
+            let bos = vocab.bos().0;
+            if vocab.should_add_bos() && bos >= 0 && tokens.first() != Some(&bos) {
+                tokens.insert(0, bos);
+            }
         }
         tokens
     }
 
     fn tokenize(&self, text: &str, parse_special: bool) -> Vec<TokenId> {
-        self.model
+        let Some(model) = &self.model else {
+            return simulated_tokens(text, parse_special);
+        };
+        model
             .vocab()
             .tokenize(text.as_bytes(), false, parse_special)
             .into_iter()
@@ -98,21 +111,29 @@ impl Tokenizer {
 
     /// The token's text as raw bytes (control tokens render as nothing).
     pub fn piece(&self, token: TokenId) -> Vec<u8> {
-        self.model
-            .vocab()
-            .token_to_piece(LlamaToken(token), false, None)
+        match &self.model {
+            Some(model) => model.vocab().token_to_piece(LlamaToken(token), false, None),
+            None => u8::try_from(token).map(|b| vec![b]).unwrap_or_default(),
+        }
     }
 
     pub fn is_control(&self, token: TokenId) -> bool {
-        self.model.vocab().is_control(LlamaToken(token))
+        match &self.model {
+            Some(model) => model.vocab().is_control(LlamaToken(token)),
+            None => token > 255,
+        }
     }
 
     pub fn is_eog(&self, token: TokenId) -> bool {
-        self.model.vocab().is_eog(LlamaToken(token))
+        match &self.model {
+            Some(model) => model.vocab().is_eog(LlamaToken(token)),
+            None => token == FAKE_EOG,
+        }
     }
 
     pub fn chat_template(&self) -> Option<String> {
         self.model
+            .as_ref()?
             .chat_template(None)
             .ok()
             .and_then(|t| t.to_string().ok())
@@ -121,18 +142,44 @@ impl Tokenizer {
     /// The text of a token as the vocabulary spells it (`<|im_end|>` for a control token).
     pub fn token_text(&self, token: TokenId) -> Option<String> {
         self.model
+            .as_ref()?
             .vocab()
             .text(LlamaToken(token))
             .map(|t| t.to_string_lossy().into_owned())
     }
 
     pub fn bos_text(&self) -> String {
-        let bos = self.model.vocab().bos();
-        self.token_text(bos.0).unwrap_or_default()
+        let Some(model) = &self.model else {
+            return String::new();
+        };
+        self.token_text(model.vocab().bos().0).unwrap_or_default()
     }
 
     pub fn eos_text(&self) -> String {
-        let eos = self.model.vocab().eos();
-        self.token_text(eos.0).unwrap_or_default()
+        let Some(model) = &self.model else {
+            return "<|im_end|>".into();
+        };
+        self.token_text(model.vocab().eos().0).unwrap_or_default()
     }
+}
+
+/// Bytes, with ChatML's markers as the simulated engine's control tokens when they are markup.
+fn simulated_tokens(text: &str, parse_special: bool) -> Vec<TokenId> {
+    let bytes = |s: &str| s.bytes().map(TokenId::from).collect::<Vec<_>>();
+    if !parse_special {
+        return bytes(text);
+    }
+    let mut tokens = Vec::new();
+    for (i, part) in text.split("<|im_start|>").enumerate() {
+        if i > 0 {
+            tokens.push(FAKE_TURN);
+        }
+        for (j, piece) in part.split("<|im_end|>").enumerate() {
+            if j > 0 {
+                tokens.push(FAKE_EOG);
+            }
+            tokens.extend(bytes(piece));
+        }
+    }
+    tokens
 }

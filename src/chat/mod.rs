@@ -2,8 +2,10 @@
 //! markup and message text kept apart (so message text is never parsed as special tokens), and
 //! an incremental UTF-8 decoder for streamed token bytes.
 
+mod stop;
 mod template;
 mod utf8;
 
+pub use stop::{Released, StopMatcher};
 pub use template::{ChatMessage, ChatTemplate, Segment, TemplateError};
 pub use utf8::Utf8Stream;

@@ -200,7 +200,9 @@ impl Backend for LlamaEngine<'_> {
     }
 
     fn new_sampler(&mut self, request: RequestId, sampling: &Sampling) {
-        self.samplers.insert(request, make_sampler(sampling));
+        let n_vocab = self.model.n_vocab();
+        self.samplers
+            .insert(request, make_sampler(sampling, n_vocab));
     }
 
     fn drop_sampler(&mut self, request: RequestId) {
@@ -309,22 +311,35 @@ impl Backend for LlamaEngine<'_> {
     }
 }
 
-fn make_sampler(sampling: &Sampling) -> LlamaSampler {
-    if sampling.temperature <= 0.0 {
-        return LlamaSampler::greedy();
-    }
+fn make_sampler(sampling: &Sampling, n_vocab: i32) -> LlamaSampler {
     let mut chain = Vec::new();
-    if sampling.top_k > 0 {
-        chain.push(LlamaSampler::top_k(sampling.top_k));
+    if sampling.has_penalties() {
+        chain.push(LlamaSampler::penalties(
+            n_vocab,
+            sampling.penalty_last_n,
+            sampling.repeat_penalty,
+            sampling.frequency_penalty,
+            sampling.presence_penalty,
+        ));
     }
-    if sampling.top_p < 1.0 {
-        chain.push(LlamaSampler::top_p(sampling.top_p, 1));
+    if sampling.temperature <= 0.0 {
+        chain.push(LlamaSampler::greedy());
+    } else {
+        if sampling.top_k > 0 {
+            chain.push(LlamaSampler::top_k(sampling.top_k));
+        }
+        if sampling.top_p < 1.0 {
+            chain.push(LlamaSampler::top_p(sampling.top_p, 1));
+        }
+        if sampling.min_p > 0.0 {
+            chain.push(LlamaSampler::min_p(sampling.min_p, 1));
+        }
+        chain.push(LlamaSampler::temp(sampling.temperature));
+        chain.push(LlamaSampler::dist(sampling.seed));
     }
-    if sampling.min_p > 0.0 {
-        chain.push(LlamaSampler::min_p(sampling.min_p, 1));
+    if chain.len() == 1 {
+        return chain.remove(0);
     }
-    chain.push(LlamaSampler::temp(sampling.temperature));
-    chain.push(LlamaSampler::dist(sampling.seed));
     LlamaSampler::chain_simple(chain)
 }
 

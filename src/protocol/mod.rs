@@ -88,6 +88,14 @@ pub struct Sampling {
     pub top_p: f32,
     pub min_p: f32,
     pub seed: u32,
+    /// 1.0 is off.
+    pub repeat_penalty: f32,
+    /// 0.0 is off.
+    pub frequency_penalty: f32,
+    /// 0.0 is off.
+    pub presence_penalty: f32,
+    /// Recent tokens the penalties look at.
+    pub penalty_last_n: i32,
 }
 
 impl Default for Sampling {
@@ -98,7 +106,17 @@ impl Default for Sampling {
             top_p: 0.95,
             min_p: 0.05,
             seed: 0,
+            repeat_penalty: 1.0,
+            frequency_penalty: 0.0,
+            presence_penalty: 0.0,
+            penalty_last_n: 64,
         }
+    }
+}
+
+impl Sampling {
+    pub fn has_penalties(&self) -> bool {
+        self.repeat_penalty != 1.0 || self.frequency_penalty != 0.0 || self.presence_penalty != 0.0
     }
 }
 

@@ -1,0 +1,65 @@
+//! API keys (constant-time comparison) and the Host allow-list against DNS rebinding.
+
+use super::{ApiError, ApiState};
+use axum::extract::{Request, State};
+use axum::http::{HeaderMap, header};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use subtle::ConstantTimeEq;
+
+pub fn presented_key(headers: &HeaderMap) -> Option<&str> {
+    if let Some(bearer) = headers
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer "))
+    {
+        return Some(bearer.trim());
+    }
+    headers
+        .get("x-api-key")
+        .and_then(|v| v.to_str().ok())
+        .map(str::trim)
+}
+
+pub fn same_key(expected: &str, presented: &str) -> bool {
+    expected.as_bytes().ct_eq(presented.as_bytes()).into()
+}
+
+fn host_allowed(state: &ApiState, headers: &HeaderMap) -> Result<(), ApiError> {
+    let Some(host) = headers.get(header::HOST).and_then(|v| v.to_str().ok()) else {
+        return Ok(()); // HTTP/1.0 clients send none; nothing to rebind
+    };
+    let name = match host.rsplit_once(':') {
+        Some((name, port)) if port.chars().all(|c| c.is_ascii_digit()) => name,
+        _ => host,
+    };
+    let name = name.trim_start_matches('[').trim_end_matches(']');
+    let bound = state.app.host.to_string();
+    let allowed = ["localhost", "127.0.0.1", "::1"].contains(&name)
+        || name == bound
+        || state
+            .app
+            .allowed_hosts
+            .iter()
+            .any(|h| h.eq_ignore_ascii_case(name))
+        || (state.app.host.is_unspecified() && !state.app.api_keys.is_empty());
+    if allowed {
+        Ok(())
+    } else {
+        Err(ApiError::HostNotAllowed(host.to_owned()))
+    }
+}
+
+pub async fn guard(State(state): State<ApiState>, request: Request, next: Next) -> Response {
+    if let Err(e) = host_allowed(&state, request.headers()) {
+        return e.into_response();
+    }
+    if !state.app.api_keys.is_empty() && request.uri().path() != "/health" {
+        let ok = presented_key(request.headers())
+            .is_some_and(|key| state.app.api_keys.iter().any(|k| same_key(k.key(), key)));
+        if !ok {
+            return ApiError::Unauthorized.into_response();
+        }
+    }
+    next.run(request).await
+}

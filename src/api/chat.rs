@@ -1,0 +1,414 @@
+//! `POST /v1/chat/completions`: the DTO, its validation into a [`Submission`], and the
+//! streaming and non-streaming answers.
+
+use super::{ApiError, ApiState};
+use crate::chat::ChatMessage;
+use crate::protocol::Sampling;
+use crate::scheduler::{FinishReason, resolve_priority};
+use crate::service::{RequestStream, StreamEvent, Submission, Usage};
+use axum::Json;
+use axum::body::Bytes;
+use axum::extract::State;
+use axum::http::HeaderMap;
+use axum::response::sse::{Event, KeepAlive, Sse};
+use axum::response::{IntoResponse, Response};
+use serde::Deserialize;
+use serde_json::{Value, json};
+use std::convert::Infallible;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+/// R13: a stream gets a keep-alive at least this often while it waits.
+const KEEP_ALIVE: Duration = Duration::from_secs(10);
+
+#[derive(Debug, Deserialize)]
+pub struct ChatCompletionDto {
+    #[serde(default)]
+    pub model: Option<String>,
+    pub messages: Vec<MessageDto>,
+    #[serde(default)]
+    pub stream: bool,
+    #[serde(default)]
+    pub stream_options: Option<StreamOptionsDto>,
+    pub max_tokens: Option<u32>,
+    pub max_completion_tokens: Option<u32>,
+    pub temperature: Option<f32>,
+    pub top_p: Option<f32>,
+    pub top_k: Option<i32>,
+    pub min_p: Option<f32>,
+    pub frequency_penalty: Option<f32>,
+    pub presence_penalty: Option<f32>,
+    pub repetition_penalty: Option<f32>,
+    pub seed: Option<i64>,
+    pub stop: Option<StopDto>,
+    #[serde(default)]
+    pub ignore_eos: bool,
+    /// Any JSON: a value that is not an integer counts as 0 (#2109).
+    pub priority: Option<Value>,
+    pub n: Option<u32>,
+}
+
+#[derive(Debug, Deserialize)]
+pub struct StreamOptionsDto {
+    #[serde(default)]
+    pub include_usage: bool,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(untagged)]
+pub enum StopDto {
+    One(String),
+    Many(Vec<String>),
+}
+
+#[derive(Debug, Deserialize)]
+pub struct MessageDto {
+    pub role: String,
+    #[serde(default)]
+    pub content: Option<ContentDto>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(untagged)]
+pub enum ContentDto {
+    Text(String),
+    Parts(Vec<PartDto>),
+}
+
+#[derive(Debug, Deserialize)]
+pub struct PartDto {
+    #[serde(rename = "type")]
+    pub kind: String,
+    #[serde(default)]
+    pub text: Option<String>,
+}
+
+/// A chat request after validation: messages, sampling, limits, how to answer.
+#[derive(Debug)]
+pub struct ChatRequest {
+    pub messages: Vec<ChatMessage>,
+    pub sampling: Sampling,
+    pub max_tokens: Option<u32>,
+    pub stop: Vec<String>,
+    pub ignore_eos: bool,
+    pub priority: Option<i64>,
+    pub stream: bool,
+    pub include_usage: bool,
+}
+
+/// Parses the body: malformed JSON and wrong types name the field.
+pub fn parse_body<T: serde::de::DeserializeOwned>(body: &[u8]) -> Result<T, ApiError> {
+    let mut de = serde_json::Deserializer::from_slice(body);
+    serde_path_to_error::deserialize(&mut de).map_err(|e| {
+        let path = e.path().to_string();
+        let inner = e.into_inner();
+        if inner.is_syntax() || inner.is_eof() {
+            ApiError::bad(format!("the body is not valid JSON: {inner}"), None)
+        } else if path == "." {
+            ApiError::bad(format!("the body is not a valid request: {inner}"), None)
+        } else {
+            ApiError::bad(format!("`{path}`: {inner}"), Some(&path))
+        }
+    })
+}
+
+fn in_range(name: &str, value: Option<f32>, lo: f32, hi: f32) -> Result<(), ApiError> {
+    match value {
+        Some(v) if !(v.is_finite() && (lo..=hi).contains(&v)) => Err(ApiError::bad(
+            format!("`{name}` must be between {lo} and {hi}, got {v}"),
+            Some(name),
+        )),
+        _ => Ok(()),
+    }
+}
+
+impl TryFrom<ChatCompletionDto> for ChatRequest {
+    type Error = ApiError;
+
+    fn try_from(dto: ChatCompletionDto) -> Result<Self, ApiError> {
+        if dto.messages.is_empty() {
+            return Err(ApiError::bad(
+                "`messages` must not be empty",
+                Some("messages"),
+            ));
+        }
+        if dto.n.is_some_and(|n| n != 1) {
+            return Err(ApiError::bad(
+                "`n` must be 1: one choice per request",
+                Some("n"),
+            ));
+        }
+        let mut messages = Vec::with_capacity(dto.messages.len());
+        for (i, m) in dto.messages.into_iter().enumerate() {
+            let role = match m.role.as_str() {
+                "system" | "developer" => "system",
+                "user" => "user",
+                "assistant" => "assistant",
+                other => {
+                    return Err(ApiError::bad(
+                        format!(
+                            "`messages[{i}].role` {other:?} is not one of system, developer, user, assistant"
+                        ),
+                        Some(&format!("messages[{i}].role")),
+                    ));
+                }
+            };
+            let content = match m.content {
+                None => String::new(),
+                Some(ContentDto::Text(text)) => text,
+                Some(ContentDto::Parts(parts)) => {
+                    let mut text = String::new();
+                    for (j, part) in parts.into_iter().enumerate() {
+                        match (part.kind.as_str(), part.text) {
+                            ("text", Some(t)) => text.push_str(&t),
+                            (kind, _) => {
+                                return Err(ApiError::bad(
+                                    format!(
+                                        "`messages[{i}].content[{j}]`: only text parts are supported, got {kind:?}"
+                                    ),
+                                    Some(&format!("messages[{i}].content[{j}]")),
+                                ));
+                            }
+                        }
+                    }
+                    text
+                }
+            };
+            messages.push(ChatMessage::new(role, &content));
+        }
+        in_range("temperature", dto.temperature, 0.0, 2.0)?;
+        in_range("top_p", dto.top_p, 0.0, 1.0)?;
+        in_range("min_p", dto.min_p, 0.0, 1.0)?;
+        in_range("frequency_penalty", dto.frequency_penalty, -2.0, 2.0)?;
+        in_range("presence_penalty", dto.presence_penalty, -2.0, 2.0)?;
+        in_range("repetition_penalty", dto.repetition_penalty, 0.01, 10.0)?;
+        let max_tokens = dto.max_completion_tokens.or(dto.max_tokens);
+        if max_tokens == Some(0) {
+            return Err(ApiError::bad(
+                "`max_tokens` must be at least 1, got 0",
+                Some("max_tokens"),
+            ));
+        }
+        let stop = match dto.stop {
+            None => Vec::new(),
+            Some(StopDto::One(s)) => vec![s],
+            Some(StopDto::Many(v)) => v,
+        };
+        if stop.len() > 16 {
+            return Err(ApiError::bad(
+                format!("`stop` takes at most 16 strings, got {}", stop.len()),
+                Some("stop"),
+            ));
+        }
+        let defaults = Sampling::default();
+        let sampling = Sampling {
+            temperature: dto.temperature.unwrap_or(1.0),
+            top_k: dto.top_k.unwrap_or(defaults.top_k),
+            top_p: dto.top_p.unwrap_or(defaults.top_p),
+            min_p: dto.min_p.unwrap_or(defaults.min_p),
+            seed: dto.seed.map_or_else(rand_seed, |s| s as u32),
+            repeat_penalty: dto.repetition_penalty.unwrap_or(1.0),
+            frequency_penalty: dto.frequency_penalty.unwrap_or(0.0),
+            presence_penalty: dto.presence_penalty.unwrap_or(0.0),
+            penalty_last_n: defaults.penalty_last_n,
+        };
+        Ok(Self {
+            messages,
+            sampling,
+            max_tokens,
+            stop,
+            ignore_eos: dto.ignore_eos,
+            priority: dto.priority.as_ref().map(|p| p.as_i64().unwrap_or(0)),
+            stream: dto.stream,
+            include_usage: dto.stream_options.is_some_and(|o| o.include_usage),
+        })
+    }
+}
+
+/// A seed for requests that give none: different per request.
+fn rand_seed() -> u32 {
+    let nanos = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.subsec_nanos());
+    nanos ^ std::process::id().rotate_left(16)
+}
+
+fn unix_secs() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
+}
+
+pub async fn chat_completions(
+    State(state): State<ApiState>,
+    headers: HeaderMap,
+    body: Result<Bytes, axum::extract::rejection::BytesRejection>,
+) -> Result<Response, ApiError> {
+    let body = body.map_err(|e| match e.status() {
+        axum::http::StatusCode::PAYLOAD_TOO_LARGE => ApiError::PayloadTooLarge {
+            limit_mib: state.app.body_limit_mib,
+        },
+        _ => ApiError::bad(e.body_text(), None),
+    })?;
+    let dto: ChatCompletionDto = parse_body(&body)?;
+    let model = state.model_name(dto.model.as_deref());
+    let request = ChatRequest::try_from(dto)?;
+
+    let priority_raw = request
+        .priority
+        .or_else(|| header_priority(&headers))
+        .or_else(|| state.key_priority(&headers));
+    let prompts = state.prompts.clone();
+    let messages = request.messages;
+    let prompt = tokio::task::spawn_blocking(move || prompts.tokenize(&messages))
+        .await
+        .map_err(|e| ApiError::Internal(e.to_string()))??;
+    let submission = Submission {
+        prompt,
+        sampling: request.sampling,
+        max_tokens: request.max_tokens,
+        stop: request.stop,
+        ignore_eos: request.ignore_eos,
+        priority: resolve_priority(priority_raw, &state.scheduler),
+        priority_given: priority_raw.is_some(),
+    };
+    let stream = state.service.submit(submission).await?;
+    let id = format!("chatcmpl-{}", stream.id.0);
+    if request.stream {
+        Ok(stream_response(stream, id, model, request.include_usage).into_response())
+    } else {
+        collect_response(stream, id, model).await
+    }
+}
+
+fn header_priority(headers: &HeaderMap) -> Option<i64> {
+    let value = headers.get("x-priority")?.to_str().ok()?;
+    Some(value.trim().parse().unwrap_or(0))
+}
+
+fn finish_reason(reason: FinishReason) -> &'static str {
+    match reason {
+        FinishReason::Stop => "stop",
+        FinishReason::Length => "length",
+        FinishReason::Cancelled => "cancelled",
+    }
+}
+
+fn usage_json(usage: &Usage) -> Value {
+    json!({
+        "prompt_tokens": usage.prompt_tokens,
+        "completion_tokens": usage.completion_tokens,
+        "total_tokens": usage.prompt_tokens + usage.completion_tokens,
+        "prompt_tokens_details": {"cached_tokens": usage.cached_tokens},
+    })
+}
+
+async fn collect_response(
+    mut stream: RequestStream,
+    id: String,
+    model: String,
+) -> Result<Response, ApiError> {
+    let mut text = String::new();
+    while let Some(event) = stream.next().await {
+        match event {
+            StreamEvent::Text(piece) => text.push_str(&piece),
+            StreamEvent::Done(done) => {
+                let body = json!({
+                    "id": id,
+                    "object": "chat.completion",
+                    "created": unix_secs(),
+                    "model": model,
+                    "choices": [{
+                        "index": 0,
+                        "message": {"role": "assistant", "content": text},
+                        "finish_reason": finish_reason(done.reason),
+                    }],
+                    "usage": usage_json(&done.usage),
+                });
+                return Ok(Json(body).into_response());
+            }
+            StreamEvent::Failed(message) => return Err(ApiError::EngineUnavailable(message)),
+        }
+    }
+    Err(ApiError::Internal(
+        "the request ended without an answer".into(),
+    ))
+}
+
+fn stream_response(
+    stream: RequestStream,
+    id: String,
+    model: String,
+    include_usage: bool,
+) -> Sse<impl futures_util::Stream<Item = Result<Event, Infallible>>> {
+    let created = unix_secs();
+    let chunk = move |delta: Value, finish: Option<&str>| {
+        json!({
+            "id": id,
+            "object": "chat.completion.chunk",
+            "created": created,
+            "model": model,
+            "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
+        })
+    };
+    enum Stage {
+        Start,
+        Streaming,
+        Done,
+    }
+    let events = futures_util::stream::unfold(
+        (stream, Stage::Start, chunk),
+        move |(mut stream, stage, chunk)| async move {
+            let events: Vec<Event> = match stage {
+                Stage::Done => return None,
+                Stage::Start => {
+                    let first = chunk(json!({"role": "assistant", "content": ""}), None);
+                    return Some((vec![data(&first)], (stream, Stage::Streaming, chunk)));
+                }
+                Stage::Streaming => match stream.next().await {
+                    Some(StreamEvent::Text(text)) => {
+                        let piece = chunk(json!({"content": text}), None);
+                        return Some((vec![data(&piece)], (stream, Stage::Streaming, chunk)));
+                    }
+                    Some(StreamEvent::Done(done)) => {
+                        let mut last = chunk(json!({}), Some(finish_reason(done.reason)));
+                        let mut out = Vec::new();
+                        if include_usage {
+                            last["usage"] = Value::Null;
+                            out.push(data(&last));
+                            let mut usage = chunk(json!({}), None);
+                            usage["choices"] = json!([]);
+                            usage["usage"] = usage_json(&done.usage);
+                            out.push(data(&usage));
+                        } else {
+                            out.push(data(&last));
+                        }
+                        out.push(Event::default().data("[DONE]"));
+                        out
+                    }
+                    Some(StreamEvent::Failed(message)) => {
+                        vec![
+                            data(&ApiError::EngineUnavailable(message).body()),
+                            Event::default().data("[DONE]"),
+                        ]
+                    }
+                    None => vec![
+                        data(
+                            &ApiError::Internal("the request ended without an answer".into())
+                                .body(),
+                        ),
+                        Event::default().data("[DONE]"),
+                    ],
+                },
+            };
+            Some((events, (stream, Stage::Done, chunk)))
+        },
+    );
+    let flat = futures_util::StreamExt::flat_map(events, |batch| {
+        futures_util::stream::iter(batch.into_iter().map(Ok))
+    });
+    Sse::new(flat).keep_alive(KeepAlive::new().interval(KEEP_ALIVE))
+}
+
+fn data(value: &Value) -> Event {
+    Event::default().data(value.to_string())
+}

@@ -1,0 +1,141 @@
+//! The one place errors become HTTP: status, OpenAI-shaped body, `Retry-After`.
+
+use crate::service::SubmitError;
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use serde_json::json;
+
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum ApiError {
+    /// Malformed JSON, a wrong type, a value out of bounds: names the field.
+    #[error("{message}")]
+    BadRequest {
+        message: String,
+        param: Option<String>,
+    },
+    #[error(
+        "This model's maximum context length is {max_context_tokens} tokens. However, your messages resulted in {prompt_tokens} tokens."
+    )]
+    ContextLengthExceeded {
+        prompt_tokens: u32,
+        max_context_tokens: u32,
+    },
+    #[error("the request body is larger than the {limit_mib} MiB limit")]
+    PayloadTooLarge { limit_mib: u64 },
+    #[error("the waiting queue is full; retry after {retry_after_secs} s")]
+    QueueFull { retry_after_secs: u32 },
+    #[error("the engine is loading; retry after {retry_after_secs} s")]
+    EngineStarting { retry_after_secs: u32 },
+    #[error("the engine is unavailable: {0}")]
+    EngineUnavailable(String),
+    #[error("a valid API key is required (Authorization: Bearer KEY, or x-api-key)")]
+    Unauthorized,
+    #[error("the Host header {0:?} is not allowed")]
+    HostNotAllowed(String),
+    #[error("{0}")]
+    Internal(String),
+}
+
+impl ApiError {
+    pub fn bad(message: impl Into<String>, param: Option<&str>) -> Self {
+        Self::BadRequest {
+            message: message.into(),
+            param: param.map(str::to_owned),
+        }
+    }
+
+    pub fn status(&self) -> StatusCode {
+        match self {
+            Self::BadRequest { .. } | Self::ContextLengthExceeded { .. } => StatusCode::BAD_REQUEST,
+            Self::PayloadTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
+            Self::QueueFull { .. } => StatusCode::TOO_MANY_REQUESTS,
+            Self::EngineStarting { .. } | Self::EngineUnavailable(_) => {
+                StatusCode::SERVICE_UNAVAILABLE
+            }
+            Self::Unauthorized => StatusCode::UNAUTHORIZED,
+            Self::HostNotAllowed(_) => StatusCode::FORBIDDEN,
+            Self::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
+        }
+    }
+
+    fn kind(&self) -> (&'static str, Option<&'static str>) {
+        match self {
+            Self::BadRequest { .. } => ("invalid_request_error", None),
+            Self::ContextLengthExceeded { .. } => {
+                ("invalid_request_error", Some("context_length_exceeded"))
+            }
+            Self::PayloadTooLarge { .. } => ("invalid_request_error", Some("payload_too_large")),
+            Self::QueueFull { .. } => ("rate_limit_error", Some("queue_full")),
+            Self::EngineStarting { .. } => ("server_error", Some("engine_starting")),
+            Self::EngineUnavailable(_) => ("server_error", Some("engine_unavailable")),
+            Self::Unauthorized => ("authentication_error", Some("invalid_api_key")),
+            Self::HostNotAllowed(_) => ("permission_error", Some("host_not_allowed")),
+            Self::Internal(_) => ("server_error", None),
+        }
+    }
+
+    /// The OpenAI error object (also sent as an event when a stream fails).
+    pub fn body(&self) -> serde_json::Value {
+        let (kind, code) = self.kind();
+        let param = match self {
+            Self::BadRequest { param, .. } => param.clone(),
+            Self::ContextLengthExceeded { .. } => Some("messages".into()),
+            _ => None,
+        };
+        json!({"error": {"message": self.to_string(), "type": kind, "param": param, "code": code}})
+    }
+
+    fn retry_after_secs(&self) -> Option<u32> {
+        match self {
+            Self::QueueFull { retry_after_secs } | Self::EngineStarting { retry_after_secs } => {
+                Some(*retry_after_secs)
+            }
+            _ => None,
+        }
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let mut response = (self.status(), axum::Json(self.body())).into_response();
+        if let Some(value) = self
+            .retry_after_secs()
+            .and_then(|secs| HeaderValue::from_str(&secs.to_string()).ok())
+        {
+            response.headers_mut().insert(header::RETRY_AFTER, value);
+        }
+        response
+    }
+}
+
+impl From<SubmitError> for ApiError {
+    fn from(error: SubmitError) -> Self {
+        match error {
+            SubmitError::QueueFull { retry_after_secs } => Self::QueueFull { retry_after_secs },
+            SubmitError::PromptTooLong {
+                prompt_tokens,
+                max_context_tokens,
+            } => Self::ContextLengthExceeded {
+                prompt_tokens,
+                max_context_tokens,
+            },
+            SubmitError::MaxTokensOverContext {
+                max_tokens,
+                room_tokens,
+            } => Self::bad(
+                format!(
+                    "max_tokens is {max_tokens}, but only {room_tokens} tokens are left in the context"
+                ),
+                Some("max_tokens"),
+            ),
+            SubmitError::EmptyPrompt => Self::bad("the prompt is empty", Some("messages")),
+            SubmitError::EngineStarting { retry_after_secs } => {
+                Self::EngineStarting { retry_after_secs }
+            }
+            SubmitError::EngineFailed(reason) => Self::EngineUnavailable(reason),
+            SubmitError::ShuttingDown => {
+                Self::EngineUnavailable("the server is shutting down".into())
+            }
+        }
+    }
+}

@@ -1,0 +1,111 @@
+//! The HTTP API (axum): OpenAI Chat Completions, models, health. Each DTO is parsed into a
+//! validated request; [`ApiError`] maps every error to a status and an OpenAI error body in
+//! one place. `serve(listener, state, shutdown)` takes its edges from the caller, so tests
+//! bind 127.0.0.1:0.
+
+mod auth;
+mod chat;
+mod error;
+mod prompts;
+
+pub use error::ApiError;
+pub use prompts::Prompts;
+
+use crate::config::AppSettings;
+use crate::scheduler::SchedulerSettings;
+use crate::service::{EngineStatus, ServiceHandle};
+use axum::extract::{DefaultBodyLimit, State};
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::{Json, Router};
+use serde_json::json;
+use std::future::Future;
+use std::sync::Arc;
+
+/// What every handler shares.
+#[derive(Debug, Clone)]
+pub struct ApiState {
+    pub service: ServiceHandle,
+    pub prompts: Arc<Prompts>,
+    pub app: Arc<AppSettings>,
+    pub scheduler: Arc<SchedulerSettings>,
+}
+
+impl ApiState {
+    /// The name a response reports: the alias the client used, else the loaded model's.
+    fn model_name(&self, asked: Option<&str>) -> String {
+        match asked {
+            Some(name) if self.app.model_aliases.contains_key(name) => name.to_owned(),
+            _ => {
+                let loaded = self.service.snapshot().engine.model;
+                if loaded.is_empty() {
+                    asked.unwrap_or("strata-desk").to_owned()
+                } else {
+                    loaded
+                }
+            }
+        }
+    }
+
+    /// The default priority of the API key the request carries.
+    fn key_priority(&self, headers: &HeaderMap) -> Option<i64> {
+        let key = auth::presented_key(headers)?;
+        self.app
+            .api_keys
+            .iter()
+            .find(|k| auth::same_key(k.key(), key))?
+            .priority()
+    }
+}
+
+pub fn router(state: ApiState) -> Router {
+    let limit = usize::try_from(state.app.body_limit_mib * 1024 * 1024).unwrap_or(usize::MAX);
+    Router::new()
+        .route("/v1/chat/completions", post(chat::chat_completions))
+        .route("/v1/models", get(models))
+        .route("/health", get(health))
+        .layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            auth::guard,
+        ))
+        .layer(DefaultBodyLimit::max(limit))
+        .with_state(state)
+}
+
+/// Serves until `shutdown` resolves, then stops accepting and lets open responses finish.
+pub async fn serve(
+    listener: tokio::net::TcpListener,
+    state: ApiState,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
+    axum::serve(listener, router(state))
+        .with_graceful_shutdown(shutdown)
+        .await
+}
+
+async fn models(State(state): State<ApiState>) -> Json<serde_json::Value> {
+    let engine = state.service.snapshot().engine;
+    let entry = |id: &str| {
+        json!({
+            "id": id,
+            "object": "model",
+            "created": 0,
+            "owned_by": "strata-desk",
+            "context_length": engine.context_tokens,
+            "simulated": engine.simulated,
+        })
+    };
+    let mut data = vec![entry(&engine.model)];
+    data.extend(state.app.model_aliases.keys().map(|alias| entry(alias)));
+    Json(json!({"object": "list", "data": data}))
+}
+
+async fn health(State(state): State<ApiState>) -> Response {
+    let engine = state.service.snapshot().engine;
+    let status = match engine.status {
+        EngineStatus::Ready => StatusCode::OK,
+        _ => StatusCode::SERVICE_UNAVAILABLE,
+    };
+    (status, Json(json!({"engine": engine}))).into_response()
+}

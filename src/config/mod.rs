@@ -1,0 +1,376 @@
+//! The app's configuration: a JSON file (default under the platform config dir) overridden
+//! by command-line flags, parsed into a validated [`Config`]. Every error names the key, the
+//! bound and the value. Imports only the scheduler's settings type (which it embeds).
+
+use crate::scheduler::{ConfigError as SchedulerConfigError, SchedulerSettings};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::net::IpAddr;
+use std::path::{Path, PathBuf};
+
+/// Which engine serves: the real llama.cpp worker, or the simulated one (always labelled so).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "snake_case")]
+pub enum EngineKind {
+    #[default]
+    Llama,
+    Sim,
+}
+
+/// An API key, with the priority its requests get when they state none.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum ApiKeyEntry {
+    Plain(String),
+    WithPriority { key: String, priority: Option<i64> },
+}
+
+impl ApiKeyEntry {
+    pub fn key(&self) -> &str {
+        match self {
+            Self::Plain(key) | Self::WithPriority { key, .. } => key,
+        }
+    }
+
+    pub fn priority(&self) -> Option<i64> {
+        match self {
+            Self::Plain(_) => None,
+            Self::WithPriority { priority, .. } => *priority,
+        }
+    }
+}
+
+/// The app's keys of the config file (the scheduler's keys sit beside them, flat).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct AppSettings {
+    pub model: Option<PathBuf>,
+    pub engine: EngineKind,
+    pub host: IpAddr,
+    pub port: u16,
+    pub parallel: u32,
+    pub ctx: u32,
+    pub threads: u32,
+    pub gpu_layers: u32,
+    pub conversation_cache_mib: u64,
+    pub api_keys: Vec<ApiKeyEntry>,
+    /// Model names clients may send, mapped to the loaded model (any name is served).
+    pub model_aliases: BTreeMap<String, String>,
+    /// Request bodies above this get a 413.
+    pub body_limit_mib: u64,
+    /// Host header values accepted besides the bound address and localhost (DNS rebinding).
+    pub allowed_hosts: Vec<String>,
+    /// Origins allowed by CORS; none by default.
+    pub cors_origins: Vec<String>,
+}
+
+impl Default for AppSettings {
+    fn default() -> Self {
+        Self {
+            model: None,
+            engine: EngineKind::Llama,
+            host: IpAddr::from([127, 0, 0, 1]),
+            port: 8080,
+            parallel: 1,
+            ctx: 0,
+            threads: 0,
+            gpu_layers: 0,
+            conversation_cache_mib: 1024,
+            api_keys: Vec::new(),
+            model_aliases: BTreeMap::new(),
+            body_limit_mib: 32,
+            allowed_hosts: Vec::new(),
+            cors_origins: Vec::new(),
+        }
+    }
+}
+
+/// The whole validated configuration.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Config {
+    pub app: AppSettings,
+    pub scheduler: SchedulerSettings,
+    /// Where it was read from, if a file.
+    pub source: Option<PathBuf>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("cannot read the config file {path}: {message}")]
+    Read { path: String, message: String },
+    #[error("config file {path}: {message}")]
+    Parse { path: String, message: String },
+    #[error("config file {path}: unknown key `{key}`")]
+    UnknownKey { path: String, key: String },
+    #[error("`{key}` must be {bound}, got {value}")]
+    OutOfBounds {
+        key: &'static str,
+        bound: &'static str,
+        value: String,
+    },
+    #[error(
+        "binding {host} (not loopback) requires `api_keys`: anyone who reaches the port could use the engine"
+    )]
+    ExposedWithoutKeys { host: IpAddr },
+    #[error(transparent)]
+    Scheduler(#[from] SchedulerConfigError),
+}
+
+/// Command-line overrides (each `None` keeps the file's value).
+#[derive(Debug, Clone, Default)]
+pub struct Overrides {
+    pub model: Option<PathBuf>,
+    pub engine: Option<EngineKind>,
+    pub host: Option<IpAddr>,
+    pub port: Option<u16>,
+    pub parallel: Option<u32>,
+    pub solo_priority: bool,
+    pub ctx: Option<u32>,
+    pub chunk_tokens: Option<u32>,
+    pub threads: Option<u32>,
+    pub gpu_layers: Option<u32>,
+}
+
+/// The default config file path (it need not exist).
+pub fn default_path() -> Option<PathBuf> {
+    crate::models::project_dirs().map(|d| d.config_dir().join("config.json"))
+}
+
+impl Config {
+    /// Reads `path` (or the default file, if it exists), applies the flags, validates.
+    pub fn load(path: Option<&Path>, overrides: &Overrides) -> Result<Self, ConfigError> {
+        let (mut config, source) = match path {
+            Some(path) => (parse_file(path)?, Some(path.to_path_buf())),
+            None => match default_path().filter(|p| p.exists()) {
+                Some(path) => (parse_file(&path)?, Some(path)),
+                None => (Config::default_parts(), None),
+            },
+        };
+        config.source = source;
+        config.apply(overrides);
+        config.validate()?;
+        Ok(config)
+    }
+
+    fn default_parts() -> Self {
+        Self {
+            app: AppSettings::default(),
+            scheduler: SchedulerSettings::default(),
+            source: None,
+        }
+    }
+
+    fn apply(&mut self, o: &Overrides) {
+        let a = &mut self.app;
+        if o.model.is_some() {
+            a.model.clone_from(&o.model);
+        }
+        a.engine = o.engine.unwrap_or(a.engine);
+        a.host = o.host.unwrap_or(a.host);
+        a.port = o.port.unwrap_or(a.port);
+        a.parallel = o.parallel.unwrap_or(a.parallel);
+        a.ctx = o.ctx.unwrap_or(a.ctx);
+        a.threads = o.threads.unwrap_or(a.threads);
+        a.gpu_layers = o.gpu_layers.unwrap_or(a.gpu_layers);
+        if o.solo_priority {
+            self.scheduler.solo_priority = true;
+        }
+        if o.chunk_tokens.is_some() {
+            self.scheduler.chunk_tokens = o.chunk_tokens;
+        }
+    }
+
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        let a = &self.app;
+        let bound = |key: &'static str, ok: bool, bound: &'static str, value: String| {
+            if ok {
+                Ok(())
+            } else {
+                Err(ConfigError::OutOfBounds { key, bound, value })
+            }
+        };
+        bound(
+            "parallel",
+            (1..=64).contains(&a.parallel),
+            "between 1 and 64",
+            a.parallel.to_string(),
+        )?;
+        bound(
+            "ctx",
+            a.ctx == 0 || (256..=1_048_576).contains(&a.ctx),
+            "0 (the model's) or between 256 and 1048576",
+            a.ctx.to_string(),
+        )?;
+        bound(
+            "threads",
+            a.threads <= 1024,
+            "at most 1024",
+            a.threads.to_string(),
+        )?;
+        bound(
+            "port",
+            a.port != 0,
+            "between 1 and 65535",
+            a.port.to_string(),
+        )?;
+        bound(
+            "conversation_cache_mib",
+            a.conversation_cache_mib <= 1_048_576,
+            "at most 1048576",
+            a.conversation_cache_mib.to_string(),
+        )?;
+        bound(
+            "body_limit_mib",
+            (1..=1024).contains(&a.body_limit_mib),
+            "between 1 and 1024",
+            a.body_limit_mib.to_string(),
+        )?;
+        if let Some(empty) = a.api_keys.iter().find(|k| k.key().len() < 8) {
+            bound(
+                "api_keys",
+                false,
+                "keys of at least 8 characters",
+                format!(
+                    "{:?}",
+                    empty.key().chars().take(2).collect::<String>() + "…"
+                ),
+            )?;
+        }
+        if !a.host.is_loopback() && a.api_keys.is_empty() {
+            return Err(ConfigError::ExposedWithoutKeys { host: a.host });
+        }
+        self.scheduler.validate_for(a.parallel)?;
+        Ok(())
+    }
+}
+
+/// Splits the file's flat keys between the app's and the scheduler's, so an unknown key is
+/// named rather than ignored.
+fn parse_file(path: &Path) -> Result<Config, ConfigError> {
+    let shown = path.display().to_string();
+    let text = std::fs::read_to_string(path).map_err(|e| ConfigError::Read {
+        path: shown.clone(),
+        message: e.to_string(),
+    })?;
+    let parse = |message: String| ConfigError::Parse {
+        path: shown.clone(),
+        message,
+    };
+    let value: serde_json::Value = serde_json::from_str(&text).map_err(|e| parse(e.to_string()))?;
+    let serde_json::Value::Object(map) = value else {
+        return Err(parse("the file must hold one JSON object".into()));
+    };
+    let app_keys = keys_of(&AppSettings::default());
+    let scheduler_keys = keys_of(&SchedulerSettings::default());
+    let (mut app, mut scheduler) = (serde_json::Map::new(), serde_json::Map::new());
+    for (key, value) in map {
+        if app_keys.contains(&key) {
+            app.insert(key, value);
+        } else if scheduler_keys.contains(&key) {
+            scheduler.insert(key, value);
+        } else {
+            return Err(ConfigError::UnknownKey { path: shown, key });
+        }
+    }
+    Ok(Config {
+        app: serde_json::from_value(app.into()).map_err(|e| parse(e.to_string()))?,
+        scheduler: serde_json::from_value(scheduler.into()).map_err(|e| parse(e.to_string()))?,
+        source: None,
+    })
+}
+
+fn keys_of(value: &impl Serialize) -> Vec<String> {
+    match serde_json::to_value(value) {
+        Ok(serde_json::Value::Object(map)) => map.keys().cloned().collect(),
+        _ => Vec::new(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn write(text: &str) -> PathBuf {
+        let path = std::env::temp_dir().join(format!(
+            "strata-config-{}-{}.json",
+            std::process::id(),
+            text.len()
+        ));
+        std::fs::write(&path, text).unwrap();
+        path
+    }
+
+    #[test]
+    fn app_and_scheduler_keys_sit_flat_in_one_file_and_flags_override_them() {
+        let path = write(r#"{"port": 9000, "parallel": 2, "give_way": "whole", "queue_max": 7}"#);
+        let config = Config::load(
+            Some(&path),
+            &Overrides {
+                port: Some(9100),
+                ..Overrides::default()
+            },
+        )
+        .unwrap();
+        assert_eq!(config.app.port, 9100);
+        assert_eq!(config.app.parallel, 2);
+        assert_eq!(config.scheduler.queue_max, 7);
+        assert_eq!(config.scheduler.give_way, crate::scheduler::GiveWay::Whole);
+    }
+
+    #[test]
+    fn an_unknown_key_is_named() {
+        let path = write(r#"{"prot": 9000}"#);
+        let err = Config::load(Some(&path), &Overrides::default()).unwrap_err();
+        assert!(err.to_string().contains("unknown key `prot`"), "{err}");
+    }
+
+    #[test]
+    fn a_value_out_of_bounds_names_the_key_the_bound_and_the_value() {
+        let err = Config::load(
+            None,
+            &Overrides {
+                parallel: Some(0),
+                ..Overrides::default()
+            },
+        )
+        .unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "`parallel` must be between 1 and 64, got 0"
+        );
+    }
+
+    #[test]
+    fn solo_priority_with_parallel_is_refused_naming_both_keys() {
+        let err = Config::load(
+            None,
+            &Overrides {
+                parallel: Some(2),
+                solo_priority: true,
+                ..Overrides::default()
+            },
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(
+            err.contains("solo_priority") && err.contains("parallel"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn binding_beyond_loopback_without_api_keys_is_refused() {
+        let err = Config::load(
+            None,
+            &Overrides {
+                host: Some(IpAddr::from([0, 0, 0, 0])),
+                ..Overrides::default()
+            },
+        )
+        .unwrap_err();
+        assert!(
+            matches!(err, ConfigError::ExposedWithoutKeys { .. }),
+            "{err}"
+        );
+    }
+}

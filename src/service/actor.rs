@@ -1,0 +1,597 @@
+//! The service actor: the one task that owns the scheduler and the engine worker.
+//!
+//! Each loop turn takes one input (a command from a handle, the outstanding step's reply, a
+//! finished engine start, a tick), turns it into a scheduler event, executes the actions
+//! that come back in order, and publishes a snapshot. The scheduler only asks for engine
+//! work at a step boundary, so engine commands other than the step itself run while no step
+//! is outstanding; a step is sent and its reply awaited in the loop, beside the commands.
+
+use super::ServiceHandle;
+use super::handle::{Finished, ServiceCommand, StreamEvent, Submission, SubmitError, Usage};
+use super::live::Live;
+use super::snapshot::{EngineStatus, EngineView, ServiceSnapshot};
+use crate::engine::{EngineError, EngineProcess, WorkerLaunch};
+use crate::ids::RequestId;
+use crate::protocol::{self, Command, Handshake, Reply};
+use crate::scheduler::{
+    Action, EngineFacts, Event, FailKind, FinishReason, NewRequest, Refusal, Scheduler,
+    SchedulerSettings, StepOutput,
+};
+use std::collections::{HashMap, HashSet, VecDeque};
+use std::time::{Duration, Instant};
+use tokio::sync::{mpsc, oneshot, watch};
+
+/// How the service starts its engine and schedules it.
+#[derive(Debug, Clone)]
+pub struct ServiceOptions {
+    pub launch: WorkerLaunch,
+    pub settings: SchedulerSettings,
+}
+
+/// A `Retry-After` for requests that arrive while the engine loads.
+const STARTING_RETRY_SECS: u32 = 5;
+/// Failed first starts before the service reports the engine failed (a new request retries).
+const FIRST_START_ATTEMPTS: u32 = 3;
+const TICK: Duration = Duration::from_millis(250);
+
+type StartResult = (u64, Result<EngineProcess, EngineError>);
+
+/// Starts the actor on the current tokio runtime; the engine starts loading at once.
+pub fn spawn(options: ServiceOptions) -> ServiceHandle {
+    let (commands, rx) = mpsc::unbounded_channel();
+    let (snapshot_tx, snapshots) = watch::channel(ServiceSnapshot {
+        engine: EngineView {
+            status: EngineStatus::Loading,
+            model: String::new(),
+            context_tokens: 0,
+            simulated: options.launch.options.fake.enabled,
+            restarts: 0,
+            generation: 0,
+        },
+        scheduler: None,
+    });
+    let (started_tx, started_rx) = mpsc::unbounded_channel();
+    let mut actor = Actor {
+        options,
+        rx,
+        snapshot_tx,
+        epoch: Instant::now(),
+        scheduler: None,
+        engine: None,
+        handshake: None,
+        generation: 0,
+        restarts: 0,
+        status: EngineStatus::Loading,
+        first_start_failures: 0,
+        started_tx,
+        started_rx,
+        live: HashMap::new(),
+        open_in_engine: HashSet::new(),
+        step_id: None,
+        queue: VecDeque::new(),
+        next_id: 1,
+        shutting_down: None,
+    };
+    actor.start_engine(Duration::ZERO);
+    tokio::spawn(actor.run());
+    ServiceHandle {
+        commands,
+        snapshots,
+    }
+}
+
+struct Actor {
+    options: ServiceOptions,
+    rx: mpsc::UnboundedReceiver<ServiceCommand>,
+    snapshot_tx: watch::Sender<ServiceSnapshot>,
+    epoch: Instant,
+    /// Created at the first handshake.
+    scheduler: Option<Scheduler>,
+    engine: Option<EngineProcess>,
+    handshake: Option<Handshake>,
+    generation: u64,
+    restarts: u64,
+    status: EngineStatus,
+    first_start_failures: u32,
+    started_tx: mpsc::UnboundedSender<StartResult>,
+    started_rx: mpsc::UnboundedReceiver<StartResult>,
+    live: HashMap<RequestId, Live>,
+    /// Requests the engine has open (sampler and sequence or parked state).
+    open_in_engine: HashSet<RequestId>,
+    /// The command id of the outstanding step.
+    step_id: Option<u64>,
+    /// Actions not executed yet, in order.
+    queue: VecDeque<Action>,
+    next_id: u64,
+    shutting_down: Option<oneshot::Sender<()>>,
+}
+
+impl Actor {
+    async fn run(mut self) {
+        let mut tick = tokio::time::interval(TICK);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            let step_deadline = self.step_deadline();
+            tokio::select! {
+                command = self.rx.recv() => match command {
+                    Some(command) => self.on_command(command),
+                    None => break,
+                },
+                reply = recv_step(self.engine.as_mut(), step_deadline), if self.step_id.is_some() => {
+                    self.on_step_reply(reply);
+                }
+                Some((generation, started)) = self.started_rx.recv() => {
+                    self.on_started(generation, started);
+                }
+                _ = tick.tick() => self.feed(Event::Tick),
+            }
+            self.execute().await;
+            self.publish();
+            if let Some(done) = self.shutting_down.take() {
+                self.stop_everything().await;
+                let _ = done.send(());
+                return;
+            }
+        }
+        self.stop_everything().await;
+    }
+
+    fn now(&self) -> Duration {
+        self.epoch.elapsed()
+    }
+
+    fn feed(&mut self, event: Event) {
+        let now = self.now();
+        let Some(scheduler) = self.scheduler.as_mut() else {
+            return;
+        };
+        let outcome = scheduler.handle(event, now);
+        for diagnostic in outcome.diagnostics {
+            tracing::warn!("scheduler: {diagnostic}");
+        }
+        self.queue.extend(outcome.actions);
+    }
+
+    fn on_command(&mut self, command: ServiceCommand) {
+        match command {
+            ServiceCommand::Submit { submission, reply } => self.on_submit(submission, reply),
+            ServiceCommand::Cancel(id) => {
+                if self.live.contains_key(&id) {
+                    self.feed(Event::Cancelled(id));
+                }
+            }
+            ServiceCommand::Shutdown(done) => self.shutting_down = Some(done),
+        }
+    }
+
+    fn on_submit(
+        &mut self,
+        submission: Submission,
+        reply: oneshot::Sender<
+            Result<(RequestId, mpsc::UnboundedReceiver<StreamEvent>), SubmitError>,
+        >,
+    ) {
+        if self.scheduler.is_none() {
+            let error = match self.status.clone() {
+                EngineStatus::Failed(reason) => {
+                    // The next request tries again.
+                    self.first_start_failures = 0;
+                    self.status = EngineStatus::Loading;
+                    self.start_engine(Duration::ZERO);
+                    SubmitError::EngineFailed(reason)
+                }
+                _ => SubmitError::EngineStarting {
+                    retry_after_secs: STARTING_RETRY_SECS,
+                },
+            };
+            let _ = reply.send(Err(error));
+            return;
+        }
+        let id = RequestId(self.next_id);
+        self.next_id += 1;
+        let new = NewRequest {
+            id,
+            prompt: submission.prompt.clone(),
+            priority: submission.priority,
+            priority_given: submission.priority_given,
+            max_tokens: submission.max_tokens,
+        };
+        let before = self.queue.len();
+        self.feed(Event::Arrived(new));
+        let refused = self.queue.iter().skip(before).find_map(|a| match a {
+            Action::Refuse { request, refusal } if *request == id => Some(refusal.clone()),
+            _ => None,
+        });
+        if let Some(refusal) = refused {
+            self.queue
+                .retain(|a| !matches!(a, Action::Refuse { request, .. } if *request == id));
+            let _ = reply.send(Err(submit_error(refusal)));
+            return;
+        }
+        let (events, rx) = mpsc::unbounded_channel();
+        self.live.insert(id, Live::new(submission, events));
+        let _ = reply.send(Ok((id, rx)));
+    }
+
+    fn on_started(&mut self, generation: u64, started: Result<EngineProcess, EngineError>) {
+        if generation != self.generation {
+            return; // a start that was superseded
+        }
+        match started {
+            Ok(engine) => {
+                let handshake = engine.handshake().clone();
+                let facts = engine_facts(&handshake, &self.options.settings);
+                self.engine = Some(engine);
+                self.handshake = Some(handshake);
+                self.status = EngineStatus::Ready;
+                self.first_start_failures = 0;
+                match &mut self.scheduler {
+                    None => match Scheduler::new(self.options.settings.clone(), facts) {
+                        Ok(scheduler) => self.scheduler = Some(scheduler),
+                        Err(e) => self.status = EngineStatus::Failed(e.to_string()),
+                    },
+                    Some(_) => self.feed(Event::EngineReady(facts)),
+                }
+            }
+            Err(error) => {
+                let reason = describe(&error);
+                tracing::warn!("engine start failed: {reason}");
+                if self.scheduler.is_some() {
+                    self.status = EngineStatus::Restarting;
+                    self.feed(Event::EngineStartFailed {
+                        stderr_tail: reason,
+                    });
+                } else {
+                    self.first_start_failures += 1;
+                    if self.first_start_failures < FIRST_START_ATTEMPTS {
+                        let backoff = Duration::from_millis(500 << self.first_start_failures);
+                        self.start_engine(backoff);
+                    } else {
+                        self.status = EngineStatus::Failed(reason);
+                    }
+                }
+            }
+        }
+    }
+
+    fn on_step_reply(&mut self, reply: Result<protocol::ReplyLine, EngineError>) {
+        let expected = self.step_id.take();
+        let done = match reply {
+            Ok(line) if line.id == expected => match line.reply {
+                Reply::StepDone(done) => done,
+                other => {
+                    self.engine_lost(format!("the engine refused a step: {other:?}"));
+                    return;
+                }
+            },
+            Ok(line) => {
+                self.engine_lost(format!("reply {:?} to step {expected:?}", line.id));
+                return;
+            }
+            Err(error) => {
+                self.engine_lost(describe(&error));
+                return;
+            }
+        };
+        let mut outputs = Vec::with_capacity(done.sampled.len());
+        for sampled in done.sampled {
+            let Some(live) = self.live.get_mut(&sampled.request) else {
+                continue;
+            };
+            let stopped = live.sampled(&sampled.bytes);
+            let eog = sampled.eog && !live.submission.ignore_eos;
+            outputs.push(StepOutput {
+                request: sampled.request,
+                token: Some(sampled.token),
+                finished: (eog || stopped).then_some(FinishReason::Stop),
+            });
+        }
+        self.feed(Event::StepDone(outputs));
+    }
+
+    /// The engine is gone: stop it for good, and let the scheduler fail what it held.
+    fn engine_lost(&mut self, reason: String) {
+        tracing::warn!("engine lost: {reason}");
+        if let Some(mut engine) = self.engine.take() {
+            engine.kill();
+        }
+        self.open_in_engine.clear();
+        self.step_id = None;
+        self.status = EngineStatus::Restarting;
+        self.feed(Event::EngineDied);
+    }
+
+    fn start_engine(&mut self, delay: Duration) {
+        self.generation += 1;
+        if self.generation > 1 {
+            self.restarts += 1;
+        }
+        let generation = self.generation;
+        let launch = self.options.launch.clone();
+        let tx = self.started_tx.clone();
+        tokio::spawn(async move {
+            tokio::time::sleep(delay).await;
+            let started = EngineProcess::start(&launch, generation).await;
+            let _ = tx.send((generation, started));
+        });
+    }
+
+    fn step_deadline(&self) -> Duration {
+        self.engine
+            .as_ref()
+            .map_or(Duration::from_secs(60), |e| e.step_deadline(8192, 64))
+    }
+
+    /// Executes queued actions in order; engine work waits while a step is outstanding.
+    async fn execute(&mut self) {
+        while let Some(action) = self.queue.pop_front() {
+            if self.step_id.is_some() && needs_engine(&action) {
+                self.queue.push_front(action);
+                return;
+            }
+            if let Err(error) = self.execute_one(action).await {
+                self.engine_lost(describe(&error));
+            }
+        }
+    }
+
+    async fn execute_one(&mut self, action: Action) -> Result<(), EngineError> {
+        match action {
+            Action::Refuse { request, .. } => {
+                self.live.remove(&request);
+            }
+            Action::Deliver { request, .. } => {
+                if let Some(live) = self.live.get_mut(&request) {
+                    live.deliver();
+                }
+            }
+            Action::Finish {
+                request,
+                reason,
+                output_tokens,
+                stats,
+            } => {
+                self.close_in_engine(request).await?;
+                if let Some(mut live) = self.live.remove(&request) {
+                    live.flush();
+                    let usage = Usage {
+                        prompt_tokens: live.submission.prompt.len() as u32,
+                        completion_tokens: output_tokens,
+                        cached_tokens: stats.prompt_tokens_held,
+                    };
+                    let _ = live
+                        .events
+                        .send(StreamEvent::Done(Finished { reason, usage }));
+                }
+            }
+            Action::Fail { request, error, .. } => {
+                self.close_in_engine(request).await?;
+                if let Some(live) = self.live.remove(&request) {
+                    let _ = live.events.send(StreamEvent::Failed(fail_message(&error)));
+                }
+            }
+            Action::RestartEngine { delay_secs, .. } => {
+                if let Some(engine) = self.engine.take() {
+                    engine.shutdown().await;
+                }
+                self.open_in_engine.clear();
+                self.status = EngineStatus::Restarting;
+                self.start_engine(Duration::from_secs_f64(delay_secs.max(0.0)));
+            }
+            Action::Step(step) => {
+                let chunk = step.chunk.map(|c| {
+                    let prompt = self.live.get(&c.request).map(|l| &l.submission.prompt);
+                    let tokens = prompt.map_or_else(Vec::new, |p| {
+                        p[c.tokens.start as usize..c.tokens.end as usize].to_vec()
+                    });
+                    protocol::Chunk {
+                        request: c.request,
+                        tokens,
+                        last: c.is_last,
+                    }
+                });
+                let decode = step.decode.iter().map(|(id, _)| *id).collect();
+                let engine = self.engine.as_mut().ok_or(EngineError::NotRunning)?;
+                self.step_id = Some(engine.send(Command::Step { chunk, decode })?);
+            }
+            Action::Assign {
+                request,
+                seq,
+                keep_tokens,
+            } => {
+                let sampling = self
+                    .live
+                    .get(&request)
+                    .map(|l| l.submission.sampling.clone())
+                    .unwrap_or_default();
+                self.call(Command::Open {
+                    request,
+                    seq,
+                    keep_tokens,
+                    sampling,
+                })
+                .await?;
+                self.open_in_engine.insert(request);
+            }
+            Action::Release {
+                request,
+                seq,
+                keep_as_conversation,
+            } => {
+                self.close_in_engine(request).await?;
+                if !keep_as_conversation {
+                    self.call(Command::Trim {
+                        seq,
+                        keep_tokens: 0,
+                    })
+                    .await?;
+                }
+            }
+            Action::Park { request, .. } => {
+                self.call(Command::Park { request }).await?;
+            }
+            Action::Restore {
+                request, into_seq, ..
+            } => {
+                self.call(Command::Restore {
+                    request,
+                    seq: into_seq,
+                })
+                .await?;
+            }
+            Action::DropParked { request, .. } => self.close_in_engine(request).await?,
+            Action::EvictConversation { seq, to_cache } => {
+                let command = match to_cache {
+                    Some(conversation) => Command::SaveConversation {
+                        seq,
+                        key: conversation.0,
+                    },
+                    None => Command::Trim {
+                        seq,
+                        keep_tokens: 0,
+                    },
+                };
+                self.call(command).await?;
+            }
+            Action::RestoreConversation {
+                conversation,
+                into_seq,
+            } => {
+                self.call(Command::LoadConversation {
+                    key: conversation.0,
+                    seq: into_seq,
+                })
+                .await?;
+            }
+            Action::DropConversation { conversation } => {
+                self.call(Command::DropConversation {
+                    key: conversation.0,
+                })
+                .await?;
+            }
+        }
+        Ok(())
+    }
+
+    /// One engine command and its reply. A refusal here means host and engine disagree about
+    /// the engine's state: the engine is treated as lost (the scheduler fails what it held).
+    async fn call(&mut self, command: Command) -> Result<Reply, EngineError> {
+        let engine = self.engine.as_mut().ok_or(EngineError::NotRunning)?;
+        let deadline = engine.step_deadline(0, 1);
+        engine.call(command, deadline).await
+    }
+
+    async fn close_in_engine(&mut self, request: RequestId) -> Result<(), EngineError> {
+        if self.open_in_engine.remove(&request) && self.engine.is_some() {
+            self.call(Command::Close { request }).await?;
+        }
+        Ok(())
+    }
+
+    fn publish(&mut self) {
+        let now = self.now();
+        let handshake = self.handshake.as_ref();
+        let snapshot = ServiceSnapshot {
+            engine: EngineView {
+                status: self.status.clone(),
+                model: handshake.map(|h| h.model.name.clone()).unwrap_or_default(),
+                context_tokens: handshake.map_or(0, |h| h.model.n_ctx),
+                simulated: self.options.launch.options.fake.enabled,
+                restarts: self.restarts,
+                generation: self.generation,
+            },
+            scheduler: self.scheduler.as_ref().map(|s| s.snapshot(now)),
+        };
+        self.snapshot_tx.send_if_modified(|current| {
+            if *current == snapshot {
+                false
+            } else {
+                *current = snapshot;
+                true
+            }
+        });
+    }
+
+    async fn stop_everything(&mut self) {
+        for (_, live) in self.live.drain() {
+            let _ = live
+                .events
+                .send(StreamEvent::Failed("the server is shutting down".into()));
+        }
+        if let Some(engine) = self.engine.take() {
+            engine.shutdown().await;
+        }
+    }
+}
+
+async fn recv_step(
+    engine: Option<&mut EngineProcess>,
+    deadline: Duration,
+) -> Result<protocol::ReplyLine, EngineError> {
+    match engine {
+        Some(engine) => engine.recv(deadline).await,
+        None => Err(EngineError::NotRunning),
+    }
+}
+
+fn needs_engine(action: &Action) -> bool {
+    !matches!(
+        action,
+        Action::Refuse { .. } | Action::Deliver { .. } | Action::RestartEngine { .. }
+    )
+}
+
+fn engine_facts(handshake: &Handshake, settings: &SchedulerSettings) -> EngineFacts {
+    EngineFacts {
+        parallel: handshake.slots,
+        // The worker parks to host RAM; it keeps no spare sequences.
+        spare_seqs: 0,
+        kv_cells_total: handshake.kv_cells,
+        context_tokens: handshake.model.n_ctx,
+        chunk_tokens: settings.chunk_tokens.unwrap_or(handshake.chunk_tokens),
+        trims_at_any_token: handshake.model.trims_at_any_token,
+        turn_token: handshake.model.turn_token,
+    }
+}
+
+fn describe(error: &EngineError) -> String {
+    error.to_string()
+}
+
+fn submit_error(refusal: Refusal) -> SubmitError {
+    match refusal {
+        Refusal::QueueFull { retry_after_secs } => SubmitError::QueueFull { retry_after_secs },
+        Refusal::PromptTooLong {
+            prompt_tokens,
+            max_context_tokens,
+        } => SubmitError::PromptTooLong {
+            prompt_tokens,
+            max_context_tokens,
+        },
+        Refusal::MaxTokensOverContext {
+            max_tokens,
+            room_tokens,
+        } => SubmitError::MaxTokensOverContext {
+            max_tokens,
+            room_tokens,
+        },
+        Refusal::EmptyPrompt | Refusal::DuplicateId => SubmitError::EmptyPrompt,
+    }
+}
+
+fn fail_message(error: &FailKind) -> String {
+    match error {
+        FailKind::EngineDied => "the engine worker died while serving this request".into(),
+        FailKind::EngineRestarted => "engine restarted".into(),
+        FailKind::EngineUnavailable { stderr_tail } => {
+            format!("the engine could not be started: {stderr_tail}")
+        }
+        FailKind::EngineProtocol => "the engine broke the protocol".into(),
+        FailKind::PromptTooLong {
+            prompt_tokens,
+            max_context_tokens,
+        } => format!(
+            "the prompt has {prompt_tokens} tokens; this model's context allows {max_context_tokens}"
+        ),
+    }
+}

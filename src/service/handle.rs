@@ -1,0 +1,160 @@
+//! The cloneable handle to the service actor, and what flows through it.
+
+use crate::ids::{RequestId, TokenId};
+use crate::protocol::Sampling;
+use crate::scheduler::FinishReason;
+use serde::Serialize;
+use tokio::sync::{mpsc, oneshot, watch};
+
+use super::ServiceSnapshot;
+
+/// A validated request, tokenized.
+#[derive(Debug, Clone)]
+pub struct Submission {
+    pub prompt: Vec<TokenId>,
+    pub sampling: Sampling,
+    pub max_tokens: Option<u32>,
+    pub stop: Vec<String>,
+    /// Keep generating past end-of-generation tokens (benchmarks).
+    pub ignore_eos: bool,
+    pub priority: i32,
+    pub priority_given: bool,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct Usage {
+    pub prompt_tokens: u32,
+    pub completion_tokens: u32,
+    /// Prompt tokens the engine already held (prefix cache).
+    pub cached_tokens: u32,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Finished {
+    pub reason: FinishReason,
+    pub usage: Usage,
+}
+
+/// What a client receives, in order: text pieces, then exactly one `Done` or `Failed`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum StreamEvent {
+    Text(String),
+    Done(Finished),
+    Failed(String),
+}
+
+/// Why a submission was not taken.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SubmitError {
+    #[error("the waiting queue is full")]
+    QueueFull { retry_after_secs: u32 },
+    #[error(
+        "the prompt has {prompt_tokens} tokens; this model's context allows {max_context_tokens}"
+    )]
+    PromptTooLong {
+        prompt_tokens: u32,
+        max_context_tokens: u32,
+    },
+    #[error("max_tokens {max_tokens} is more than the {room_tokens} tokens left in the context")]
+    MaxTokensOverContext { max_tokens: u32, room_tokens: u32 },
+    #[error("the prompt is empty")]
+    EmptyPrompt,
+    #[error("the engine is starting")]
+    EngineStarting { retry_after_secs: u32 },
+    #[error("the engine failed: {0}")]
+    EngineFailed(String),
+    #[error("the server is shutting down")]
+    ShuttingDown,
+}
+
+pub(super) enum ServiceCommand {
+    Submit {
+        submission: Submission,
+        reply:
+            oneshot::Sender<Result<(RequestId, mpsc::UnboundedReceiver<StreamEvent>), SubmitError>>,
+    },
+    Cancel(RequestId),
+    Shutdown(oneshot::Sender<()>),
+}
+
+#[derive(Clone)]
+pub struct ServiceHandle {
+    pub(super) commands: mpsc::UnboundedSender<ServiceCommand>,
+    pub(super) snapshots: watch::Receiver<ServiceSnapshot>,
+}
+
+impl std::fmt::Debug for ServiceHandle {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("ServiceHandle")
+    }
+}
+
+impl ServiceHandle {
+    /// Submits a request; its events arrive on the returned stream. Dropping the stream
+    /// before it ended cancels the request (R9: a disconnect ends only its own request).
+    pub async fn submit(&self, submission: Submission) -> Result<RequestStream, SubmitError> {
+        let (reply, answer) = oneshot::channel();
+        self.commands
+            .send(ServiceCommand::Submit { submission, reply })
+            .map_err(|_| SubmitError::ShuttingDown)?;
+        let (id, events) = answer.await.map_err(|_| SubmitError::ShuttingDown)??;
+        Ok(RequestStream {
+            id,
+            events,
+            commands: self.commands.clone(),
+            ended: false,
+        })
+    }
+
+    pub fn cancel(&self, id: RequestId) {
+        let _ = self.commands.send(ServiceCommand::Cancel(id));
+    }
+
+    /// The latest snapshot.
+    pub fn snapshot(&self) -> ServiceSnapshot {
+        self.snapshots.borrow().clone()
+    }
+
+    /// A receiver that sees every published snapshot.
+    pub fn watch(&self) -> watch::Receiver<ServiceSnapshot> {
+        self.snapshots.clone()
+    }
+
+    /// Ends every live request with an error, stops the engine, and waits for the actor.
+    pub async fn shutdown(&self) {
+        let (done, wait) = oneshot::channel();
+        if self.commands.send(ServiceCommand::Shutdown(done)).is_ok() {
+            let _ = wait.await;
+        }
+    }
+}
+
+/// One request's events. Dropping it before the end cancels the request.
+#[derive(Debug)]
+pub struct RequestStream {
+    pub id: RequestId,
+    events: mpsc::UnboundedReceiver<StreamEvent>,
+    commands: mpsc::UnboundedSender<ServiceCommand>,
+    ended: bool,
+}
+
+impl RequestStream {
+    pub async fn next(&mut self) -> Option<StreamEvent> {
+        let event = self.events.recv().await;
+        if matches!(
+            event,
+            None | Some(StreamEvent::Done(_) | StreamEvent::Failed(_))
+        ) {
+            self.ended = true;
+        }
+        event
+    }
+}
+
+impl Drop for RequestStream {
+    fn drop(&mut self) {
+        if !self.ended {
+            let _ = self.commands.send(ServiceCommand::Cancel(self.id));
+        }
+    }
+}

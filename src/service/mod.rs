@@ -1,0 +1,21 @@
+//! The service: one async actor that owns the scheduler, the engine worker and every live
+//! request's response channel, UTF-8 decoder and stop-string matcher (they live above every
+//! pause, park and give-way, so a pause is invisible to a client). A cloneable
+//! [`ServiceHandle`] submits, cancels, reads snapshots and sends commands; a snapshot is
+//! published after every change.
+//!
+//! - `handle`: the handle, the submission and stream types;
+//! - `actor`: the task: scheduler events in, actions executed against the engine;
+//! - `live`: one request's response-side state;
+//! - `snapshot`: what the API and the GUI see.
+
+mod actor;
+mod handle;
+mod live;
+mod snapshot;
+
+pub use actor::{ServiceOptions, spawn};
+pub use handle::{
+    Finished, RequestStream, ServiceHandle, StreamEvent, Submission, SubmitError, Usage,
+};
+pub use snapshot::{EngineStatus, EngineView, ServiceSnapshot};
