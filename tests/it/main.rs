@@ -5,6 +5,7 @@
 // on its own thread, so holding it blocks only other tests, which is its job.
 #![allow(clippy::await_holding_lock)]
 
+mod api_fake;
 mod cli;
 mod engine_fake;
 mod engine_park;
