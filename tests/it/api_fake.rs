@@ -29,6 +29,8 @@ impl Drop for Server {
 }
 
 pub struct Setup {
+    /// A real engine's options; `None` runs the simulated engine with `fake`.
+    pub real: Option<WorkerOptions>,
     pub fake: FakeOptions,
     pub app: AppSettings,
     pub scheduler: SchedulerSettings,
@@ -38,6 +40,7 @@ pub struct Setup {
 impl Default for Setup {
     fn default() -> Self {
         Self {
+            real: None,
             fake: FakeOptions {
                 prompt_tokens_per_sec: 20_000.0,
                 decode_steps_per_sec: 200.0,
@@ -51,14 +54,21 @@ impl Default for Setup {
 }
 
 pub async fn server(setup: Setup) -> Server {
-    let launch = WorkerLaunch::new(worker_exe(), WorkerOptions::simulated(setup.fake));
+    let (options, tokenizer) = match setup.real {
+        Some(options) => {
+            let model = options.model.clone().expect("a real engine needs a model");
+            (options, Tokenizer::load(&model).unwrap())
+        }
+        None => (WorkerOptions::simulated(setup.fake), Tokenizer::simulated()),
+    };
+    let launch = WorkerLaunch::new(worker_exe(), options);
     let service = service::spawn(ServiceOptions {
         launch,
         settings: setup.scheduler.clone(),
     });
     let state = ApiState {
         service: service.clone(),
-        prompts: Arc::new(Prompts::new(Tokenizer::simulated()).unwrap()),
+        prompts: Arc::new(Prompts::new(tokenizer).unwrap()),
         app: Arc::new(setup.app),
         scheduler: Arc::new(setup.scheduler),
     };

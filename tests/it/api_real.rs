@@ -1,0 +1,244 @@
+//! The HTTP API over the real engine and model (SmolLM2-135M, one thread, greedy).
+
+use crate::api_fake::{Setup, chat, server, sse_data, streamed_text};
+use crate::support::{model_path, real_model};
+use futures_util::StreamExt;
+use serde_json::{Value, json};
+use std::time::{Duration, Instant};
+use strata_desk::engine_worker::WorkerOptions;
+use strata_desk::scheduler::SchedulerSettings;
+
+fn real(ctx: u32) -> Option<WorkerOptions> {
+    Some(WorkerOptions {
+        ctx_tokens: ctx,
+        threads: 1,
+        ..WorkerOptions::for_model(model_path())
+    })
+}
+
+fn story(priority: i64, max_tokens: u32) -> Value {
+    let mut body = chat("Write a long story about a lighthouse keeper.", max_tokens);
+    body["priority"] = json!(priority);
+    body
+}
+
+#[tokio::test]
+async fn stream_and_non_stream_agree_under_greedy_decoding() {
+    let _serial = real_model();
+    let server = server(Setup {
+        real: real(4096),
+        ..Setup::default()
+    })
+    .await;
+    let plain: Value = server
+        .post(&story(0, 48))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let mut body = story(0, 48);
+    body["stream"] = json!(true);
+    let events = sse_data(
+        &server
+            .post(&body)
+            .send()
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap(),
+    );
+    let text = plain["choices"][0]["message"]["content"].as_str().unwrap();
+    assert!(text.len() > 40, "{plain}");
+    assert_eq!(streamed_text(&events), text);
+}
+
+#[tokio::test]
+async fn with_solo_priority_a_short_request_runs_while_a_long_stream_is_parked_and_the_long_text_is_unchanged()
+ {
+    let _serial = real_model();
+    let server = server(Setup {
+        real: real(4096),
+        scheduler: SchedulerSettings {
+            solo_priority: true,
+            min_run_quantum_secs: 1.0,
+            ..SchedulerSettings::default()
+        },
+        ..Setup::default()
+    })
+    .await;
+    let alone: Value = server
+        .post(&story(0, 160))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let alone = alone["choices"][0]["message"]["content"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+
+    let mut body = story(0, 160);
+    body["stream"] = json!(true);
+    let long = server.post(&body).send().await.unwrap();
+    let mut long_stream = long.bytes_stream();
+    let mut long_text =
+        String::from_utf8_lossy(&long_stream.next().await.unwrap().unwrap()).into_owned();
+    tokio::time::sleep(Duration::from_millis(1500)).await; // past the quantum
+
+    let mut short = chat("What is 2 + 2?", 8);
+    short["priority"] = json!(5);
+    short["stream"] = json!(true);
+    let sent = Instant::now();
+    let response = server.post(&short).send().await.unwrap();
+    let mut short_stream = response.bytes_stream();
+    let mut first_token_parked = None;
+    let mut short_text = String::new();
+    while let Some(chunk) = short_stream.next().await {
+        let chunk = String::from_utf8_lossy(&chunk.unwrap()).into_owned();
+        if first_token_parked.is_none()
+            && chunk.contains("\"content\":\"")
+            && !chunk.contains("\"role\"")
+        {
+            let snapshot = server.service.snapshot().scheduler.unwrap();
+            first_token_parked = Some((snapshot.parked.len(), sent.elapsed()));
+        }
+        short_text.push_str(&chunk);
+    }
+    let (parked, ttft) = first_token_parked.expect("the short request produced a token");
+    assert_eq!(
+        parked, 1,
+        "the long stream was not parked when the short one's first token came"
+    );
+    assert!(
+        ttft < Duration::from_secs(3),
+        "short time to first token {ttft:?}"
+    );
+    assert!(sse_data(&short_text).last().is_some_and(|d| d == "[DONE]"));
+
+    while let Some(chunk) = long_stream.next().await {
+        long_text.push_str(&String::from_utf8_lossy(&chunk.unwrap()));
+    }
+    assert_eq!(
+        streamed_text(&sse_data(&long_text)),
+        alone,
+        "the paused stream's text changed"
+    );
+    let counters = server.service.snapshot().scheduler.unwrap().counters;
+    assert!(
+        counters.pauses >= 1 && counters.resumes >= 1,
+        "{counters:?}"
+    );
+    assert_eq!(counters.processed_prefix_losses, 0);
+}
+
+#[tokio::test]
+async fn a_short_request_arriving_during_a_long_prompt_read_gets_its_first_token_within_about_a_chunk()
+ {
+    let _serial = real_model();
+    let server = server(Setup {
+        real: real(4096),
+        scheduler: SchedulerSettings {
+            chunk_tokens: Some(128),
+            ..SchedulerSettings::default()
+        },
+        ..Setup::default()
+    })
+    .await;
+    let long_prompt = crate::support::long_text(90);
+    let long = tokio::spawn(server.post(&chat(&long_prompt, 4)).send());
+    server
+        .until("the long read is under way", |s| {
+            s.scheduler.as_ref().is_some_and(|s| {
+                s.slots
+                    .iter()
+                    .any(|slot| slot.state == "reading" && slot.read_tokens > 0)
+            })
+        })
+        .await;
+    let sent = Instant::now();
+    let mut short = chat("Hi!", 4);
+    short["stream"] = json!(true);
+    let response = server.post(&short).send().await.unwrap();
+    let mut stream = response.bytes_stream();
+    let mut ttft = None;
+    let mut long_reading_then = false;
+    while let Some(chunk) = stream.next().await {
+        let chunk = String::from_utf8_lossy(&chunk.unwrap()).into_owned();
+        if ttft.is_none() && chunk.contains("\"content\":\"") && !chunk.contains("\"role\"") {
+            ttft = Some(sent.elapsed());
+            long_reading_then = server.service.snapshot().scheduler.unwrap().parked.len() == 1;
+        }
+    }
+    let ttft = ttft.expect("a token");
+    let long = long.await.unwrap().unwrap();
+    assert_eq!(long.status(), 200);
+    let long_total = sent.elapsed();
+    assert!(
+        long_reading_then,
+        "the long read had not given way when the short answered"
+    );
+    assert!(
+        ttft * 3 < long_total,
+        "short TTFT {ttft:?} vs the long read finishing after {long_total:?}"
+    );
+    let counters = server.service.snapshot().scheduler.unwrap().counters;
+    assert!(counters.give_ways_shorter_left >= 1, "{counters:?}");
+}
+
+#[tokio::test]
+async fn killing_the_worker_mid_stream_gives_an_error_event_and_the_next_request_succeeds() {
+    let _serial = real_model();
+    let server = server(Setup {
+        real: real(4096),
+        ..Setup::default()
+    })
+    .await;
+    let mut body = story(0, 200);
+    body["stream"] = json!(true);
+    let response = server.post(&body).send().await.unwrap();
+    let mut stream = response.bytes_stream();
+    let mut text = String::from_utf8_lossy(&stream.next().await.unwrap().unwrap()).into_owned();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let model = model_path().display().to_string();
+    let pids = std::process::Command::new("pgrep")
+        .args(["-f", &format!("engine-worker --model {model}")])
+        .output()
+        .unwrap();
+    let pid = String::from_utf8_lossy(&pids.stdout)
+        .lines()
+        .next()
+        .expect("the worker runs")
+        .to_owned();
+    let killed_at = Instant::now();
+    assert!(
+        std::process::Command::new("kill")
+            .args(["-9", &pid])
+            .status()
+            .unwrap()
+            .success()
+    );
+    while let Some(chunk) = stream.next().await {
+        let chunk = String::from_utf8_lossy(&chunk.unwrap()).into_owned();
+        if chunk.contains("\"error\"") {
+            assert!(
+                killed_at.elapsed() < Duration::from_secs(2),
+                "error after {:?}",
+                killed_at.elapsed()
+            );
+        }
+        text.push_str(&chunk);
+    }
+    let events = sse_data(&text);
+    assert!(
+        events.iter().any(|e| e.contains("\"error\"")),
+        "no error event: {events:?}"
+    );
+    let next = server.post(&chat("Say hi.", 4)).send().await.unwrap();
+    assert_eq!(next.status(), 200);
+    assert!(server.service.snapshot().engine.restarts >= 1);
+}
