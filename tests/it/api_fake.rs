@@ -580,3 +580,150 @@ async fn the_models_and_health_routes_describe_the_simulated_engine() {
     assert_eq!(health["engine"]["status"]["state"], "ready");
     assert_eq!(health["engine"]["simulated"], true);
 }
+
+#[tokio::test]
+async fn api_keys_are_required_when_configured_and_foreign_hosts_are_refused() {
+    let server = server(Setup {
+        app: AppSettings {
+            api_keys: vec![strata_desk::config::ApiKeyEntry::Plain(
+                "secret-key-1".into(),
+            )],
+            ..AppSettings::default()
+        },
+        ..Setup::default()
+    })
+    .await;
+    let (status, body) = error_of(server.post(&chat("hi", 2)).send().await.unwrap()).await;
+    assert_eq!(status, 401, "{body}");
+    assert_eq!(body["error"]["type"], "authentication_error");
+    let wrong = server
+        .post(&chat("hi", 2))
+        .bearer_auth("secret-key-2")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(wrong.status(), 401);
+    let bearer = server
+        .post(&chat("hi", 2))
+        .bearer_auth("secret-key-1")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(bearer.status(), 200);
+    let header = server
+        .post(&chat("hi", 2))
+        .header("x-api-key", "secret-key-1")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(header.status(), 200);
+
+    // DNS rebinding: a page on evil.example resolving to 127.0.0.1 sends its own Host.
+    let rebound = server
+        .post(&chat("hi", 2))
+        .bearer_auth("secret-key-1")
+        .header("host", "evil.example:8080")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(rebound.status(), 403);
+}
+
+#[tokio::test]
+async fn a_waiting_stream_gets_keep_alives_at_least_every_ten_seconds() {
+    let server = server(Setup {
+        fake: FakeOptions {
+            decode_steps_per_sec: 20.0,
+            ..FakeOptions::instant()
+        },
+        ..Setup::default()
+    })
+    .await;
+    let hog = tokio::spawn(server.post(&chat("hog", 300)).send());
+    server
+        .until("the hog runs", |s| {
+            s.scheduler
+                .as_ref()
+                .is_some_and(|s| s.slots.iter().any(|slot| slot.request.is_some()))
+        })
+        .await;
+    let mut body = chat("waits", 2);
+    body["stream"] = json!(true);
+    let response = server.post(&body).send().await.unwrap();
+    let mut stream = response.bytes_stream();
+    let started = Instant::now();
+    let mut seen = String::new();
+    while started.elapsed() < Duration::from_secs(12) && !seen.lines().any(|l| l.starts_with(':')) {
+        if let Ok(Some(chunk)) = tokio::time::timeout(Duration::from_secs(12), stream.next()).await
+        {
+            seen.push_str(&String::from_utf8_lossy(&chunk.unwrap()));
+        }
+    }
+    assert!(
+        seen.lines().any(|l| l.starts_with(':')),
+        "no keep-alive comment in 12 s: {seen:?}"
+    );
+    assert!(
+        server.service.snapshot().scheduler.unwrap().waiting.len() == 1,
+        "it was still waiting"
+    );
+    drop(stream);
+    hog.abort();
+}
+
+#[tokio::test]
+async fn a_disconnect_while_parked_drops_the_parked_state_and_the_preempting_request_finishes() {
+    let server = server(Setup {
+        fake: FakeOptions {
+            decode_steps_per_sec: 40.0,
+            ..FakeOptions::instant()
+        },
+        scheduler: SchedulerSettings {
+            solo_priority: true,
+            min_run_quantum_secs: 0.2,
+            ..SchedulerSettings::default()
+        },
+        ..Setup::default()
+    })
+    .await;
+    let mut long = chat("long", 400);
+    long["stream"] = json!(true);
+    // A streaming response is returned as soon as its headers are: holding it keeps the client
+    // connected, dropping it disconnects.
+    let long = server.post(&long).send().await.unwrap();
+    server
+        .until("the long one decodes", |s| {
+            s.scheduler
+                .as_ref()
+                .is_some_and(|s| s.slots.iter().any(|slot| slot.state == "decoding"))
+        })
+        .await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let mut short = chat("short", 60);
+    short["priority"] = json!(5);
+    let short = tokio::spawn(server.post(&short).send());
+    server
+        .until("the long one is parked", |s| {
+            s.scheduler.as_ref().is_some_and(|s| s.parked.len() == 1)
+        })
+        .await;
+    drop(long);
+    let short = short.await.unwrap().unwrap();
+    assert_eq!(short.status(), 200);
+    server
+        .until("nothing is parked or waiting", |s| {
+            let s = s.scheduler.as_ref().unwrap();
+            s.parked.is_empty()
+                && s.waiting.is_empty()
+                && s.slots.iter().all(|slot| slot.request.is_none())
+        })
+        .await;
+    let cancelled = server
+        .service
+        .snapshot()
+        .scheduler
+        .unwrap()
+        .counters
+        .cancellations;
+    assert_eq!(cancelled.parked, 1, "{cancelled:?}");
+}

@@ -36,3 +36,65 @@ fn an_unknown_subcommand_is_a_usage_error() {
     assert_eq!(output.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&output.stderr).contains("unrecognized subcommand"));
 }
+
+#[test]
+fn a_port_in_use_is_a_clear_error() {
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = taken.local_addr().unwrap().port().to_string();
+    let output = Command::new(worker_exe())
+        .args(["--headless", "--engine", "sim", "--port", &port])
+        .output()
+        .unwrap();
+    assert!(!output.status.success());
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains(&format!("cannot listen on 127.0.0.1:{port}")),
+        "{stderr}"
+    );
+    assert!(stderr.contains("--port"), "{stderr}");
+}
+
+#[test]
+fn sigterm_stops_the_headless_server_and_its_worker_and_exits_zero() {
+    let port = {
+        let probe = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        probe.local_addr().unwrap().port()
+    };
+    let mut server = Command::new(worker_exe())
+        .args(["--headless", "--engine", "sim", "--port", &port.to_string()])
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let started = std::time::Instant::now();
+    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(20),
+            "never listened"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    std::thread::sleep(std::time::Duration::from_millis(500)); // the worker is up
+    let out = Command::new("pgrep")
+        .args(["-P", &server.id().to_string()])
+        .output()
+        .unwrap();
+    let workers: Vec<String> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(str::to_owned)
+        .collect();
+    assert_eq!(workers.len(), 1, "one engine worker: {workers:?}");
+    let status = Command::new("kill")
+        .args(["-TERM", &server.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let exit = server.wait().unwrap();
+    assert_eq!(exit.code(), Some(0));
+    let worker_alive = Command::new("kill")
+        .args(["-0", &workers[0]])
+        .stderr(std::process::Stdio::null())
+        .status()
+        .unwrap()
+        .success();
+    assert!(!worker_alive, "the engine worker outlived the server");
+}
