@@ -51,6 +51,7 @@ pub fn prepare(config: &Config, exe: PathBuf) -> Result<(WorkerLaunch, Prompts),
                 decode_steps_per_sec: 50.0,
                 script: None,
                 faults: Vec::new(),
+                load_secs: 0.0,
             };
             (WorkerOptions::simulated(fake), Tokenizer::simulated())
         }

@@ -66,6 +66,7 @@ impl WorkerLaunch {
                 ("--fake-kv-cells", fake.kv_cells.to_string()),
                 ("--fake-prompt-tps", fake.prompt_tokens_per_sec.to_string()),
                 ("--fake-decode-tps", fake.decode_steps_per_sec.to_string()),
+                ("--fake-load-secs", fake.load_secs.to_string()),
             ] {
                 args.push(flag.into());
                 args.push(value.into());

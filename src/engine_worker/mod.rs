@@ -50,6 +50,9 @@ pub fn run(options: &WorkerOptions) -> Result<(), WorkerError> {
     let cache_bytes = options.conversation_cache_mib * MIB;
     if options.fake.enabled {
         let engine = FakeEngine::new(&options.fake, options.slots)?;
+        if options.fake.load_secs > 0.0 {
+            std::thread::sleep(std::time::Duration::from_secs_f64(options.fake.load_secs));
+        }
         return serve_stdio(&mut Worker::new(engine, cache_bytes));
     }
     let path = options.model.as_deref().ok_or(WorkerError::NoModel)?;

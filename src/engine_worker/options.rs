@@ -72,6 +72,9 @@ pub struct FakeOptions {
     /// Inject a fault: `die:STEP`, `hang:STEP`, `malformed:STEP` or `slow:STEP:MILLIS`.
     #[arg(long = "fake-fault")]
     pub faults: Vec<String>,
+    /// Simulated model loading time before the handshake, in seconds.
+    #[arg(long = "fake-load-secs", default_value_t = 0.0)]
+    pub load_secs: f64,
 }
 
 impl WorkerOptions {
@@ -124,6 +127,7 @@ impl FakeOptions {
             decode_steps_per_sec: 0.0,
             script: None,
             faults: Vec::new(),
+            load_secs: 0.0,
         }
     }
 }

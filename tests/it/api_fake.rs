@@ -727,3 +727,37 @@ async fn a_disconnect_while_parked_drops_the_parked_state_and_the_preempting_req
         .cancellations;
     assert_eq!(cancelled.parked, 1, "{cancelled:?}");
 }
+
+#[tokio::test]
+async fn a_request_while_the_engine_loads_gets_503_with_retry_after() {
+    let server = server(Setup {
+        fake: FakeOptions {
+            load_secs: 3.0,
+            ..FakeOptions::instant()
+        },
+        wait_ready: false,
+        ..Setup::default()
+    })
+    .await;
+    let response = server.post(&chat("hi", 2)).send().await.unwrap();
+    assert_eq!(response.status(), 503);
+    assert_eq!(response.headers()["retry-after"], "5");
+    let (_, body) = error_of(response).await;
+    assert_eq!(body["error"]["code"], "engine_starting");
+    let health: Value = reqwest::get(format!("{}/health", server.base))
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(health["engine"]["status"]["state"], "loading");
+    server
+        .until("the engine is ready", |s| {
+            s.engine.status == EngineStatus::Ready
+        })
+        .await;
+    assert_eq!(
+        server.post(&chat("hi", 2)).send().await.unwrap().status(),
+        200
+    );
+}
