@@ -6,5 +6,8 @@ cd "$(dirname "$0")/.."
 source scripts/setup-debian.sh
 export PATH="$HOME/.cargo/bin:$PATH"
 
-cargo run --quiet -- fetch-model
+# One build for everything: the tests' build also makes the binary (a plain `cargo run` would
+# resolve features without the dev-dependencies and compile llama.cpp a second time).
+cargo build --locked --tests
+"${CARGO_TARGET_DIR:-target}/debug/strata-desk" fetch-model
 cargo test --locked "$@"
