@@ -403,8 +403,9 @@ impl<B: Backend> Worker<B> {
         Ok(())
     }
 
-    fn check_room(&self, added: u32) -> Result<(), Refusal> {
-        let used: u32 = self.seq_len.iter().sum();
+    /// Whether `added` more cells fit in the pool (after freeing `freed` of them).
+    fn check_room_after(&self, freed: u32, added: u32) -> Result<(), Refusal> {
+        let used = self.seq_len.iter().sum::<u32>() - freed;
         let cells = self.backend.handshake().kv_cells;
         if used + added > cells {
             return Err((
@@ -415,15 +416,12 @@ impl<B: Backend> Worker<B> {
         Ok(())
     }
 
+    fn check_room(&self, added: u32) -> Result<(), Refusal> {
+        self.check_room_after(0, added)
+    }
+
+    /// Room for `tokens` put into `seq` in place of what it holds.
     fn check_room_replacing(&self, seq: SeqId, tokens: u32) -> Result<(), Refusal> {
-        let used: u32 = self.seq_len.iter().sum::<u32>() - self.seq_len[seq.0 as usize];
-        let cells = self.backend.handshake().kv_cells;
-        if used + tokens > cells {
-            return Err((
-                ErrorKind::Engine,
-                format!("the KV pool is full: {used} cells used + {tokens} > {cells} cells"),
-            ));
-        }
-        Ok(())
+        self.check_room_after(self.seq_len[seq.0 as usize], tokens)
     }
 }
