@@ -15,7 +15,7 @@ use crate::config::AppSettings;
 use crate::scheduler::SchedulerSettings;
 use crate::service::{EngineStatus, ServiceHandle};
 use axum::extract::{DefaultBodyLimit, State};
-use axum::http::{HeaderMap, StatusCode};
+use axum::http::{HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
@@ -61,7 +61,13 @@ impl ApiState {
 
 pub fn router(state: ApiState) -> Router {
     let limit = usize::try_from(state.app.body_limit_mib * 1024 * 1024).unwrap_or(usize::MAX);
-    Router::new()
+    let origins: Vec<HeaderValue> = state
+        .app
+        .cors_origins
+        .iter()
+        .filter_map(|o| HeaderValue::from_str(o).ok())
+        .collect();
+    let router = Router::new()
         .route("/v1/chat/completions", post(chat::chat_completions))
         .route("/v1/models", get(models))
         .route("/health", get(health))
@@ -70,7 +76,17 @@ pub fn router(state: ApiState) -> Router {
             auth::guard,
         ))
         .layer(DefaultBodyLimit::max(limit))
-        .with_state(state)
+        .with_state(state);
+    // No CORS unless configured: a web page may not read answers from another origin.
+    if origins.is_empty() {
+        return router;
+    }
+    router.layer(
+        tower_http::cors::CorsLayer::new()
+            .allow_origin(origins)
+            .allow_methods(tower_http::cors::Any)
+            .allow_headers(tower_http::cors::Any),
+    )
 }
 
 /// Serves until `shutdown` resolves, then stops accepting and lets open responses finish.

@@ -761,3 +761,46 @@ async fn a_request_while_the_engine_loads_gets_503_with_retry_after() {
         200
     );
 }
+
+#[tokio::test]
+async fn cross_origin_reads_are_allowed_only_for_configured_origins() {
+    let plain = server(Setup::default()).await;
+    let response = reqwest::Client::new()
+        .get(format!("{}/v1/models", plain.base))
+        .header("origin", "https://app.example")
+        .send()
+        .await
+        .unwrap();
+    assert!(
+        response
+            .headers()
+            .get("access-control-allow-origin")
+            .is_none()
+    );
+
+    let configured = server(Setup {
+        app: AppSettings {
+            cors_origins: vec!["https://app.example".into()],
+            ..AppSettings::default()
+        },
+        ..Setup::default()
+    })
+    .await;
+    let allowed = reqwest::Client::new()
+        .get(format!("{}/v1/models", configured.base))
+        .header("origin", "https://app.example")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(
+        allowed.headers()["access-control-allow-origin"],
+        "https://app.example"
+    );
+    let other = reqwest::Client::new()
+        .get(format!("{}/v1/models", configured.base))
+        .header("origin", "https://evil.example")
+        .send()
+        .await
+        .unwrap();
+    assert!(other.headers().get("access-control-allow-origin").is_none());
+}
