@@ -25,7 +25,7 @@ const CTX: u32 = 4096;
 const CHUNK: usize = 256;
 const PROMPT_TOKENS: usize = 1536;
 const DECODE_TOKENS: usize = 128;
-const ROUNDS: usize = 3;
+const ROUNDS: usize = 4;
 
 struct Run {
     read_secs: f64,
@@ -189,9 +189,15 @@ fn main() {
         .expect("worker");
 
     let (mut local, mut remote) = (Vec::new(), Vec::new());
+    // Alternate which side goes first, so neither always runs on a warmer machine.
     for round in 0..ROUNDS {
-        local.push(in_process(&backend, &model, &prompt));
-        remote.push(runtime.block_on(through_protocol(&mut engine, round as u64 + 1, &prompt)));
+        if round % 2 == 0 {
+            local.push(in_process(&backend, &model, &prompt));
+            remote.push(runtime.block_on(through_protocol(&mut engine, round as u64 + 1, &prompt)));
+        } else {
+            remote.push(runtime.block_on(through_protocol(&mut engine, round as u64 + 1, &prompt)));
+            local.push(in_process(&backend, &model, &prompt));
+        }
     }
     let read = |runs: &[Run]| {
         median(
