@@ -117,7 +117,13 @@ impl FakeEngine {
                 kv_cells: options.kv_cells,
                 n_batch: 8192,
                 threads: 1,
-                prompt_tokens_per_sec: options.prompt_tokens_per_sec,
+                // With no simulated delay it reads "instantly": report a speed to match, so
+                // deadlines scaled to it stay short.
+                prompt_tokens_per_sec: if options.prompt_tokens_per_sec > 0.0 {
+                    options.prompt_tokens_per_sec
+                } else {
+                    1_000_000.0
+                },
                 chunk_tokens,
                 simulated: true,
             },

@@ -68,6 +68,7 @@ pub fn spawn(options: ServiceOptions) -> ServiceHandle {
         live: HashMap::new(),
         open_in_engine: HashSet::new(),
         step_id: None,
+        step_due: Instant::now(),
         queue: VecDeque::new(),
         next_id: 1,
         shutting_down: None,
@@ -100,6 +101,9 @@ struct Actor {
     open_in_engine: HashSet<RequestId>,
     /// The command id of the outstanding step.
     step_id: Option<u64>,
+    /// When the outstanding step's reply is overdue (the engine is then stopped as silent).
+    /// Fixed when the step is sent: each loop turn waits only for what is left of it.
+    step_due: Instant,
     /// Actions not executed yet, in order.
     queue: VecDeque<Action>,
     next_id: u64,
@@ -111,13 +115,13 @@ impl Actor {
         let mut tick = tokio::time::interval(TICK);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
-            let step_deadline = self.step_deadline();
+            let step_left = self.step_due.saturating_duration_since(Instant::now());
             tokio::select! {
                 command = self.rx.recv() => match command {
                     Some(command) => self.on_command(command),
                     None => break,
                 },
-                reply = recv_step(self.engine.as_mut(), step_deadline), if self.step_id.is_some() => {
+                reply = recv_step(self.engine.as_mut(), step_left), if self.step_id.is_some() => {
                     self.on_step_reply(reply);
                 }
                 Some((generation, started)) = self.started_rx.recv() => {
@@ -316,12 +320,6 @@ impl Actor {
         });
     }
 
-    fn step_deadline(&self) -> Duration {
-        self.engine
-            .as_ref()
-            .map_or(Duration::from_secs(60), |e| e.step_deadline(8192, 64))
-    }
-
     /// Executes queued actions in order; engine work waits while a step is outstanding.
     async fn execute(&mut self) {
         while let Some(action) = self.queue.pop_front() {
@@ -390,8 +388,10 @@ impl Actor {
                         last: c.is_last,
                     }
                 });
-                let decode = step.decode.iter().map(|(id, _)| *id).collect();
+                let decode: Vec<RequestId> = step.decode.iter().map(|(id, _)| *id).collect();
                 let engine = self.engine.as_mut().ok_or(EngineError::NotRunning)?;
+                let chunk_tokens = chunk.as_ref().map_or(0, |c| c.tokens.len());
+                self.step_due = Instant::now() + engine.step_deadline(chunk_tokens, decode.len());
                 self.step_id = Some(engine.send(Command::Step { chunk, decode })?);
             }
             Action::Assign {

@@ -804,3 +804,30 @@ async fn cross_origin_reads_are_allowed_only_for_configured_origins() {
         .unwrap();
     assert!(other.headers().get("access-control-allow-origin").is_none());
 }
+
+/// Regression: the actor re-armed the step's full deadline on every loop turn (a tick comes
+/// every 250 ms), so a silent engine was never noticed.
+#[tokio::test]
+async fn a_silent_engine_is_stopped_at_its_step_deadline_and_the_stream_fails() {
+    let server = server(Setup {
+        fake: FakeOptions {
+            decode_steps_per_sec: 100.0,
+            faults: vec!["hang:10".into()],
+            ..FakeOptions::instant()
+        },
+        ..Setup::default()
+    })
+    .await;
+    let started = Instant::now();
+    let response = server.post(&chat("hangs", 50)).send().await.unwrap();
+    assert_eq!(response.status(), 503);
+    let (_, body) = error_of(response).await;
+    let message = body["error"]["message"].as_str().unwrap();
+    assert!(message.contains("died"), "{message}");
+    let waited = started.elapsed();
+    assert!(waited < Duration::from_secs(20), "noticed after {waited:?}");
+    // The next request starts a new engine (it ends before that engine's own step 10).
+    let next = server.post(&chat("after", 4)).send().await.unwrap();
+    assert_eq!(next.status(), 200);
+    assert!(server.service.snapshot().engine.restarts >= 1);
+}
