@@ -326,7 +326,7 @@ async fn collect_response(
                 });
                 return Ok(Json(body).into_response());
             }
-            StreamEvent::Failed(message) => return Err(ApiError::EngineUnavailable(message)),
+            StreamEvent::Failed(failure) => return Err(ApiError::from(failure)),
         }
     }
     Err(ApiError::Internal(
@@ -385,9 +385,9 @@ fn stream_response(
                         out.push(Event::default().data("[DONE]"));
                         out
                     }
-                    Some(StreamEvent::Failed(message)) => {
+                    Some(StreamEvent::Failed(failure)) => {
                         vec![
-                            data(&ApiError::EngineUnavailable(message).body()),
+                            data(&ApiError::from(failure).body()),
                             Event::default().data("[DONE]"),
                         ]
                     }

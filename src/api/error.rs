@@ -1,6 +1,6 @@
 //! The one place errors become HTTP: status, OpenAI-shaped body, `Retry-After`.
 
-use crate::service::SubmitError;
+use crate::service::{Failure, SubmitError};
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde_json::json;
@@ -105,6 +105,21 @@ impl IntoResponse for ApiError {
             response.headers_mut().insert(header::RETRY_AFTER, value);
         }
         response
+    }
+}
+
+impl From<Failure> for ApiError {
+    fn from(failure: Failure) -> Self {
+        match failure {
+            Failure::PromptTooLong {
+                prompt_tokens,
+                max_context_tokens,
+            } => Self::ContextLengthExceeded {
+                prompt_tokens,
+                max_context_tokens,
+            },
+            other => Self::EngineUnavailable(other.to_string()),
+        }
     }
 }
 

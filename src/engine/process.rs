@@ -53,6 +53,9 @@ pub struct EngineProcess {
     handshake: Handshake,
     next_id: u64,
     dead: Option<EngineError>,
+    /// When stdout closed: the exit grace runs from here, however often `recv` is cancelled
+    /// and called again.
+    eof_at: Option<Instant>,
 }
 
 impl EngineProcess {
@@ -103,6 +106,7 @@ impl EngineProcess {
             handshake: placeholder_handshake(),
             next_id: 1,
             dead: None,
+            eof_at: None,
         };
         let first = match process.recv(launch.handshake_timeout).await {
             Ok(line) => line,
@@ -198,7 +202,8 @@ impl EngineProcess {
                 EngineError::Protocol(format!("a line that is no reply: {text:.200}"))
             }
             Ok(Some(FromWorker::Eof) | None) => {
-                let exit = self.reap(EXIT_GRACE).await;
+                let eof_at = *self.eof_at.get_or_insert_with(Instant::now);
+                let exit = self.reap_until(eof_at + EXIT_GRACE).await;
                 // The stderr reader may still be draining the last lines.
                 tokio::time::sleep(Duration::from_millis(50)).await;
                 EngineError::Died {
@@ -253,7 +258,7 @@ impl EngineProcess {
     /// Closes stdin (the worker exits by itself), waits a grace period, then kills.
     pub async fn shutdown(mut self) -> WorkerExit {
         self.to_worker = None;
-        let exit = self.reap(EXIT_GRACE).await;
+        let exit = self.reap_until(Instant::now() + EXIT_GRACE).await;
         self.dead = Some(EngineError::NotRunning);
         exit
     }
@@ -267,9 +272,8 @@ impl EngineProcess {
         self.to_worker = None;
     }
 
-    /// Waits up to `grace` for the worker to exit, then kills it.
-    async fn reap(&mut self, grace: Duration) -> WorkerExit {
-        let started = Instant::now();
+    /// Waits until `deadline` for the worker to exit, then kills it.
+    async fn reap_until(&mut self, deadline: Instant) -> WorkerExit {
         loop {
             let status = self
                 .child
@@ -279,7 +283,7 @@ impl EngineProcess {
             if let Some(status) = status {
                 return exit_of(status);
             }
-            if started.elapsed() >= grace {
+            if Instant::now() >= deadline {
                 self.kill();
                 return WorkerExit::Killed;
             }

@@ -7,7 +7,9 @@
 //! is outstanding; a step is sent and its reply awaited in the loop, beside the commands.
 
 use super::ServiceHandle;
-use super::handle::{Finished, ServiceCommand, StreamEvent, Submission, SubmitError, Usage};
+use super::handle::{
+    Failure, Finished, ServiceCommand, StreamEvent, Submission, SubmitError, Usage,
+};
 use super::live::Live;
 use super::snapshot::{EngineStatus, EngineView, ServiceSnapshot};
 use crate::engine::{EngineError, EngineProcess, WorkerLaunch};
@@ -214,7 +216,10 @@ impl Actor {
         }
         let (events, rx) = mpsc::unbounded_channel();
         self.live.insert(id, Live::new(submission, events));
-        let _ = reply.send(Ok((id, rx)));
+        if reply.send(Ok((id, rx))).is_err() {
+            // The client left before it got its stream: nothing else would ever cancel it.
+            self.feed(Event::Cancelled(id));
+        }
     }
 
     fn on_started(&mut self, generation: u64, started: Result<EngineProcess, EngineError>) {
@@ -295,10 +300,11 @@ impl Actor {
 
     /// The engine is gone: stop it for good, and let the scheduler fail what it held.
     fn engine_lost(&mut self, reason: String) {
+        let Some(mut engine) = self.engine.take() else {
+            return; // already reported
+        };
         tracing::warn!("engine lost: {reason}");
-        if let Some(mut engine) = self.engine.take() {
-            engine.kill();
-        }
+        engine.kill();
         self.open_in_engine.clear();
         self.step_id = None;
         self.status = EngineStatus::Restarting;
@@ -327,6 +333,10 @@ impl Actor {
                 self.queue.push_front(action);
                 return;
             }
+            if self.engine.is_none() && engine_only(&action) {
+                // What it would act on died with the engine process.
+                continue;
+            }
             if let Err(error) = self.execute_one(action).await {
                 self.engine_lost(describe(&error));
             }
@@ -341,6 +351,10 @@ impl Actor {
             Action::Deliver { request, .. } => {
                 if let Some(live) = self.live.get_mut(&request) {
                     live.deliver();
+                    if live.events.is_closed() {
+                        // Its stream is gone without a cancel (a backstop for R9).
+                        self.feed(Event::Cancelled(request));
+                    }
                 }
             }
             Action::Finish {
@@ -351,7 +365,9 @@ impl Actor {
             } => {
                 self.close_in_engine(request).await?;
                 if let Some(mut live) = self.live.remove(&request) {
-                    live.flush();
+                    if reason != FinishReason::Cancelled {
+                        live.flush();
+                    }
                     let usage = Usage {
                         prompt_tokens: live.submission.prompt.len() as u32,
                         completion_tokens: output_tokens,
@@ -365,7 +381,7 @@ impl Actor {
             Action::Fail { request, error, .. } => {
                 self.close_in_engine(request).await?;
                 if let Some(live) = self.live.remove(&request) {
-                    let _ = live.events.send(StreamEvent::Failed(fail_message(&error)));
+                    let _ = live.events.send(StreamEvent::Failed(failure(&error)));
                 }
             }
             Action::RestartEngine { delay_secs, .. } => {
@@ -514,9 +530,7 @@ impl Actor {
 
     async fn stop_everything(&mut self) {
         for (_, live) in self.live.drain() {
-            let _ = live
-                .events
-                .send(StreamEvent::Failed("the server is shutting down".into()));
+            let _ = live.events.send(StreamEvent::Failed(Failure::ShuttingDown));
         }
         if let Some(engine) = self.engine.take() {
             engine.shutdown().await;
@@ -534,6 +548,19 @@ async fn recv_step(
     }
 }
 
+/// Actions that act only on the engine's state (nothing to do without an engine).
+fn engine_only(action: &Action) -> bool {
+    !matches!(
+        action,
+        Action::Refuse { .. }
+            | Action::Deliver { .. }
+            | Action::RestartEngine { .. }
+            | Action::Finish { .. }
+            | Action::Fail { .. }
+    )
+}
+
+/// Actions that may talk to the engine (so wait while a step is outstanding).
 fn needs_engine(action: &Action) -> bool {
     !matches!(
         action,
@@ -579,19 +606,22 @@ fn submit_error(refusal: Refusal) -> SubmitError {
     }
 }
 
-fn fail_message(error: &FailKind) -> String {
+fn failure(error: &FailKind) -> Failure {
     match error {
-        FailKind::EngineDied => "the engine worker died while serving this request".into(),
-        FailKind::EngineRestarted => "engine restarted".into(),
-        FailKind::EngineUnavailable { stderr_tail } => {
-            format!("the engine could not be started: {stderr_tail}")
+        FailKind::EngineDied => {
+            Failure::Engine("the engine worker died while serving this request".into())
         }
-        FailKind::EngineProtocol => "the engine broke the protocol".into(),
+        FailKind::EngineRestarted => Failure::Engine("engine restarted".into()),
+        FailKind::EngineUnavailable { stderr_tail } => {
+            Failure::Engine(format!("the engine could not be started: {stderr_tail}"))
+        }
+        FailKind::EngineProtocol => Failure::Engine("the engine broke the protocol".into()),
         FailKind::PromptTooLong {
             prompt_tokens,
             max_context_tokens,
-        } => format!(
-            "the prompt has {prompt_tokens} tokens; this model's context allows {max_context_tokens}"
-        ),
+        } => Failure::PromptTooLong {
+            prompt_tokens: *prompt_tokens,
+            max_context_tokens: *max_context_tokens,
+        },
     }
 }

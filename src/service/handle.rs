@@ -40,7 +40,25 @@ pub struct Finished {
 pub enum StreamEvent {
     Text(String),
     Done(Finished),
-    Failed(String),
+    Failed(Failure),
+}
+
+/// Why an admitted request failed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Failure {
+    /// The engine died, was restarted, or could not be started.
+    #[error("{0}")]
+    Engine(String),
+    /// A new engine's context is too small for this waiting prompt (R11).
+    #[error(
+        "the prompt has {prompt_tokens} tokens; this model's context allows {max_context_tokens}"
+    )]
+    PromptTooLong {
+        prompt_tokens: u32,
+        max_context_tokens: u32,
+    },
+    #[error("the server is shutting down")]
+    ShuttingDown,
 }
 
 /// Why a submission was not taken.

@@ -16,6 +16,6 @@ mod snapshot;
 
 pub use actor::{ServiceOptions, spawn};
 pub use handle::{
-    Finished, RequestStream, ServiceHandle, StreamEvent, Submission, SubmitError, Usage,
+    Failure, Finished, RequestStream, ServiceHandle, StreamEvent, Submission, SubmitError, Usage,
 };
 pub use snapshot::{EngineStatus, EngineView, ServiceSnapshot};

@@ -831,3 +831,36 @@ async fn a_silent_engine_is_stopped_at_its_step_deadline_and_the_stream_fails() 
     assert_eq!(next.status(), 200);
     assert!(server.service.snapshot().engine.restarts >= 1);
 }
+
+/// After an engine death with conversations cached and a request waiting, the waiting request
+/// is served by the restarted engine. (Written for a bug where clean-up actions reaching a
+/// missing engine counted as failed starts; this workload does not put conversations in the
+/// host cache, so it checks the outcome, not that path.)
+#[tokio::test]
+async fn an_engine_death_with_earlier_conversations_still_serves_the_waiting_request() {
+    let server = server(Setup {
+        fake: FakeOptions {
+            decode_steps_per_sec: 50.0,
+            faults: vec!["die:16".into()],
+            ..FakeOptions::instant()
+        },
+        ..Setup::default()
+    })
+    .await;
+    // Three conversations in turn through the one slot.
+    for text in ["first topic", "second topic", "third topic"] {
+        let done = server.post(&chat(text, 3)).send().await.unwrap();
+        assert_eq!(done.status(), 200);
+    }
+    let mut long = chat("the long one", 100);
+    long["stream"] = json!(true);
+    let long = server.post(&long).send().await.unwrap();
+    let waiting = tokio::spawn(server.post(&chat("waits its turn", 3)).send());
+    let events = sse_data(&long.text().await.unwrap());
+    assert!(
+        events.iter().any(|e| e.contains("\"error\"")),
+        "the long one did not fail: {events:?}"
+    );
+    let waiting = waiting.await.unwrap().unwrap();
+    assert_eq!(waiting.status(), 200, "{}", waiting.text().await.unwrap());
+}
