@@ -76,6 +76,11 @@ impl<S> ConversationCache<S> {
         })
     }
 
+    /// The entry's token count, without marking it used.
+    pub fn tokens_of(&self, key: u64) -> Option<u32> {
+        self.entries.get(&key).map(|e| e.tokens)
+    }
+
     pub fn remove(&mut self, key: u64) -> bool {
         match self.entries.remove(&key) {
             Some(e) => {

@@ -243,13 +243,13 @@ impl<B: Backend> Worker<B> {
         if let Some(open) = self.requests.get_mut(&request) {
             open.seq = None;
         }
-        Ok(Reply::Parked(StateMoved {
-            request: Some(request),
+        Ok(Reply::Parked(moved(
+            Some(request),
             seq,
             tokens,
             bytes,
-            micros: started.elapsed().as_micros() as u64,
-        }))
+            started,
+        )))
     }
 
     fn restore(&mut self, request: RequestId, seq: SeqId) -> Result<Reply, Refusal> {
@@ -269,13 +269,13 @@ impl<B: Backend> Worker<B> {
         if let Some(open) = self.requests.get_mut(&request) {
             open.seq = Some(seq);
         }
-        Ok(Reply::Restored(StateMoved {
-            request: Some(request),
+        Ok(Reply::Restored(moved(
+            Some(request),
             seq,
-            tokens: parked.tokens,
-            bytes: parked.bytes,
-            micros: started.elapsed().as_micros() as u64,
-        }))
+            parked.tokens,
+            parked.bytes,
+            started,
+        )))
     }
 
     fn trim(&mut self, seq: SeqId, keep_tokens: u32) -> Result<Reply, Refusal> {
@@ -316,20 +316,14 @@ impl<B: Backend> Worker<B> {
         let evicted = self.cache.insert(key, saved, tokens, bytes);
         Ok(Reply::ConversationSaved {
             key,
-            moved: StateMoved {
-                request: None,
-                seq,
-                tokens,
-                bytes,
-                micros: started.elapsed().as_micros() as u64,
-            },
+            moved: moved(None, seq, tokens, bytes, started),
             evicted,
         })
     }
 
     fn load_conversation(&mut self, key: u64, seq: SeqId) -> Result<Reply, Refusal> {
         self.free_seq(seq)?;
-        let Some((_, tokens, _)) = self.cache.get(key) else {
+        let Some(tokens) = self.cache.tokens_of(key) else {
             return Err(invalid(format!("no cached conversation {key}")));
         };
         self.check_room_replacing(seq, tokens)?;
@@ -339,13 +333,7 @@ impl<B: Backend> Worker<B> {
         self.seq_len[seq.0 as usize] = tokens;
         Ok(Reply::ConversationLoaded {
             key,
-            moved: StateMoved {
-                request: None,
-                seq,
-                tokens,
-                bytes,
-                micros: started.elapsed().as_micros() as u64,
-            },
+            moved: moved(None, seq, tokens, bytes, started),
         })
     }
 
@@ -423,5 +411,22 @@ impl<B: Backend> Worker<B> {
     /// Room for `tokens` put into `seq` in place of what it holds.
     fn check_room_replacing(&self, seq: SeqId, tokens: u32) -> Result<(), Refusal> {
         self.check_room_after(self.seq_len[seq.0 as usize], tokens)
+    }
+}
+
+/// A state move's reply body, timed from `started`.
+fn moved(
+    request: Option<RequestId>,
+    seq: SeqId,
+    tokens: u32,
+    bytes: u64,
+    started: Instant,
+) -> StateMoved {
+    StateMoved {
+        request,
+        seq,
+        tokens,
+        bytes,
+        micros: started.elapsed().as_micros() as u64,
     }
 }
