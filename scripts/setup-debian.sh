@@ -10,6 +10,7 @@ ls /usr/lib/llvm-*/lib/libclang*.so* >/dev/null 2>&1 || need+=(libclang-dev)
 command -v cc >/dev/null 2>&1 || need+=(build-essential)
 command -v python3 >/dev/null 2>&1 || need+=(python3)
 python3 -m pip --version >/dev/null 2>&1 || need+=(python3-pip)
+python3 -c 'import ensurepip' >/dev/null 2>&1 || need+=(python3-venv)
 command -v curl >/dev/null 2>&1 || need+=(curl)
 
 if [ ${#need[@]} -gt 0 ]; then

@@ -20,6 +20,8 @@
 //!   no I/O, no clock, no async. [imports only `ids`]
 //! - [`config`]: the JSON config file and flags → a validated `Config`. [imports only the
 //!   scheduler's settings]
+//! - [`metrics`]: Prometheus metrics (prometheus-client), recorded by the service.
+//!   [imports only the scheduler's counters]
 //! - [`service`]: the one async actor: owns the scheduler, the engine worker and each live
 //!   request's response side; a cloneable handle; snapshots.
 //! - [`api`]: axum routes, DTOs, validation, one error type mapped to HTTP in one place.
@@ -39,6 +41,7 @@ pub mod engine_worker;
 pub mod generate;
 pub mod headless;
 pub mod ids;
+pub mod metrics;
 pub mod models;
 pub mod protocol;
 pub mod scheduler;

@@ -95,6 +95,19 @@ pub struct ChatRequest {
     pub include_usage: bool,
 }
 
+/// The body as read by axum: a body over the limit is a 413 that says the limit.
+pub fn body_bytes(
+    state: &ApiState,
+    body: Result<Bytes, axum::extract::rejection::BytesRejection>,
+) -> Result<Bytes, ApiError> {
+    body.map_err(|e| match e.status() {
+        axum::http::StatusCode::PAYLOAD_TOO_LARGE => ApiError::PayloadTooLarge {
+            limit_mib: state.app.body_limit_mib,
+        },
+        _ => ApiError::bad(e.body_text(), None),
+    })
+}
+
 /// Parses the body: malformed JSON and wrong types name the field.
 pub fn parse_body<T: serde::de::DeserializeOwned>(body: &[u8]) -> Result<T, ApiError> {
     let mut de = serde_json::Deserializer::from_slice(body);
@@ -243,12 +256,7 @@ pub async fn chat_completions(
     headers: HeaderMap,
     body: Result<Bytes, axum::extract::rejection::BytesRejection>,
 ) -> Result<Response, ApiError> {
-    let body = body.map_err(|e| match e.status() {
-        axum::http::StatusCode::PAYLOAD_TOO_LARGE => ApiError::PayloadTooLarge {
-            limit_mib: state.app.body_limit_mib,
-        },
-        _ => ApiError::bad(e.body_text(), None),
-    })?;
+    let body = body_bytes(&state, body)?;
     let dto: ChatCompletionDto = parse_body(&body)?;
     let model = state.model_name(dto.model.as_deref());
     let request = ChatRequest::try_from(dto)?;
@@ -272,12 +280,19 @@ pub async fn chat_completions(
         priority_given: priority_raw.is_some(),
     };
     let stream = state.service.submit(submission).await?;
-    let id = format!("chatcmpl-{}", stream.id.0);
-    if request.stream {
-        Ok(stream_response(stream, id, model, request.include_usage).into_response())
+    let request_id = stream.id;
+    let id = format!("chatcmpl-{}", request_id.0);
+    let mut response = if request.stream {
+        stream_response(stream, id, model, request.include_usage).into_response()
     } else {
-        collect_response(stream, id, model).await
-    }
+        collect_response(stream, id, model).await?
+    };
+    // The id that `DELETE /v1/requests/{id}` and `/v1/scheduler` use.
+    response.headers_mut().insert(
+        super::REQUEST_ID_HEADER,
+        axum::http::HeaderValue::from(request_id.0),
+    );
+    Ok(response)
 }
 
 fn header_priority(headers: &HeaderMap) -> Option<i64> {

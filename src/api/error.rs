@@ -1,6 +1,6 @@
 //! The one place errors become HTTP: status, OpenAI-shaped body, `Retry-After`.
 
-use crate::service::{Failure, SubmitError};
+use crate::service::{ControlError, Failure, SubmitError};
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde_json::json;
@@ -32,6 +32,13 @@ pub enum ApiError {
     Unauthorized,
     #[error("the Host header {0:?} is not allowed")]
     HostNotAllowed(String),
+    /// An admin route refused (foreign Origin, not loopback and no key).
+    #[error("{0}")]
+    Forbidden(String),
+    #[error("{0}")]
+    NotFound(String),
+    #[error("this route takes `Content-Type: application/json`, got {0:?}")]
+    UnsupportedMediaType(String),
     #[error("{0}")]
     Internal(String),
 }
@@ -53,7 +60,9 @@ impl ApiError {
                 StatusCode::SERVICE_UNAVAILABLE
             }
             Self::Unauthorized => StatusCode::UNAUTHORIZED,
-            Self::HostNotAllowed(_) => StatusCode::FORBIDDEN,
+            Self::HostNotAllowed(_) | Self::Forbidden(_) => StatusCode::FORBIDDEN,
+            Self::NotFound(_) => StatusCode::NOT_FOUND,
+            Self::UnsupportedMediaType(_) => StatusCode::UNSUPPORTED_MEDIA_TYPE,
             Self::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
         }
     }
@@ -70,6 +79,11 @@ impl ApiError {
             Self::EngineUnavailable(_) => ("server_error", Some("engine_unavailable")),
             Self::Unauthorized => ("authentication_error", Some("invalid_api_key")),
             Self::HostNotAllowed(_) => ("permission_error", Some("host_not_allowed")),
+            Self::Forbidden(_) => ("permission_error", Some("admin_forbidden")),
+            Self::NotFound(_) => ("invalid_request_error", Some("not_found")),
+            Self::UnsupportedMediaType(_) => {
+                ("invalid_request_error", Some("unsupported_media_type"))
+            }
             Self::Internal(_) => ("server_error", None),
         }
     }
@@ -151,6 +165,16 @@ impl From<SubmitError> for ApiError {
             SubmitError::ShuttingDown => {
                 Self::EngineUnavailable("the server is shutting down".into())
             }
+        }
+    }
+}
+
+impl From<ControlError> for ApiError {
+    fn from(error: ControlError) -> Self {
+        match error {
+            ControlError::UnknownRequest(_) => Self::NotFound(error.to_string()),
+            ControlError::InvalidSettings(message) => Self::bad(message, None),
+            ControlError::ShuttingDown => Self::EngineUnavailable(error.to_string()),
         }
     }
 }

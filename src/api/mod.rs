@@ -1,12 +1,18 @@
-//! The HTTP API (axum): OpenAI Chat Completions, models, health. Each DTO is parsed into a
-//! validated request; [`ApiError`] maps every error to a status and an OpenAI error body in
-//! one place. `serve(listener, state, shutdown)` takes its edges from the caller, so tests
-//! bind 127.0.0.1:0.
+//! The HTTP API (axum): OpenAI Chat Completions, models, health; the scheduler's snapshot,
+//! its event stream and Prometheus metrics (`observe`); control routes (`admin`). Each DTO is
+//! parsed into a validated request; [`ApiError`] maps every error to a status and an OpenAI
+//! error body in one place. `serve(listener, state, shutdown)` takes its edges from the
+//! caller, so tests bind 127.0.0.1:0.
 
+mod admin;
 mod auth;
 mod chat;
 mod error;
+mod observe;
 mod prompts;
+
+pub use admin::admin_allowed;
+pub use observe::EVENTS_PER_SEC_MAX;
 
 pub use error::ApiError;
 pub use prompts::Prompts;
@@ -17,11 +23,16 @@ use crate::service::{EngineStatus, ServiceHandle};
 use axum::extract::{DefaultBodyLimit, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
-use axum::routing::{get, post};
+use axum::routing::{delete, get, patch, post};
 use axum::{Json, Router};
 use serde_json::json;
 use std::future::Future;
+use std::net::SocketAddr;
 use std::sync::Arc;
+
+/// The response header that carries the request's id (as `/v1/scheduler` and
+/// `DELETE /v1/requests/{id}` name it).
+pub const REQUEST_ID_HEADER: &str = "x-request-id";
 
 /// What every handler shares.
 #[derive(Debug, Clone)]
@@ -67,10 +78,25 @@ pub fn router(state: ApiState) -> Router {
         .iter()
         .filter_map(|o| HeaderValue::from_str(o).ok())
         .collect();
+    let admin = Router::new()
+        .route("/v1/engine/restart", post(admin::restart_engine))
+        .route("/v1/settings", patch(admin::patch_settings))
+        .route(
+            "/v1/requests/{id}",
+            delete(admin::cancel_request).patch(admin::patch_request),
+        )
+        .layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            admin::guard,
+        ));
     let router = Router::new()
         .route("/v1/chat/completions", post(chat::chat_completions))
         .route("/v1/models", get(models))
+        .route("/v1/scheduler", get(observe::scheduler))
+        .route("/v1/scheduler/events", get(observe::scheduler_events))
+        .route("/metrics", get(observe::metrics))
         .route("/health", get(health))
+        .merge(admin)
         .layer(axum::middleware::from_fn_with_state(
             state.clone(),
             auth::guard,
@@ -90,14 +116,18 @@ pub fn router(state: ApiState) -> Router {
 }
 
 /// Serves until `shutdown` resolves, then stops accepting and lets open responses finish.
+/// Each request knows its peer's address (admin routes answer loopback peers).
 pub async fn serve(
     listener: tokio::net::TcpListener,
     state: ApiState,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
-    axum::serve(listener, router(state))
-        .with_graceful_shutdown(shutdown)
-        .await
+    axum::serve(
+        listener,
+        router(state).into_make_service_with_connect_info::<SocketAddr>(),
+    )
+    .with_graceful_shutdown(shutdown)
+    .await
 }
 
 async fn models(State(state): State<ApiState>) -> Json<serde_json::Value> {
@@ -123,5 +153,9 @@ async fn health(State(state): State<ApiState>) -> Response {
         EngineStatus::Ready => StatusCode::OK,
         _ => StatusCode::SERVICE_UNAVAILABLE,
     };
-    (status, Json(json!({"engine": engine}))).into_response()
+    // `engine.status` ({state, reason}) is the shape /health had first; `engine.state` and
+    // `engine.reason` are the snapshot's.
+    let mut body = json!({"engine": engine});
+    body["engine"]["status"] = json!(engine.status);
+    (status, Json(body)).into_response()
 }

@@ -28,6 +28,10 @@ impl Scheduler {
             Event::EngineStartFailed { stderr_tail } => self.on_start_failed(stderr_tail),
             Event::EngineReady(facts) => self.on_ready(facts),
             Event::SettingsChanged(s) => self.on_settings(*s),
+            Event::Reprioritised { request, priority } => self.on_reprioritised(request, priority),
+            Event::ConversationsEvicted(keys) => {
+                self.host_cache.retain(|(cid, _)| !keys.contains(cid));
+            }
             Event::Tick => {}
         }
     }
@@ -444,6 +448,18 @@ impl Scheduler {
                 continue;
             }
             r.max_tokens = r.max_tokens.min(ctx - len);
+        }
+    }
+
+    /// A user's new priority: the request keeps its place among equals (its ticket) and is
+    /// ranked by the new value from the next decision on.
+    fn on_reprioritised(&mut self, id: RequestId, priority: i32) {
+        match self.requests.get_mut(&id) {
+            Some(r) if r.phase != Phase::Ended => {
+                r.priority = priority;
+                r.boost_eligible = false;
+            }
+            _ => self.diag(format!("re-prioritise of unknown request {id}")),
         }
     }
 

@@ -188,6 +188,14 @@ impl Scheduler {
         self.outstanding.is_some()
     }
 
+    /// The state of a request that has not ended: `waiting`, `reading`, `decoding` or `parked`.
+    pub fn request_state(&self, id: RequestId) -> Option<&'static str> {
+        self.requests
+            .get(&id)
+            .filter(|r| r.phase != Phase::Ended)
+            .map(|r| r.phase.name())
+    }
+
     /// Whether any request is waiting, parked or running.
     pub fn has_work(&self) -> bool {
         !self.requests.is_empty()
@@ -266,17 +274,21 @@ impl Scheduler {
 
     /// Effective priority: priority + small-request boost (solo_priority) + aging.
     pub(crate) fn effective(&self, r: &Request, now: Now) -> i64 {
-        let mut e = i64::from(r.priority);
-        if self.settings.solo_priority && r.boost_eligible {
-            e += 1;
-        }
+        i64::from(r.priority) + self.boost(r) + self.aging(r, now)
+    }
+
+    /// The small-request boost (R7 with `solo_priority`): 1 or 0.
+    pub(crate) fn boost(&self, r: &Request) -> i64 {
+        i64::from(self.settings.solo_priority && r.boost_eligible)
+    }
+
+    /// Aging: +1 per `aging_interval_secs` spent waiting, parked or without the lane.
+    pub(crate) fn aging(&self, r: &Request, now: Now) -> i64 {
         let iv = self.settings.aging_interval_secs;
-        if iv > 0.0
-            && let Some(t) = r.idle_since
-        {
-            e += (now.saturating_sub(t).as_secs_f64() / iv).floor() as i64;
+        match r.idle_since {
+            Some(t) if iv > 0.0 => (now.saturating_sub(t).as_secs_f64() / iv).floor() as i64,
+            _ => 0,
         }
-        e
     }
 
     /// Ends a request (after its Finish/Fail/Refuse action): checked transition, then removal.

@@ -75,6 +75,8 @@ pub struct ParkedView {
     pub kind: String,
     pub parked_secs: f64,
     pub generated_tokens: u32,
+    /// Times this request was paused (R7).
+    pub pauses: u32,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -82,6 +84,10 @@ pub struct WaitingView {
     pub request: RequestId,
     pub priority: i32,
     pub effective_priority: i64,
+    /// The parts of `effective_priority` above `priority`: the small-request boost (0 or 1)
+    /// and aging.
+    pub boost: i64,
+    pub aging: i64,
     pub waited_secs: f64,
     pub tokens_left_to_read: u32,
 }
@@ -174,6 +180,7 @@ impl Scheduler {
                         .idle_since
                         .map_or(0.0, |t| now.saturating_sub(t).as_secs_f64()),
                     generated_tokens: r.generated(),
+                    pauses: r.pauses,
                 }
             })
             .collect();
@@ -185,6 +192,8 @@ impl Scheduler {
                 request: r.id,
                 priority: r.priority,
                 effective_priority: self.effective(r, now),
+                boost: self.boost(r),
+                aging: self.aging(r, now),
                 waited_secs: now.saturating_sub(r.arrived_at).as_secs_f64(),
                 tokens_left_to_read: r.prompt_len() - self.held_for_sure_peek(r.id),
             })

@@ -180,6 +180,15 @@ pub enum Event {
     RestartRequested,
     /// A new set of settings (invalid ones are refused with a diagnostic).
     SettingsChanged(Box<SchedulerSettings>),
+    /// A new priority for a request that has not ended (already clamped by the caller). It
+    /// counts as given (no small-request boost) and takes effect at the next decision.
+    Reprioritised {
+        request: RequestId,
+        priority: i32,
+    },
+    /// The engine's host-RAM conversation cache dropped these entries to stay in its byte
+    /// bound: they can no longer be restored.
+    ConversationsEvicted(Vec<ConversationId>),
     /// Nothing happened but time passed (aging); lets the caller poll.
     Tick,
 }

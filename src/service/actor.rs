@@ -8,18 +8,21 @@
 
 use super::ServiceHandle;
 use super::handle::{
-    Failure, Finished, ServiceCommand, StreamEvent, Submission, SubmitError, Usage,
+    ControlError, Failure, Finished, Reply as ControlReply, RequestState, RestartReport,
+    ServiceCommand, SettingsChange, StreamEvent, Submission, SubmitError, Usage,
 };
 use super::live::Live;
-use super::snapshot::{EngineStatus, EngineView, ServiceSnapshot};
+use super::snapshot::{EngineStatus, ServiceSnapshot, TtftSample};
 use crate::engine::{EngineError, EngineProcess, WorkerLaunch};
 use crate::ids::RequestId;
+use crate::metrics::{Levels, Metrics};
 use crate::protocol::{self, Command, Handshake, Reply};
 use crate::scheduler::{
-    Action, EngineFacts, Event, FailKind, FinishReason, NewRequest, Refusal, Scheduler,
-    SchedulerSettings, StepOutput,
+    Action, ConversationId, EngineFacts, Event, FailKind, FinishReason, NewRequest, Refusal,
+    Scheduler, SchedulerSettings, StepOutput,
 };
 use std::collections::{HashMap, HashSet, VecDeque};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::sync::{mpsc, oneshot, watch};
 
@@ -35,23 +38,20 @@ const STARTING_RETRY_SECS: u32 = 5;
 /// Failed first starts before the service reports the engine failed (a new request retries).
 const FIRST_START_ATTEMPTS: u32 = 3;
 const TICK: Duration = Duration::from_millis(250);
+/// First-token samples kept for the snapshot's `ttft`.
+const TTFT_SAMPLES_MAX: usize = 256;
 
 type StartResult = (u64, Result<EngineProcess, EngineError>);
 
 /// Starts the actor on the current tokio runtime; the engine starts loading at once.
 pub fn spawn(options: ServiceOptions) -> ServiceHandle {
     let (commands, rx) = mpsc::unbounded_channel();
-    let (snapshot_tx, snapshots) = watch::channel(ServiceSnapshot {
-        engine: EngineView {
-            status: EngineStatus::Loading,
-            model: String::new(),
-            context_tokens: 0,
-            simulated: options.launch.options.fake.enabled,
-            restarts: 0,
-            generation: 0,
-        },
-        scheduler: None,
-    });
+    let (snapshot_tx, snapshots) = watch::channel(ServiceSnapshot::starting(
+        options.settings.clone(),
+        options.launch.options.slots,
+        options.launch.options.fake.enabled,
+    ));
+    let metrics = Arc::new(Metrics::new());
     let (started_tx, started_rx) = mpsc::unbounded_channel();
     let mut actor = Actor {
         options,
@@ -62,7 +62,6 @@ pub fn spawn(options: ServiceOptions) -> ServiceHandle {
         engine: None,
         handshake: None,
         generation: 0,
-        restarts: 0,
         status: EngineStatus::Loading,
         first_start_failures: 0,
         started_tx,
@@ -74,12 +73,18 @@ pub fn spawn(options: ServiceOptions) -> ServiceHandle {
         queue: VecDeque::new(),
         next_id: 1,
         shutting_down: None,
+        metrics: metrics.clone(),
+        ttft: VecDeque::new(),
+        cache_bytes: HashMap::new(),
+        cache_hits: 0,
+        cache_misses: 0,
     };
     actor.start_engine(Duration::ZERO);
     tokio::spawn(actor.run());
     ServiceHandle {
         commands,
         snapshots,
+        metrics,
     }
 }
 
@@ -93,7 +98,6 @@ struct Actor {
     engine: Option<EngineProcess>,
     handshake: Option<Handshake>,
     generation: u64,
-    restarts: u64,
     status: EngineStatus,
     first_start_failures: u32,
     started_tx: mpsc::UnboundedSender<StartResult>,
@@ -110,6 +114,13 @@ struct Actor {
     queue: VecDeque<Action>,
     next_id: u64,
     shutting_down: Option<oneshot::Sender<()>>,
+    metrics: Arc<Metrics>,
+    /// The most recent first tokens, oldest first.
+    ttft: VecDeque<TtftSample>,
+    /// Bytes of each entry of the engine's host-RAM conversation cache.
+    cache_bytes: HashMap<ConversationId, u64>,
+    cache_hits: u64,
+    cache_misses: u64,
 }
 
 impl Actor {
@@ -166,8 +177,120 @@ impl Actor {
                     self.feed(Event::Cancelled(id));
                 }
             }
+            ServiceCommand::CancelRequest { id, reply } => {
+                let state = self.request_state(id);
+                if state.is_ok() {
+                    self.feed(Event::Cancelled(id));
+                }
+                let _ = reply.send(state);
+            }
+            ServiceCommand::SetPriority {
+                id,
+                priority,
+                reply,
+            } => {
+                let state = self.request_state(id);
+                if state.is_ok() {
+                    self.feed(Event::Reprioritised {
+                        request: id,
+                        priority,
+                    });
+                }
+                let _ = reply.send(state);
+            }
+            ServiceCommand::ChangeSettings { change, reply } => {
+                let _ = reply.send(self.change_settings(change));
+            }
+            ServiceCommand::RestartEngine { reply } => self.user_restart(reply),
             ServiceCommand::Shutdown(done) => self.shutting_down = Some(done),
         }
+    }
+
+    fn request_state(&self, id: RequestId) -> Result<RequestState, ControlError> {
+        self.scheduler
+            .as_ref()
+            .and_then(|s| s.request_state(id))
+            .filter(|_| self.live.contains_key(&id))
+            .ok_or(ControlError::UnknownRequest(id))
+    }
+
+    /// R12: the new settings apply at once; the scheduler checks them against the engine.
+    fn change_settings(
+        &mut self,
+        change: SettingsChange,
+    ) -> Result<SchedulerSettings, ControlError> {
+        let mut settings = match &self.scheduler {
+            Some(s) => s.settings().clone(),
+            None => self.options.settings.clone(),
+        };
+        if let Some(on) = change.solo_priority {
+            settings.solo_priority = on;
+        }
+        if let Some(give_way) = change.give_way {
+            settings.give_way = give_way;
+        }
+        let invalid =
+            |e: crate::scheduler::ConfigError| ControlError::InvalidSettings(e.to_string());
+        let now = self.now();
+        match self.scheduler.as_mut() {
+            Some(scheduler) => {
+                let outcome = scheduler
+                    .set_settings(settings.clone(), now)
+                    .map_err(invalid)?;
+                for diagnostic in outcome.diagnostics {
+                    tracing::warn!("scheduler: {diagnostic}");
+                }
+                self.queue.extend(outcome.actions);
+            }
+            None => settings
+                .validate_for(self.options.launch.options.slots)
+                .map_err(invalid)?,
+        }
+        tracing::info!(
+            "settings changed: solo_priority {}, give_way {:?}",
+            settings.solo_priority,
+            settings.give_way
+        );
+        self.options.settings = settings.clone();
+        Ok(settings)
+    }
+
+    /// R10's user restart: what the engine holds fails with "engine restarted", waiting
+    /// requests stay queued for the new engine.
+    fn user_restart(&mut self, reply: ControlReply<RestartReport>) {
+        let mut report = RestartReport::default();
+        let Some(scheduler) = self.scheduler.as_ref() else {
+            // No engine ever came up: start one now (a start under way is superseded).
+            self.first_start_failures = 0;
+            self.status = EngineStatus::Loading;
+            self.start_engine(Duration::ZERO);
+            let _ = reply.send(Ok(report));
+            return;
+        };
+        let mut ids: Vec<RequestId> = self.live.keys().copied().collect();
+        ids.sort();
+        for id in ids {
+            match scheduler.request_state(id) {
+                Some("waiting") => report.waiting_requests.push(id),
+                Some(_) => report.failed_requests.push(id),
+                None => {}
+            }
+        }
+        let now = self.now();
+        if let Some(scheduler) = self.scheduler.as_mut() {
+            let outcome = scheduler.handle(Event::RestartRequested, now);
+            report.note = outcome.diagnostics.first().cloned();
+            self.queue.extend(outcome.actions);
+        }
+        if report.note.is_some() {
+            report.failed_requests.clear();
+        }
+        tracing::info!(
+            "engine restart asked: {} in flight fail, {} waiting stay",
+            report.failed_requests.len(),
+            report.waiting_requests.len()
+        );
+        let _ = reply.send(Ok(report));
     }
 
     fn on_submit(
@@ -306,6 +429,7 @@ impl Actor {
         tracing::warn!("engine lost: {reason}");
         engine.kill();
         self.open_in_engine.clear();
+        self.cache_bytes.clear();
         self.step_id = None;
         self.status = EngineStatus::Restarting;
         self.feed(Event::EngineDied);
@@ -313,9 +437,6 @@ impl Actor {
 
     fn start_engine(&mut self, delay: Duration) {
         self.generation += 1;
-        if self.generation > 1 {
-            self.restarts += 1;
-        }
         let generation = self.generation;
         let launch = self.options.launch.clone();
         let tx = self.started_tx.clone();
@@ -351,6 +472,20 @@ impl Actor {
             Action::Deliver { request, .. } => {
                 if let Some(live) = self.live.get_mut(&request) {
                     live.deliver();
+                    let now = Instant::now();
+                    if let Some(ttft) = live.note_delivery(now) {
+                        let priority = live.submission.priority;
+                        self.metrics.observe_ttft(priority, ttft.as_secs_f64());
+                        if self.ttft.len() == TTFT_SAMPLES_MAX {
+                            self.ttft.pop_front();
+                        }
+                        self.ttft.push_back(TtftSample {
+                            request_id: request,
+                            priority,
+                            ttft_secs: ttft.as_secs_f64(),
+                            at_secs: now.duration_since(self.epoch).as_secs_f64(),
+                        });
+                    }
                     if live.events.is_closed() {
                         // Its stream is gone without a cancel (a backstop for R9).
                         self.feed(Event::Cancelled(request));
@@ -364,6 +499,7 @@ impl Actor {
                 stats,
             } => {
                 self.close_in_engine(request).await?;
+                self.request_ended(request, Some(reason), &stats);
                 if let Some(mut live) = self.live.remove(&request) {
                     if reason != FinishReason::Cancelled {
                         live.flush();
@@ -378,8 +514,13 @@ impl Actor {
                         .send(StreamEvent::Done(Finished { reason, usage }));
                 }
             }
-            Action::Fail { request, error, .. } => {
+            Action::Fail {
+                request,
+                error,
+                stats,
+            } => {
                 self.close_in_engine(request).await?;
+                self.request_ended(request, None, &stats);
                 if let Some(live) = self.live.remove(&request) {
                     let _ = live.events.send(StreamEvent::Failed(failure(&error)));
                 }
@@ -389,6 +530,7 @@ impl Actor {
                     engine.shutdown().await;
                 }
                 self.open_in_engine.clear();
+                self.cache_bytes.clear();
                 self.status = EngineStatus::Restarting;
                 self.start_engine(Duration::from_secs_f64(delay_secs.max(0.0)));
             }
@@ -420,14 +562,30 @@ impl Actor {
                     .get(&request)
                     .map(|l| l.submission.sampling.clone())
                     .unwrap_or_default();
-                self.call(Command::Open {
-                    request,
-                    seq,
-                    keep_tokens,
-                    sampling,
-                })
-                .await?;
+                let opened = self
+                    .call(Command::Open {
+                        request,
+                        seq,
+                        keep_tokens,
+                        sampling,
+                    })
+                    .await?;
                 self.open_in_engine.insert(request);
+                let kept_tokens = match opened {
+                    Reply::Opened { kept_tokens, .. } => kept_tokens,
+                    _ => keep_tokens,
+                };
+                if let Some(live) = self.live.get_mut(&request)
+                    && !live.admitted
+                {
+                    live.admitted = true;
+                    self.metrics.admitted(kept_tokens);
+                    if kept_tokens > 0 {
+                        self.cache_hits += 1;
+                    } else {
+                        self.cache_misses += 1;
+                    }
+                }
             }
             Action::Release {
                 request,
@@ -456,23 +614,44 @@ impl Actor {
                 .await?;
             }
             Action::DropParked { request, .. } => self.close_in_engine(request).await?,
-            Action::EvictConversation { seq, to_cache } => {
-                let command = match to_cache {
-                    Some(conversation) => Command::SaveConversation {
+            Action::EvictConversation {
+                seq,
+                to_cache: Some(conversation),
+            } => {
+                let reply = self
+                    .call(Command::SaveConversation {
                         seq,
                         key: conversation.0,
-                    },
-                    None => Command::Trim {
-                        seq,
-                        keep_tokens: 0,
-                    },
-                };
-                self.call(command).await?;
+                    })
+                    .await?;
+                if let Reply::ConversationSaved { moved, evicted, .. } = reply {
+                    self.cache_bytes.insert(conversation, moved.bytes);
+                    let evicted: Vec<ConversationId> =
+                        evicted.into_iter().map(ConversationId).collect();
+                    for key in &evicted {
+                        self.cache_bytes.remove(key);
+                    }
+                    if !evicted.is_empty() {
+                        // The engine's byte bound is tighter than the scheduler's count.
+                        self.feed(Event::ConversationsEvicted(evicted));
+                    }
+                }
+            }
+            Action::EvictConversation {
+                seq,
+                to_cache: None,
+            } => {
+                self.call(Command::Trim {
+                    seq,
+                    keep_tokens: 0,
+                })
+                .await?;
             }
             Action::RestoreConversation {
                 conversation,
                 into_seq,
             } => {
+                self.cache_bytes.remove(&conversation);
                 self.call(Command::LoadConversation {
                     key: conversation.0,
                     seq: into_seq,
@@ -480,6 +659,7 @@ impl Actor {
                 .await?;
             }
             Action::DropConversation { conversation } => {
+                self.cache_bytes.remove(&conversation);
                 self.call(Command::DropConversation {
                     key: conversation.0,
                 })
@@ -504,27 +684,79 @@ impl Actor {
         Ok(())
     }
 
+    /// A request ended: its metrics.
+    fn request_ended(
+        &self,
+        request: RequestId,
+        reason: Option<FinishReason>,
+        stats: &crate::scheduler::RequestStats,
+    ) {
+        let Some(live) = self.live.get(&request) else {
+            return;
+        };
+        if let Some(wait) = stats.queue_wait_secs {
+            self.metrics
+                .observe_queue_time(live.submission.priority, wait);
+        }
+        self.metrics.request_ended(
+            reason,
+            stats.prompt_tokens_read,
+            stats.prompt_tokens_held,
+            stats.output_tokens,
+        );
+    }
+
+    /// Publishes the current view. The value is always replaced; watchers are woken only
+    /// when something other than the clock changed.
     fn publish(&mut self) {
         let now = self.now();
+        let wall = Instant::now();
         let handshake = self.handshake.as_ref();
-        let snapshot = ServiceSnapshot {
-            engine: EngineView {
-                status: self.status.clone(),
-                model: handshake.map(|h| h.model.name.clone()).unwrap_or_default(),
-                context_tokens: handshake.map_or(0, |h| h.model.n_ctx),
-                simulated: self.options.launch.options.fake.enabled,
-                restarts: self.restarts,
-                generation: self.generation,
+        let parallel = handshake.map_or(self.options.launch.options.slots, |h| h.slots);
+        let mut snapshot = ServiceSnapshot::starting(
+            self.options.settings.clone(),
+            parallel,
+            self.options.launch.options.fake.enabled,
+        );
+        snapshot.uptime_secs = now.as_secs_f64();
+        snapshot.engine.status = self.status.clone();
+        snapshot.engine.model = handshake.map(|h| h.model.name.clone()).unwrap_or_default();
+        snapshot.engine.context_tokens = handshake.map_or(0, |h| h.model.n_ctx);
+        snapshot.engine.generation = self.generation;
+        let scheduled = self.scheduler.as_ref().map(|s| s.snapshot(now));
+        if let Some(scheduled) = &scheduled {
+            let live = &self.live;
+            snapshot.set_scheduler(scheduled, |id| {
+                live.get(&id).and_then(|l| l.tokens_per_sec(wall))
+            });
+        }
+        snapshot.conversation_cache.bytes = self.cache_bytes.values().sum();
+        snapshot.conversation_cache.hits = self.cache_hits;
+        snapshot.conversation_cache.misses = self.cache_misses;
+        snapshot.ttft = self.ttft.iter().cloned().collect();
+        let running = snapshot
+            .slots
+            .iter()
+            .filter(|s| s.request_id.is_some())
+            .count();
+        self.metrics.sync(
+            &scheduled.map(|s| s.counters).unwrap_or_default(),
+            &Levels {
+                waiting: snapshot.waiting.len(),
+                running,
+                parked: snapshot.parked.len(),
+                kv_cells_used: snapshot.engine.kv_cells_used,
+                kv_cells_total: u64::from(snapshot.engine.kv_cells_total),
+                conversation_cache_entries: snapshot.conversation_cache.entries,
+                conversation_cache_bytes: snapshot.conversation_cache.bytes,
+                engine_up: snapshot.engine.status == EngineStatus::Ready,
+                model: snapshot.engine.model.clone(),
             },
-            scheduler: self.scheduler.as_ref().map(|s| s.snapshot(now)),
-        };
+        );
         self.snapshot_tx.send_if_modified(|current| {
-            if *current == snapshot {
-                false
-            } else {
-                *current = snapshot;
-                true
-            }
+            let changed = current.without_clock() != snapshot.without_clock();
+            *current = snapshot;
+            changed
         });
     }
 

@@ -1,9 +1,11 @@
 //! The cloneable handle to the service actor, and what flows through it.
 
 use crate::ids::{RequestId, TokenId};
+use crate::metrics::Metrics;
 use crate::protocol::Sampling;
-use crate::scheduler::FinishReason;
+use crate::scheduler::{FinishReason, GiveWay, SchedulerSettings};
 use serde::Serialize;
+use std::sync::Arc;
 use tokio::sync::{mpsc, oneshot, watch};
 
 use super::ServiceSnapshot;
@@ -85,13 +87,64 @@ pub enum SubmitError {
     ShuttingDown,
 }
 
+/// Why a control command (cancel by id, re-prioritise, settings, restart) was not carried out.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ControlError {
+    #[error("no request {0} is waiting, running or parked")]
+    UnknownRequest(RequestId),
+    #[error("{0}")]
+    InvalidSettings(String),
+    #[error("the server is shutting down")]
+    ShuttingDown,
+}
+
+/// The settings that change live (R12); `None` leaves one as it is.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct SettingsChange {
+    pub solo_priority: Option<bool>,
+    pub give_way: Option<GiveWay>,
+}
+
+/// What a user restart did (R10): in-flight requests failed with "engine restarted", waiting
+/// ones stay queued for the new engine.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct RestartReport {
+    pub failed_requests: Vec<RequestId>,
+    pub waiting_requests: Vec<RequestId>,
+    /// Set when the restart was not needed as asked (a start already under way).
+    pub note: Option<String>,
+}
+
+/// A request's state when a control command reached it: `waiting`, `reading`, `decoding` or
+/// `parked`.
+pub type RequestState = &'static str;
+
+pub(super) type Reply<T> = oneshot::Sender<Result<T, ControlError>>;
+
 pub(super) enum ServiceCommand {
     Submit {
         submission: Submission,
         reply:
             oneshot::Sender<Result<(RequestId, mpsc::UnboundedReceiver<StreamEvent>), SubmitError>>,
     },
+    /// A client's stream ended early (no answer wanted).
     Cancel(RequestId),
+    CancelRequest {
+        id: RequestId,
+        reply: Reply<RequestState>,
+    },
+    SetPriority {
+        id: RequestId,
+        priority: i32,
+        reply: Reply<RequestState>,
+    },
+    ChangeSettings {
+        change: SettingsChange,
+        reply: Reply<SchedulerSettings>,
+    },
+    RestartEngine {
+        reply: Reply<RestartReport>,
+    },
     Shutdown(oneshot::Sender<()>),
 }
 
@@ -99,6 +152,7 @@ pub(super) enum ServiceCommand {
 pub struct ServiceHandle {
     pub(super) commands: mpsc::UnboundedSender<ServiceCommand>,
     pub(super) snapshots: watch::Receiver<ServiceSnapshot>,
+    pub(super) metrics: Arc<Metrics>,
 }
 
 impl std::fmt::Debug for ServiceHandle {
@@ -126,6 +180,58 @@ impl ServiceHandle {
 
     pub fn cancel(&self, id: RequestId) {
         let _ = self.commands.send(ServiceCommand::Cancel(id));
+    }
+
+    /// Cancels any request by id (R9); answers the state it was in.
+    pub async fn cancel_request(&self, id: RequestId) -> Result<RequestState, ControlError> {
+        self.control(|reply| ServiceCommand::CancelRequest { id, reply })
+            .await
+    }
+
+    /// Gives a request that has not ended a new (already clamped) priority; answers the
+    /// state it is in. It ranks by the new value from the next scheduling decision.
+    pub async fn set_priority(
+        &self,
+        id: RequestId,
+        priority: i32,
+    ) -> Result<RequestState, ControlError> {
+        self.control(|reply| ServiceCommand::SetPriority {
+            id,
+            priority,
+            reply,
+        })
+        .await
+    }
+
+    /// Changes `solo_priority` / `give_way` live (R12); answers every setting now in force.
+    pub async fn change_settings(
+        &self,
+        change: SettingsChange,
+    ) -> Result<SchedulerSettings, ControlError> {
+        self.control(|reply| ServiceCommand::ChangeSettings { change, reply })
+            .await
+    }
+
+    /// Restarts the engine (R10's user restart).
+    pub async fn restart_engine(&self) -> Result<RestartReport, ControlError> {
+        self.control(|reply| ServiceCommand::RestartEngine { reply })
+            .await
+    }
+
+    async fn control<T>(
+        &self,
+        command: impl FnOnce(Reply<T>) -> ServiceCommand,
+    ) -> Result<T, ControlError> {
+        let (reply, answer) = oneshot::channel();
+        self.commands
+            .send(command(reply))
+            .map_err(|_| ControlError::ShuttingDown)?;
+        answer.await.map_err(|_| ControlError::ShuttingDown)?
+    }
+
+    /// The service's Prometheus metrics.
+    pub fn metrics(&self) -> &Metrics {
+        &self.metrics
     }
 
     /// The latest snapshot.

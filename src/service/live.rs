@@ -4,7 +4,11 @@
 use super::handle::{StreamEvent, Submission};
 use crate::chat::{StopMatcher, Utf8Stream};
 use std::collections::VecDeque;
+use std::time::{Duration, Instant};
 use tokio::sync::mpsc;
+
+/// Deliveries kept for the output rate.
+const RATE_WINDOW_TOKENS: usize = 32;
 
 #[derive(Debug)]
 pub(super) struct Live {
@@ -15,6 +19,12 @@ pub(super) struct Live {
     /// Text of sampled tokens not yet delivered, in order.
     pending: VecDeque<String>,
     pub stopped: bool,
+    pub arrived: Instant,
+    /// When the last few tokens went out (the first one is the TTFT).
+    sent_at: VecDeque<Instant>,
+    tokens_sent: u64,
+    /// Whether it got a slot yet (the first assign counts a cache hit or miss).
+    pub admitted: bool,
 }
 
 impl Live {
@@ -27,7 +37,28 @@ impl Live {
             stop,
             pending: VecDeque::new(),
             stopped: false,
+            arrived: Instant::now(),
+            sent_at: VecDeque::new(),
+            tokens_sent: 0,
+            admitted: false,
         }
+    }
+
+    /// Notes a delivered token at `now`; returns the time to first token for the first one.
+    pub fn note_delivery(&mut self, now: Instant) -> Option<Duration> {
+        self.tokens_sent += 1;
+        if self.sent_at.len() == RATE_WINDOW_TOKENS {
+            self.sent_at.pop_front();
+        }
+        self.sent_at.push_back(now);
+        (self.tokens_sent == 1).then(|| now.duration_since(self.arrived))
+    }
+
+    /// Output tokens per second over the last deliveries, up to `now` (so a stall lowers it).
+    pub fn tokens_per_sec(&self, now: Instant) -> Option<f64> {
+        let first = *self.sent_at.front()?;
+        let secs = now.duration_since(first).as_secs_f64();
+        (self.sent_at.len() >= 2 && secs > 0.0).then(|| (self.sent_at.len() - 1) as f64 / secs)
     }
 
     /// Decodes a sampled token's bytes; returns whether a stop string ended the output.

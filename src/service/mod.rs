@@ -7,7 +7,7 @@
 //! - `handle`: the handle, the submission and stream types;
 //! - `actor`: the task: scheduler events in, actions executed against the engine;
 //! - `live`: one request's response-side state;
-//! - `snapshot`: what the API and the GUI see.
+//! - `snapshot`: what the API and the GUI see (stable field names, no prompt text).
 
 mod actor;
 mod handle;
@@ -16,6 +16,10 @@ mod snapshot;
 
 pub use actor::{ServiceOptions, spawn};
 pub use handle::{
-    Failure, Finished, RequestStream, ServiceHandle, StreamEvent, Submission, SubmitError, Usage,
+    ControlError, Failure, Finished, RequestState, RequestStream, RestartReport, ServiceHandle,
+    SettingsChange, StreamEvent, Submission, SubmitError, Usage,
 };
-pub use snapshot::{EngineStatus, EngineView, ServiceSnapshot};
+pub use snapshot::{
+    ConversationCacheView, CountersView, EngineStatus, EngineView, ParkedView, ServiceSnapshot,
+    SlotView, TtftSample, WaitingView, mode_for,
+};

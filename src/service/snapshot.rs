@@ -1,6 +1,10 @@
-//! The service's published view: the engine's state and the scheduler's snapshot.
+//! The service's published view: what `/v1/scheduler`, its event stream and the dashboard
+//! show. Plain data with stable field names (the API's contract), built from the scheduler's
+//! snapshot and what the service measures itself (token rates, TTFT, the conversation cache).
+//! No prompt text.
 
-use crate::scheduler::Snapshot;
+use crate::ids::{RequestId, SeqId};
+use crate::scheduler::{self, GiveWay, Mode, SchedulerSettings};
 use serde::Serialize;
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -14,18 +18,279 @@ pub enum EngineStatus {
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct EngineView {
+    /// `state` (`loading`, `ready`, `restarting`, `failed`) and, when failed, `reason`.
+    #[serde(flatten)]
     pub status: EngineStatus,
     pub model: String,
+    /// Times an engine came up again after a death or a restart.
+    pub restarts: u64,
+    pub simulated: bool,
+    pub kv_cells_total: u32,
+    pub kv_cells_used: u64,
     /// Context tokens of the loaded engine (0 before the first handshake).
     pub context_tokens: u32,
-    pub simulated: bool,
-    pub restarts: u64,
+    /// Slots (sequences served at once).
+    pub parallel: u32,
+    /// Engine processes started so far (each start attempt is one).
     pub generation: u64,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct SlotView {
+    pub id: SeqId,
+    /// `empty`, `conversation` (free, holding a cached conversation), `reading`, `decoding`.
+    pub state: String,
+    pub request_id: Option<RequestId>,
+    pub priority: Option<i32>,
+    pub prompt_tokens: u32,
+    /// Tokens the sequence holds (cache or prompt read so far, plus output).
+    pub held_tokens: u32,
+    /// Prompt tokens this request read (not counting the reused prefix).
+    pub read_tokens: u32,
+    pub generated_tokens: u32,
+    /// Output tokens per second over the last few tokens (decoding only).
+    pub tokens_per_sec: Option<f64>,
+    /// Whether this slot's request holds the prompt read lane.
+    pub has_lane: bool,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ParkedView {
+    pub request_id: RequestId,
+    pub priority: i32,
+    pub effective_priority: i64,
+    pub generated_tokens: u32,
+    pub parked_secs: f64,
+    pub pauses: u32,
+    /// `decode` (a paused stream) or `read` (a prompt read that gave way).
+    pub kind: String,
+    /// `spare` (an engine sequence) or `host_ram`.
+    pub place: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct WaitingView {
+    pub request_id: RequestId,
+    pub priority: i32,
+    /// `priority` + `boost` + `aging`.
+    pub effective_priority: i64,
+    /// The small-request boost (0 or 1, `solo_priority` only).
+    pub boost: i64,
+    /// +1 per `aging_interval_secs` waited.
+    pub aging: i64,
+    pub waited_secs: f64,
+    pub tokens_left_to_read: u32,
+}
+
+/// The engine's host-RAM conversation cache.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct ConversationCacheView {
+    pub entries: usize,
+    pub bytes: u64,
+    /// Requests admitted that reused a held or cached conversation prefix.
+    pub hits: u64,
+    /// Requests admitted that read their whole prompt.
+    pub misses: u64,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct CountersView {
+    /// Prompt reads that gave way at a chunk boundary: the sum of the next two.
+    pub give_ways: u64,
+    pub give_ways_higher_priority: u64,
+    pub give_ways_shorter_left: u64,
+    /// Decoding requests paused for a higher priority (R7).
+    pub pauses: u64,
+    pub resumes: u64,
+    /// Prompt tokens read a second time (0 when healthy).
+    pub processed_prefix_losses: u64,
+    /// Cancelled requests: the sum over `cancellations_by_state`.
+    pub cancellations: u64,
+    pub cancellations_by_state: scheduler::Cancellations,
+    pub engine_restarts: u64,
+    pub read_parks: u64,
+    pub read_restores: u64,
+    pub kv_parks: u64,
+    pub refusals: u64,
+    pub finished: u64,
+    pub failed: u64,
+}
+
+impl From<&scheduler::Counters> for CountersView {
+    fn from(c: &scheduler::Counters) -> Self {
+        let by_state = &c.cancellations;
+        Self {
+            give_ways: c.give_ways_higher_priority + c.give_ways_shorter_left,
+            give_ways_higher_priority: c.give_ways_higher_priority,
+            give_ways_shorter_left: c.give_ways_shorter_left,
+            pauses: c.pauses,
+            resumes: c.resumes,
+            processed_prefix_losses: c.processed_prefix_losses,
+            cancellations: by_state.waiting
+                + by_state.reading
+                + by_state.decoding
+                + by_state.parked,
+            cancellations_by_state: by_state.clone(),
+            engine_restarts: c.engine_restarts,
+            read_parks: c.read_parks,
+            read_restores: c.read_restores,
+            kv_parks: c.kv_parks,
+            refusals: c.refusals,
+            finished: c.finished,
+            failed: c.failed,
+        }
+    }
+}
+
+/// One request's time to first token.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct TtftSample {
+    pub request_id: RequestId,
+    pub priority: i32,
+    pub ttft_secs: f64,
+    /// When the first token went out, in seconds since the service started.
+    pub at_secs: f64,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct ServiceSnapshot {
+    /// `solo`, `solo_priority` or `batch`.
+    pub mode: Mode,
+    pub solo_priority: bool,
+    pub give_way: GiveWay,
+    /// Seconds since the service started (the clock of `ttft[].at_secs`).
+    pub uptime_secs: f64,
     pub engine: EngineView,
-    /// `None` until the first engine handshake.
-    pub scheduler: Option<Snapshot>,
+    /// The prompt read chunk for reads that start now (0 before the first handshake).
+    pub chunk_tokens: u32,
+    pub slots: Vec<SlotView>,
+    pub parked: Vec<ParkedView>,
+    pub waiting: Vec<WaitingView>,
+    pub conversation_cache: ConversationCacheView,
+    pub counters: CountersView,
+    /// The most recent first tokens, oldest first.
+    pub ttft: Vec<TtftSample>,
+    /// Every scheduler setting in force.
+    pub settings: SchedulerSettings,
+}
+
+impl ServiceSnapshot {
+    /// The view before the first engine handshake.
+    pub fn starting(settings: SchedulerSettings, parallel: u32, simulated: bool) -> Self {
+        Self {
+            mode: mode_for(&settings, parallel),
+            solo_priority: settings.solo_priority,
+            give_way: settings.give_way,
+            uptime_secs: 0.0,
+            engine: EngineView {
+                status: EngineStatus::Loading,
+                model: String::new(),
+                restarts: 0,
+                simulated,
+                kv_cells_total: 0,
+                kv_cells_used: 0,
+                context_tokens: 0,
+                parallel,
+                generation: 0,
+            },
+            chunk_tokens: 0,
+            slots: Vec::new(),
+            parked: Vec::new(),
+            waiting: Vec::new(),
+            conversation_cache: ConversationCacheView::default(),
+            counters: CountersView::default(),
+            ttft: Vec::new(),
+            settings,
+        }
+    }
+
+    /// Fills the scheduler's part in from its snapshot; `rate` gives a request's output rate.
+    pub(super) fn set_scheduler(
+        &mut self,
+        s: &scheduler::Snapshot,
+        rate: impl Fn(RequestId) -> Option<f64>,
+    ) {
+        self.mode = s.mode;
+        self.solo_priority = s.settings.solo_priority;
+        self.give_way = s.settings.give_way;
+        self.settings = s.settings.clone();
+        self.chunk_tokens = s.chunk_tokens;
+        self.engine.kv_cells_total = s.kv_cells_total;
+        self.engine.kv_cells_used = s.kv_cells_used;
+        self.engine.restarts = s.counters.engine_restarts;
+        self.engine.parallel = s.slots.len() as u32;
+        self.conversation_cache.entries = s.host_cached_conversations;
+        self.counters = CountersView::from(&s.counters);
+        self.slots = s
+            .slots
+            .iter()
+            .map(|v| SlotView {
+                id: v.seq,
+                state: v.state.clone(),
+                request_id: v.request,
+                priority: v.priority,
+                prompt_tokens: v.prompt_tokens,
+                held_tokens: v.held_tokens,
+                read_tokens: v.read_tokens,
+                generated_tokens: v.generated_tokens,
+                tokens_per_sec: v.request.filter(|_| v.state == "decoding").and_then(&rate),
+                has_lane: v.has_lane,
+            })
+            .collect();
+        self.parked = s
+            .parked
+            .iter()
+            .map(|v| ParkedView {
+                request_id: v.request,
+                priority: v.priority,
+                effective_priority: v.effective_priority,
+                generated_tokens: v.generated_tokens,
+                parked_secs: v.parked_secs,
+                pauses: v.pauses,
+                kind: v.kind.clone(),
+                place: v.place.clone(),
+            })
+            .collect();
+        self.waiting = s
+            .waiting
+            .iter()
+            .map(|v| WaitingView {
+                request_id: v.request,
+                priority: v.priority,
+                effective_priority: v.effective_priority,
+                boost: v.boost,
+                aging: v.aging,
+                waited_secs: v.waited_secs,
+                tokens_left_to_read: v.tokens_left_to_read,
+            })
+            .collect();
+    }
+
+    /// The same view with every value that moves only with the clock set to zero: two
+    /// snapshots that differ only there show no change (no event, no repaint).
+    pub fn without_clock(&self) -> Self {
+        let mut s = self.clone();
+        s.uptime_secs = 0.0;
+        for w in &mut s.waiting {
+            w.waited_secs = 0.0;
+        }
+        for p in &mut s.parked {
+            p.parked_secs = 0.0;
+        }
+        for slot in &mut s.slots {
+            slot.tokens_per_sec = None;
+        }
+        s
+    }
+}
+
+/// The mode a configuration runs in.
+pub fn mode_for(settings: &SchedulerSettings, parallel: u32) -> Mode {
+    if parallel >= 2 {
+        Mode::Batch
+    } else if settings.solo_priority {
+        Mode::SoloPriority
+    } else {
+        Mode::Solo
+    }
 }

@@ -35,6 +35,8 @@ pub struct Setup {
     pub app: AppSettings,
     pub scheduler: SchedulerSettings,
     pub wait_ready: bool,
+    /// Changes to the worker's options (slots, cache bound) before it starts.
+    pub worker: fn(&mut WorkerOptions),
 }
 
 impl Default for Setup {
@@ -49,18 +51,20 @@ impl Default for Setup {
             app: AppSettings::default(),
             scheduler: SchedulerSettings::default(),
             wait_ready: true,
+            worker: |_| {},
         }
     }
 }
 
 pub async fn server(setup: Setup) -> Server {
-    let (options, tokenizer) = match setup.real {
+    let (mut options, tokenizer) = match setup.real {
         Some(options) => {
             let model = options.model.clone().expect("a real engine needs a model");
             (options, Tokenizer::load(&model).unwrap())
         }
         None => (WorkerOptions::simulated(setup.fake), Tokenizer::simulated()),
     };
+    (setup.worker)(&mut options);
     let launch = WorkerLaunch::new(worker_exe(), options);
     let service = service::spawn(ServiceOptions {
         launch,
@@ -328,16 +332,12 @@ async fn a_full_queue_answers_429_with_retry_after() {
     let first = tokio::spawn(server.post(&chat("one", 100)).send());
     server
         .until("the first runs", |s| {
-            s.scheduler
-                .as_ref()
-                .is_some_and(|s| s.slots.iter().any(|slot| slot.request.is_some()))
+            s.slots.iter().any(|slot| slot.request_id.is_some())
         })
         .await;
     let second = tokio::spawn(server.post(&chat("two", 5)).send());
     server
-        .until("the second waits", |s| {
-            s.scheduler.as_ref().is_some_and(|s| s.waiting.len() == 1)
-        })
+        .until("the second waits", |s| s.waiting.len() == 1)
         .await;
     let third = server.post(&chat("three", 5)).send().await.unwrap();
     assert_eq!(third.status(), 429);
@@ -363,7 +363,7 @@ async fn a_disconnect_cancels_only_its_own_request_while_waiting_reading_or_deco
         ..Setup::default()
     })
     .await;
-    let snapshot = |s: &strata_desk::service::ServiceSnapshot| s.scheduler.clone().unwrap();
+    let snapshot = |s: &strata_desk::service::ServiceSnapshot| s.clone();
     let alone: Value = server
         .post(&chat("keep going", 80))
         .send()
@@ -414,7 +414,7 @@ async fn a_disconnect_cancels_only_its_own_request_while_waiting_reading_or_deco
     server
         .until("the read was released", |s| {
             let s = snapshot(s);
-            s.slots.iter().all(|slot| slot.request.is_none()) && s.waiting.is_empty()
+            s.slots.iter().all(|slot| slot.request_id.is_none()) && s.waiting.is_empty()
         })
         .await;
 
@@ -431,12 +431,14 @@ async fn a_disconnect_cancels_only_its_own_request_while_waiting_reading_or_deco
     server
         .until("nothing runs", |s| {
             let s = snapshot(s);
-            s.slots.iter().all(|slot| slot.request.is_none())
+            s.slots.iter().all(|slot| slot.request_id.is_none())
                 && s.waiting.is_empty()
                 && s.parked.is_empty()
         })
         .await;
-    let cancelled = snapshot(&server.service.snapshot()).counters.cancellations;
+    let cancelled = snapshot(&server.service.snapshot())
+        .counters
+        .cancellations_by_state;
     assert_eq!(
         (cancelled.waiting, cancelled.reading, cancelled.decoding),
         (1, 1, 1),
@@ -578,6 +580,7 @@ async fn the_models_and_health_routes_describe_the_simulated_engine() {
         .await
         .unwrap();
     assert_eq!(health["engine"]["status"]["state"], "ready");
+    assert_eq!(health["engine"]["state"], "ready");
     assert_eq!(health["engine"]["simulated"], true);
 }
 
@@ -642,9 +645,7 @@ async fn a_waiting_stream_gets_keep_alives_at_least_every_ten_seconds() {
     let hog = tokio::spawn(server.post(&chat("hog", 300)).send());
     server
         .until("the hog runs", |s| {
-            s.scheduler
-                .as_ref()
-                .is_some_and(|s| s.slots.iter().any(|slot| slot.request.is_some()))
+            s.slots.iter().any(|slot| slot.request_id.is_some())
         })
         .await;
     let mut body = chat("waits", 2);
@@ -664,7 +665,7 @@ async fn a_waiting_stream_gets_keep_alives_at_least_every_ten_seconds() {
         "no keep-alive comment in 12 s: {seen:?}"
     );
     assert!(
-        server.service.snapshot().scheduler.unwrap().waiting.len() == 1,
+        server.service.snapshot().waiting.len() == 1,
         "it was still waiting"
     );
     drop(stream);
@@ -693,9 +694,7 @@ async fn a_disconnect_while_parked_drops_the_parked_state_and_the_preempting_req
     let long = server.post(&long).send().await.unwrap();
     server
         .until("the long one decodes", |s| {
-            s.scheduler
-                .as_ref()
-                .is_some_and(|s| s.slots.iter().any(|slot| slot.state == "decoding"))
+            s.slots.iter().any(|slot| slot.state == "decoding")
         })
         .await;
     tokio::time::sleep(Duration::from_millis(300)).await;
@@ -703,28 +702,19 @@ async fn a_disconnect_while_parked_drops_the_parked_state_and_the_preempting_req
     short["priority"] = json!(5);
     let short = tokio::spawn(server.post(&short).send());
     server
-        .until("the long one is parked", |s| {
-            s.scheduler.as_ref().is_some_and(|s| s.parked.len() == 1)
-        })
+        .until("the long one is parked", |s| s.parked.len() == 1)
         .await;
     drop(long);
     let short = short.await.unwrap().unwrap();
     assert_eq!(short.status(), 200);
     server
         .until("nothing is parked or waiting", |s| {
-            let s = s.scheduler.as_ref().unwrap();
             s.parked.is_empty()
                 && s.waiting.is_empty()
-                && s.slots.iter().all(|slot| slot.request.is_none())
+                && s.slots.iter().all(|slot| slot.request_id.is_none())
         })
         .await;
-    let cancelled = server
-        .service
-        .snapshot()
-        .scheduler
-        .unwrap()
-        .counters
-        .cancellations;
+    let cancelled = server.service.snapshot().counters.cancellations_by_state;
     assert_eq!(cancelled.parked, 1, "{cancelled:?}");
 }
 

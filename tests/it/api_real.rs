@@ -104,7 +104,7 @@ async fn with_solo_priority_a_short_request_runs_while_a_long_stream_is_parked_a
             && chunk.contains("\"content\":\"")
             && !chunk.contains("\"role\"")
         {
-            let snapshot = server.service.snapshot().scheduler.unwrap();
+            let snapshot = server.service.snapshot();
             first_token_parked = Some((snapshot.parked.len(), sent.elapsed()));
         }
         short_text.push_str(&chunk);
@@ -128,7 +128,7 @@ async fn with_solo_priority_a_short_request_runs_while_a_long_stream_is_parked_a
         alone,
         "the paused stream's text changed"
     );
-    let counters = server.service.snapshot().scheduler.unwrap().counters;
+    let counters = server.service.snapshot().counters;
     assert!(
         counters.pauses >= 1 && counters.resumes >= 1,
         "{counters:?}"
@@ -153,11 +153,9 @@ async fn a_short_request_arriving_during_a_long_prompt_read_gets_its_first_token
     let long = tokio::spawn(server.post(&chat(&long_prompt, 4)).send());
     server
         .until("the long read is under way", |s| {
-            s.scheduler.as_ref().is_some_and(|s| {
-                s.slots
-                    .iter()
-                    .any(|slot| slot.state == "reading" && slot.read_tokens > 0)
-            })
+            s.slots
+                .iter()
+                .any(|slot| slot.state == "reading" && slot.read_tokens > 0)
         })
         .await;
     let sent = Instant::now();
@@ -171,7 +169,7 @@ async fn a_short_request_arriving_during_a_long_prompt_read_gets_its_first_token
         let chunk = String::from_utf8_lossy(&chunk.unwrap()).into_owned();
         if ttft.is_none() && chunk.contains("\"content\":\"") && !chunk.contains("\"role\"") {
             ttft = Some(sent.elapsed());
-            long_reading_then = server.service.snapshot().scheduler.unwrap().parked.len() == 1;
+            long_reading_then = server.service.snapshot().parked.len() == 1;
         }
     }
     let ttft = ttft.expect("a token");
@@ -186,7 +184,7 @@ async fn a_short_request_arriving_during_a_long_prompt_read_gets_its_first_token
         ttft * 3 < long_total,
         "short TTFT {ttft:?} vs the long read finishing after {long_total:?}"
     );
-    let counters = server.service.snapshot().scheduler.unwrap().counters;
+    let counters = server.service.snapshot().counters;
     assert!(counters.give_ways_shorter_left >= 1, "{counters:?}");
 }
 

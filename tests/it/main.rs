@@ -6,6 +6,7 @@
 #![allow(clippy::await_holding_lock)]
 
 mod api_fake;
+mod api_observe;
 mod api_real;
 mod cli;
 mod engine_fake;

@@ -5,8 +5,8 @@ use super::sim::{facts, is_assign, is_deliver, is_park, is_release, is_restore, 
 use super::{batch, solo, with};
 use crate::ids::{RequestId, SeqId};
 use crate::scheduler::{
-    Action, Event, FailKind, FinishReason, GiveWay, MaxTokensOverContext, ParkPlace, PriorityOrder,
-    PriorityRange, Refusal, SchedulerSettings, resolve_priority,
+    Action, ConversationId, Event, FailKind, FinishReason, GiveWay, MaxTokensOverContext,
+    ParkPlace, PriorityOrder, PriorityRange, Refusal, SchedulerSettings, resolve_priority,
 };
 
 fn p(len: u32, unique: u32) -> Vec<i32> {
@@ -1068,4 +1068,68 @@ fn restoring_a_read_from_a_spare_never_moves_that_read_itself_to_host_ram() {
         a,
         Action::Park { request, to: ParkPlace::HostRam, .. } if request.0 == 2
     )));
+}
+
+#[test]
+fn a_reprioritised_waiting_request_takes_the_next_free_slot_ahead_of_earlier_arrivals() {
+    let mut sim = solo(256, false);
+    sim.arrive(0.0, 1, p(300, 1), 0, 100, None);
+    sim.arrive(0.1, 2, p(300, 2), 0, 5, None);
+    sim.arrive(0.2, 3, p(300, 3), 0, 5, None);
+    sim.event_at(
+        0.3,
+        Event::Reprioritised {
+            request: RequestId(3),
+            priority: 4,
+        },
+    );
+    sim.run(100.0);
+    sim.check_end();
+    assert!(sim.pos(is_assign(3)).unwrap() < sim.pos(is_assign(2)).unwrap());
+}
+
+#[test]
+fn a_reprioritised_parked_request_shows_its_new_priority_and_loses_its_boost() {
+    let mut sim = solo(256, true);
+    sim.arrive(0.0, 1, p(300, 1), 0, 400, None);
+    sim.arrive(1.0, 2, p(300, 2), 5, 200, None);
+    sim.run(6.0);
+    let before = sim.s.snapshot(sim.now);
+    assert_eq!(before.parked.len(), 1, "{before:?}");
+    assert_eq!(before.parked[0].request, RequestId(1));
+    assert_eq!(before.parked[0].pauses, 1);
+    sim.feed(Event::Reprioritised {
+        request: RequestId(1),
+        priority: -7,
+    });
+    let after = sim.s.snapshot(sim.now);
+    assert_eq!(after.parked[0].priority, -7);
+    assert_eq!(after.parked[0].effective_priority, -7);
+    sim.run(200.0);
+    sim.check_end();
+}
+
+#[test]
+fn a_conversation_the_engine_evicted_is_never_restored() {
+    let mut f = facts(2, 256);
+    f.kv_cells_total = 3000;
+    f.context_tokens = 3000;
+    let mut sim = with(SchedulerSettings::default(), f);
+    let first = prompt(1, 1000, 1000, 1);
+    sim.arrive(0.0, 1, first.clone(), 0, 10, None);
+    sim.arrive(5.0, 2, p(2400, 2), 0, 10, None);
+    let mut follow = first;
+    follow.extend(prompt(9, 0, 300, 9));
+    sim.arrive(20.0, 3, follow, 0, 5, None);
+    sim.run(15.0);
+    assert_eq!(sim.s.snapshot(sim.now).host_cached_conversations, 1);
+    let keys = (0..8).map(ConversationId).collect();
+    sim.feed(Event::ConversationsEvicted(keys));
+    assert_eq!(sim.s.snapshot(sim.now).host_cached_conversations, 0);
+    sim.run(100.0);
+    sim.check_end();
+    assert!(
+        sim.pos(|a| matches!(a, Action::RestoreConversation { .. }))
+            .is_none()
+    );
 }

@@ -1,0 +1,232 @@
+//! Control routes: `POST /v1/engine/restart`, `PATCH /v1/settings`, `DELETE` and `PATCH
+//! /v1/requests/{id}`.
+//!
+//! They change what other clients get, so [`guard`] lets a request through only when it comes
+//! from a loopback address or carries a valid API key, says `Content-Type: application/json`
+//! (a web page cannot send that cross-origin without a CORS preflight, which these routes
+//! never grant), and carries no `Origin` other than a configured CORS origin: a page the user
+//! happens to visit must not be able to restart the engine.
+
+use super::chat::{body_bytes, parse_body};
+use super::{ApiError, ApiState, auth};
+use crate::config::AppSettings;
+use crate::ids::RequestId;
+use crate::scheduler::{GiveWay, resolve_priority};
+use crate::service::SettingsChange;
+use axum::Json;
+use axum::body::Bytes;
+use axum::extract::rejection::BytesRejection;
+use axum::extract::{ConnectInfo, Path, Request, State};
+use axum::http::{HeaderMap, header};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use serde::Deserialize;
+use serde_json::{Value, json};
+use std::net::SocketAddr;
+
+/// Whether an admin request may go on: see the module's account.
+pub fn admin_allowed(
+    app: &AppSettings,
+    peer: Option<SocketAddr>,
+    headers: &HeaderMap,
+) -> Result<(), ApiError> {
+    if let Some(origin) = headers.get(header::ORIGIN) {
+        let origin = origin.to_str().unwrap_or("(not ASCII)");
+        if !app.cors_origins.iter().any(|o| o == origin) {
+            return Err(ApiError::Forbidden(format!(
+                "admin routes refuse requests from the web origin {origin:?} (add it to \
+                 `cors_origins` to allow it)"
+            )));
+        }
+    }
+    let content_type = headers
+        .get(header::CONTENT_TYPE)
+        .map(|v| v.to_str().unwrap_or("(not ASCII)"))
+        .unwrap_or("none");
+    let essence = content_type.split(';').next().unwrap_or("").trim();
+    if !essence.eq_ignore_ascii_case("application/json") {
+        return Err(ApiError::UnsupportedMediaType(content_type.to_owned()));
+    }
+    let loopback = peer.is_some_and(|p| p.ip().is_loopback());
+    let keyed = auth::presented_key(headers)
+        .is_some_and(|key| app.api_keys.iter().any(|k| auth::same_key(k.key(), key)));
+    if loopback || keyed {
+        Ok(())
+    } else {
+        Err(ApiError::Forbidden(
+            "admin routes answer only on a loopback address or with an API key".into(),
+        ))
+    }
+}
+
+pub async fn guard(State(state): State<ApiState>, request: Request, next: Next) -> Response {
+    let peer = request
+        .extensions()
+        .get::<ConnectInfo<SocketAddr>>()
+        .map(|c| c.0);
+    match admin_allowed(&state.app, peer, request.headers()) {
+        Ok(()) => next.run(request).await,
+        Err(e) => e.into_response(),
+    }
+}
+
+/// `{id}` as the scheduler counts it (`7`) or as a response names it (`chatcmpl-7`).
+fn request_id(raw: &str) -> Result<RequestId, ApiError> {
+    let digits = raw.rsplit('-').next().unwrap_or(raw);
+    digits.parse().map(RequestId).map_err(|_| {
+        ApiError::bad(
+            format!("`id` must be a request id such as 7 or chatcmpl-7, got {raw:?}"),
+            Some("id"),
+        )
+    })
+}
+
+pub async fn restart_engine(State(state): State<ApiState>) -> Result<Json<Value>, ApiError> {
+    let report = state.service.restart_engine().await?;
+    Ok(Json(json!({
+        "restarting": true,
+        "failed_requests": report.failed_requests,
+        "waiting_requests": report.waiting_requests,
+        "note": report.note,
+    })))
+}
+
+/// The settings that change live (R12). Others need an engine restart or the config file.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct SettingsPatchDto {
+    solo_priority: Option<bool>,
+    give_way: Option<GiveWay>,
+}
+
+pub async fn patch_settings(
+    State(state): State<ApiState>,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<Json<Value>, ApiError> {
+    let body = body_bytes(&state, body)?;
+    let dto: SettingsPatchDto = parse_body(&body).map_err(|e| match e {
+        ApiError::BadRequest { message, param } if message.contains("unknown field") => {
+            ApiError::BadRequest {
+                message: format!(
+                    "{message}; only `solo_priority` and `give_way` change live, the rest \
+                     is set in the config file and applies when the engine restarts"
+                ),
+                param,
+            }
+        }
+        other => other,
+    })?;
+    let settings = state
+        .service
+        .change_settings(SettingsChange {
+            solo_priority: dto.solo_priority,
+            give_way: dto.give_way,
+        })
+        .await?;
+    Ok(Json(json!({ "settings": settings })))
+}
+
+pub async fn cancel_request(
+    State(state): State<ApiState>,
+    Path(raw): Path<String>,
+) -> Result<Json<Value>, ApiError> {
+    let id = request_id(&raw)?;
+    let was = state.service.cancel_request(id).await?;
+    Ok(Json(json!({"id": id, "cancelled": true, "state": was})))
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RequestPatchDto {
+    priority: i64,
+}
+
+pub async fn patch_request(
+    State(state): State<ApiState>,
+    Path(raw): Path<String>,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<Json<Value>, ApiError> {
+    let id = request_id(&raw)?;
+    let body = body_bytes(&state, body)?;
+    let dto: RequestPatchDto = parse_body(&body)?;
+    let priority = resolve_priority(Some(dto.priority), &state.scheduler);
+    let state_now = state.service.set_priority(id, priority).await?;
+    Ok(Json(
+        json!({"id": id, "priority": priority, "state": state_now}),
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{admin_allowed, request_id};
+    use crate::api::ApiError;
+    use crate::config::{ApiKeyEntry, AppSettings};
+    use crate::ids::RequestId;
+    use axum::http::{HeaderMap, HeaderValue, header};
+
+    fn headers(pairs: &[(header::HeaderName, &'static str)]) -> HeaderMap {
+        pairs
+            .iter()
+            .map(|(k, v)| (k.clone(), HeaderValue::from_static(v)))
+            .collect()
+    }
+
+    #[test]
+    fn admin_routes_need_loopback_or_a_key_json_and_no_foreign_origin() {
+        let json = (header::CONTENT_TYPE, "application/json; charset=utf-8");
+        let local = Some("127.0.0.1:5000".parse().unwrap());
+        let remote = Some("192.168.1.20:5000".parse().unwrap());
+        let mut app = AppSettings::default();
+        assert_eq!(
+            admin_allowed(&app, local, &headers(std::slice::from_ref(&json))),
+            Ok(())
+        );
+        let forbidden = |r: Result<(), ApiError>| matches!(r, Err(ApiError::Forbidden(_)));
+        assert!(forbidden(admin_allowed(
+            &app,
+            remote,
+            &headers(std::slice::from_ref(&json))
+        )));
+        assert!(forbidden(admin_allowed(
+            &app,
+            None,
+            &headers(std::slice::from_ref(&json))
+        )));
+        assert!(matches!(
+            admin_allowed(&app, local, &headers(&[])),
+            Err(ApiError::UnsupportedMediaType(_))
+        ));
+        assert!(matches!(
+            admin_allowed(
+                &app,
+                local,
+                &headers(&[(header::CONTENT_TYPE, "text/plain")])
+            ),
+            Err(ApiError::UnsupportedMediaType(_))
+        ));
+        let page = (header::ORIGIN, "https://evil.example");
+        assert!(forbidden(admin_allowed(
+            &app,
+            local,
+            &headers(&[json.clone(), page.clone()])
+        )));
+        app.cors_origins = vec!["https://evil.example".into()];
+        assert_eq!(
+            admin_allowed(&app, local, &headers(&[json.clone(), page])),
+            Ok(())
+        );
+        app.api_keys = vec![ApiKeyEntry::Plain("k1".into())];
+        let keyed = headers(&[json.clone(), (header::AUTHORIZATION, "Bearer k1")]);
+        assert_eq!(admin_allowed(&app, remote, &keyed), Ok(()));
+        let wrong = headers(&[json, (header::AUTHORIZATION, "Bearer k2")]);
+        assert!(forbidden(admin_allowed(&app, remote, &wrong)));
+    }
+
+    #[test]
+    fn a_request_id_is_taken_bare_or_as_a_response_names_it() {
+        assert_eq!(request_id("7").unwrap(), RequestId(7));
+        assert_eq!(request_id("chatcmpl-12").unwrap(), RequestId(12));
+        assert!(request_id("chatcmpl-").is_err());
+        assert!(request_id("abc").is_err());
+    }
+}

@@ -1,0 +1,55 @@
+//! What dashboards and scripts read: `GET /v1/scheduler` (the service snapshot as JSON),
+//! `GET /v1/scheduler/events` (the same as Server-Sent Events, one per change, at most
+//! [`EVENTS_PER_SEC_MAX`] a second) and `GET /metrics` (Prometheus / OpenMetrics text).
+
+use super::ApiState;
+use crate::metrics;
+use crate::service::ServiceSnapshot;
+use axum::Json;
+use axum::extract::State;
+use axum::http::header;
+use axum::response::sse::{Event, KeepAlive, Sse};
+use axum::response::{IntoResponse, Response};
+use futures_util::Stream;
+use std::convert::Infallible;
+use std::time::Duration;
+use tokio::sync::watch;
+
+/// The most snapshot events a second on `/v1/scheduler/events`.
+pub const EVENTS_PER_SEC_MAX: u32 = 10;
+const KEEP_ALIVE: Duration = Duration::from_secs(10);
+
+pub async fn scheduler(State(state): State<ApiState>) -> Json<ServiceSnapshot> {
+    Json(state.service.snapshot())
+}
+
+pub async fn scheduler_events(
+    State(state): State<ApiState>,
+) -> Sse<impl Stream<Item = Result<Event, Infallible>>> {
+    let gap = Duration::from_secs(1) / EVENTS_PER_SEC_MAX;
+    // The first event is the current snapshot; each later one follows a change.
+    let stream = futures_util::stream::unfold(
+        (state.service.watch(), true),
+        move |(mut rx, first): (watch::Receiver<ServiceSnapshot>, bool)| async move {
+            if !first {
+                tokio::time::sleep(gap).await;
+                rx.changed().await.ok()?;
+            }
+            let snapshot = rx.borrow_and_update().clone();
+            let event = Event::default()
+                .event("snapshot")
+                .json_data(&snapshot)
+                .unwrap_or_else(|e| Event::default().event("error").data(e.to_string()));
+            Some((Ok(event), (rx, false)))
+        },
+    );
+    Sse::new(stream).keep_alive(KeepAlive::new().interval(KEEP_ALIVE))
+}
+
+pub async fn metrics(State(state): State<ApiState>) -> Response {
+    (
+        [(header::CONTENT_TYPE, metrics::CONTENT_TYPE)],
+        state.service.metrics().encode(),
+    )
+        .into_response()
+}
