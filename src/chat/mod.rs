@@ -1,11 +1,14 @@
 //! Chat formatting and output decoding: the GGUF's chat template rendered with minijinja into
 //! markup and message text kept apart (so message text is never parsed as special tokens), and
-//! an incremental UTF-8 decoder for streamed token bytes.
+//! an incremental UTF-8 decoder for streamed token bytes, and the streaming parser that splits
+//! output into content, reasoning and tool calls.
 
 mod stop;
 mod template;
+mod tools;
 mod utf8;
 
 pub use stop::{Released, StopMatcher};
 pub use template::{ChatMessage, ChatTemplate, Segment, TemplateError};
+pub use tools::{Ending, OutputParser, ParserOptions, Piece};
 pub use utf8::Utf8Stream;

@@ -78,6 +78,8 @@ mod tests {
     }
 
     proptest! {
+        #![proptest_config(ProptestConfig::with_cases(2000))]
+
         #[test]
         fn any_split_of_valid_text_decodes_to_the_same_text(text in "\\PC{0,40}", cuts in proptest::collection::vec(0usize..200, 0..8)) {
             let bytes = text.as_bytes();
@@ -95,10 +97,21 @@ mod tests {
         }
 
         #[test]
-        fn arbitrary_bytes_never_panic(bytes in proptest::collection::vec(any::<u8>(), 0..64)) {
+        fn arbitrary_bytes_split_anywhere_decode_as_std_lossy_decoding_does(
+            bytes in proptest::collection::vec(any::<u8>(), 0..200),
+            cuts in proptest::collection::vec(0usize..200, 0..10),
+        ) {
+            let mut cuts: Vec<usize> = cuts.into_iter().map(|c| c % (bytes.len() + 1)).collect();
+            cuts.sort_unstable();
             let mut stream = Utf8Stream::new();
-            let _ = stream.push(&bytes);
-            let _ = stream.finish();
+            let mut out = String::new();
+            let mut start = 0;
+            for cut in cuts.into_iter().chain([bytes.len()]) {
+                out.push_str(&stream.push(&bytes[start..cut]));
+                start = cut;
+            }
+            out.push_str(&stream.finish());
+            prop_assert_eq!(out, String::from_utf8_lossy(&bytes));
         }
     }
 }
