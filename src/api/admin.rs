@@ -47,7 +47,9 @@ pub fn admin_allowed(
     if !essence.eq_ignore_ascii_case("application/json") {
         return Err(ApiError::UnsupportedMediaType(content_type.to_owned()));
     }
-    let loopback = peer.is_some_and(|p| p.ip().is_loopback());
+    // Behind a local reverse proxy every client looks local: a forwarded request needs a key.
+    let forwarded = headers.contains_key("forwarded") || headers.contains_key("x-forwarded-for");
+    let loopback = !forwarded && peer.is_some_and(|p| p.ip().to_canonical().is_loopback());
     let keyed = auth::presented_key(headers)
         .is_some_and(|key| app.api_keys.iter().any(|k| auth::same_key(k.key(), key)));
     if loopback || keyed {
@@ -218,8 +220,21 @@ mod tests {
         app.api_keys = vec![ApiKeyEntry::Plain("k1".into())];
         let keyed = headers(&[json.clone(), (header::AUTHORIZATION, "Bearer k1")]);
         assert_eq!(admin_allowed(&app, remote, &keyed), Ok(()));
-        let wrong = headers(&[json, (header::AUTHORIZATION, "Bearer k2")]);
+        let wrong = headers(&[json.clone(), (header::AUTHORIZATION, "Bearer k2")]);
         assert!(forbidden(admin_allowed(&app, remote, &wrong)));
+        // A dual-stack bind shows local IPv4 peers as mapped addresses.
+        let mapped = Some("[::ffff:127.0.0.1]:5000".parse().unwrap());
+        let plain = headers(std::slice::from_ref(&json));
+        assert_eq!(admin_allowed(&app, mapped, &plain), Ok(()));
+        // A request a local proxy forwarded is not local.
+        let proxied = headers(&[
+            json,
+            (
+                header::HeaderName::from_static("x-forwarded-for"),
+                "203.0.113.9",
+            ),
+        ]);
+        assert!(forbidden(admin_allowed(&app, local, &proxied)));
     }
 
     #[test]

@@ -32,11 +32,23 @@ impl<S> ConversationCache<S> {
     }
 
     /// Stores an entry (replacing one under the same key); returns the keys that left to
-    /// keep within the bound, least recently used first. An entry larger than the whole
-    /// bound is not kept: its own key is returned.
-    pub fn insert(&mut self, key: u64, saved: S, tokens: u32, bytes: u64) -> Vec<u64> {
+    /// keep within the bound, least recently used first, never one in `keep`. An entry that
+    /// does not fit even then is not kept: its own key is returned last.
+    pub fn insert(
+        &mut self,
+        key: u64,
+        saved: S,
+        tokens: u32,
+        bytes: u64,
+        keep: &[u64],
+    ) -> Vec<u64> {
         self.remove(key);
-        if bytes > self.capacity_bytes {
+        let kept_bytes: u64 = keep
+            .iter()
+            .filter_map(|k| self.entries.get(k))
+            .map(|e| e.bytes)
+            .sum();
+        if bytes + kept_bytes > self.capacity_bytes {
             return vec![key];
         }
         let mut evicted = Vec::new();
@@ -44,6 +56,7 @@ impl<S> ConversationCache<S> {
             let Some(oldest) = self
                 .entries
                 .iter()
+                .filter(|(k, _)| !keep.contains(k))
                 .min_by_key(|(_, e)| e.last_used)
                 .map(|(k, _)| *k)
             else {
@@ -111,22 +124,35 @@ mod tests {
     #[test]
     fn the_least_recently_used_entries_leave_first_to_stay_within_the_bound() {
         let mut cache = ConversationCache::new(100);
-        assert!(cache.insert(1, (), 10, 40).is_empty());
-        assert!(cache.insert(2, (), 10, 40).is_empty());
+        assert!(cache.insert(1, (), 10, 40, &[]).is_empty());
+        assert!(cache.insert(2, (), 10, 40, &[]).is_empty());
         assert!(cache.get(1).is_some()); // 2 is now the least recently used
-        assert_eq!(cache.insert(3, (), 10, 40), vec![2]);
+        assert_eq!(cache.insert(3, (), 10, 40, &[]), vec![2]);
         assert_eq!(cache.used_bytes(), 80);
         assert!(cache.get(2).is_none());
-        assert_eq!(cache.insert(4, (), 10, 100), vec![1, 3]);
+        assert_eq!(cache.insert(4, (), 10, 100, &[]), vec![1, 3]);
         assert_eq!(cache.len(), 1);
     }
 
     #[test]
     fn an_entry_larger_than_the_bound_is_not_kept() {
         let mut cache = ConversationCache::new(10);
-        assert!(cache.insert(1, (), 1, 5).is_empty());
-        assert_eq!(cache.insert(2, (), 1, 11), vec![2]);
+        assert!(cache.insert(1, (), 1, 5, &[]).is_empty());
+        assert_eq!(cache.insert(2, (), 1, 11, &[]), vec![2]);
         assert_eq!(cache.len(), 1);
         assert_eq!(cache.used_bytes(), 5);
+    }
+
+    #[test]
+    fn entries_about_to_be_loaded_are_never_evicted_to_make_room() {
+        let mut cache = ConversationCache::new(100);
+        assert!(cache.insert(1, (), 10, 40, &[]).is_empty());
+        assert!(cache.insert(2, (), 10, 40, &[]).is_empty());
+        // 1 is the least recently used, but it is about to be loaded: 2 leaves instead.
+        assert_eq!(cache.insert(3, (), 10, 40, &[1]), vec![2]);
+        assert!(cache.get(1).is_some());
+        // No room without evicting a kept entry: the new one is not kept.
+        assert_eq!(cache.insert(4, (), 10, 70, &[1, 3]), vec![4]);
+        assert!(cache.get(1).is_some() && cache.get(3).is_some());
     }
 }

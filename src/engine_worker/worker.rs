@@ -92,8 +92,8 @@ impl<B: Backend> Worker<B> {
             Command::Restore { request, seq } => self.restore(request, seq),
             Command::Trim { seq, keep_tokens } => self.trim(seq, keep_tokens),
             Command::CopyPrefix { from, to, tokens } => self.copy_prefix(from, to, tokens),
-            Command::SaveConversation { seq, key } => self.save_conversation(seq, key),
-            Command::LoadConversation { key, seq } => self.load_conversation(key, seq),
+            Command::SaveConversation { seq, key, keep } => self.save_conversation(seq, key, &keep),
+            Command::LoadConversation { key, seq, take } => self.load_conversation(key, seq, take),
             Command::DropConversation { key } => Ok(Reply::ConversationDropped {
                 key,
                 existed: self.cache.remove(key),
@@ -307,13 +307,13 @@ impl<B: Backend> Worker<B> {
         })
     }
 
-    fn save_conversation(&mut self, seq: SeqId, key: u64) -> Result<Reply, Refusal> {
+    fn save_conversation(&mut self, seq: SeqId, key: u64, keep: &[u64]) -> Result<Reply, Refusal> {
         let tokens = self.free_seq(seq)?;
         let started = Instant::now();
         let saved = self.backend.save(seq)?;
         let bytes = B::saved_bytes(&saved);
         self.set_len(seq, 0)?;
-        let evicted = self.cache.insert(key, saved, tokens, bytes);
+        let evicted = self.cache.insert(key, saved, tokens, bytes, keep);
         Ok(Reply::ConversationSaved {
             key,
             moved: moved(None, seq, tokens, bytes, started),
@@ -321,7 +321,7 @@ impl<B: Backend> Worker<B> {
         })
     }
 
-    fn load_conversation(&mut self, key: u64, seq: SeqId) -> Result<Reply, Refusal> {
+    fn load_conversation(&mut self, key: u64, seq: SeqId, take: bool) -> Result<Reply, Refusal> {
         self.free_seq(seq)?;
         let Some(tokens) = self.cache.tokens_of(key) else {
             return Err(invalid(format!("no cached conversation {key}")));
@@ -331,6 +331,9 @@ impl<B: Backend> Worker<B> {
         let (saved, tokens, bytes) = self.cache.get(key).expect("checked");
         self.backend.load(saved, seq)?;
         self.seq_len[seq.0 as usize] = tokens;
+        if take {
+            self.cache.remove(key);
+        }
         Ok(Reply::ConversationLoaded {
             key,
             moved: moved(None, seq, tokens, bytes, started),

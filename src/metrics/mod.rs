@@ -164,7 +164,7 @@ impl Metrics {
             f.kv_cells_used.clone(),
         );
         r.register(
-            "strata_kv_cells_total",
+            "strata_kv_cells_capacity",
             "KV cells of the engine's unified pool",
             f.kv_cells_total.clone(),
         );
@@ -351,11 +351,15 @@ impl Metrics {
             counter.inc_by(new.saturating_sub(old));
         };
         up(&self.f.preemptions, counters.pauses, old.pauses);
-        up(
-            &self.f.vllm_preemptions.get_or_create(&model),
-            counters.pauses,
-            old.pauses,
-        );
+        // The vLLM names carry the model: none before the first handshake.
+        let named = !levels.model.is_empty();
+        if named {
+            up(
+                &self.f.vllm_preemptions.get_or_create(&model),
+                counters.pauses,
+                old.pauses,
+            );
+        }
         up(&self.f.resumes, counters.resumes, old.resumes);
         up(
             &self.f.prefix_losses,
@@ -417,14 +421,16 @@ impl Metrics {
         );
         gauge(&self.f.cache_bytes, levels.conversation_cache_bytes);
         gauge(&self.f.engine_up, u64::from(levels.engine_up));
-        gauge(
-            &self.f.vllm_waiting.get_or_create(&model),
-            levels.waiting as u64,
-        );
-        gauge(
-            &self.f.vllm_running.get_or_create(&model),
-            levels.running as u64,
-        );
+        if named {
+            gauge(
+                &self.f.vllm_waiting.get_or_create(&model),
+                levels.waiting as u64,
+            );
+            gauge(
+                &self.f.vllm_running.get_or_create(&model),
+                levels.running as u64,
+            );
+        }
     }
 
     /// The OpenMetrics text of every metric.
@@ -447,10 +453,14 @@ mod tests {
             pauses: 2,
             ..Counters::default()
         };
-        m.sync(&c, &Levels::default());
+        let levels = Levels {
+            model: "m".into(),
+            ..Levels::default()
+        };
+        m.sync(&c, &levels);
         c.pauses = 5;
         c.cancellations.parked = 1;
-        m.sync(&c, &Levels::default());
+        m.sync(&c, &levels);
         m.observe_ttft(-40, 0.3);
         m.observe_ttft(7, 0.1);
         let text = m.encode();
@@ -458,7 +468,7 @@ mod tests {
         assert!(text.contains("strata_cancellations_total{state=\"parked\"} 1\n"));
         assert!(text.contains("strata_time_to_first_token_seconds_count{priority=\"low\"} 1\n"));
         assert!(text.contains("strata_time_to_first_token_seconds_count{priority=\"high\"} 1\n"));
-        assert!(text.contains("vllm:num_preemptions_total{model_name=\"\"} 5\n"));
+        assert!(text.contains("vllm:num_preemptions_total{model_name=\"m\"} 5\n"));
         assert!(text.ends_with("# EOF\n"));
     }
 

@@ -59,10 +59,23 @@ pub enum Command {
     /// Make `to` (free) hold the first `tokens` of `from` (shared cells in the unified pool).
     CopyPrefix { from: SeqId, to: SeqId, tokens: u32 },
     /// Move the conversation a free sequence holds to the host-RAM conversation cache under
-    /// `key`, and clear the sequence. Least recently used entries leave past the cache's bound.
-    SaveConversation { seq: SeqId, key: u64 },
-    /// Put a cached conversation into a free sequence (the entry stays cached).
-    LoadConversation { key: u64, seq: SeqId },
+    /// `key`, and clear the sequence. Least recently used entries leave past the cache's bound,
+    /// never those in `keep` (about to be loaded); if no room is left then, the new entry
+    /// itself is not kept.
+    SaveConversation {
+        seq: SeqId,
+        key: u64,
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        keep: Vec<u64>,
+    },
+    /// Put a cached conversation into a free sequence. With `take`, the entry leaves the cache
+    /// (a move); else it stays cached.
+    LoadConversation {
+        key: u64,
+        seq: SeqId,
+        #[serde(default)]
+        take: bool,
+    },
     /// Forget a cached conversation.
     DropConversation { key: u64 },
     /// Counters and the KV budget.

@@ -14,7 +14,7 @@ use super::types::{
 use super::{EngineState, Scheduler, SchedulerSettings};
 
 /// The diagnostic for a user restart while a start is under way (ignored: the start stands).
-pub(crate) const RESTART_DURING_START: &str =
+pub const RESTART_DURING_START: &str =
     "restart requested while the engine is starting; the start under way stands";
 
 impl Scheduler {

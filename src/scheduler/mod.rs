@@ -81,6 +81,7 @@ mod types;
 #[cfg(test)]
 mod tests;
 
+pub use events::RESTART_DURING_START;
 pub use settings::{
     ConfigError, GiveWay, MaxTokensOverContext, PriorityOrder, PriorityRange, SchedulerSettings,
     resolve_priority,

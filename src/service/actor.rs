@@ -195,6 +195,10 @@ impl Actor {
                         request: id,
                         priority,
                     });
+                    if let Some(live) = self.live.get_mut(&id) {
+                        // Later TTFT and queue-time samples count under the new priority.
+                        live.submission.priority = priority;
+                    }
                 }
                 let _ = reply.send(state);
             }
@@ -260,10 +264,15 @@ impl Actor {
     fn user_restart(&mut self, reply: ControlReply<RestartReport>) {
         let mut report = RestartReport::default();
         let Some(scheduler) = self.scheduler.as_ref() else {
-            // No engine ever came up: start one now (a start under way is superseded).
-            self.first_start_failures = 0;
-            self.status = EngineStatus::Loading;
-            self.start_engine(Duration::ZERO);
+            // No engine ever came up. After failed starts, try again now; while the first
+            // start is under way, let it finish (two loads at once may not fit in memory).
+            if let EngineStatus::Failed(_) = self.status {
+                self.first_start_failures = 0;
+                self.status = EngineStatus::Loading;
+                self.start_engine(Duration::ZERO);
+            } else {
+                report.note = Some(crate::scheduler::RESTART_DURING_START.to_owned());
+            }
             let _ = reply.send(Ok(report));
             return;
         };
@@ -618,10 +627,20 @@ impl Actor {
                 seq,
                 to_cache: Some(conversation),
             } => {
+                // Conversations this batch is about to load must survive the save.
+                let keep = self
+                    .queue
+                    .iter()
+                    .filter_map(|a| match a {
+                        Action::RestoreConversation { conversation, .. } => Some(conversation.0),
+                        _ => None,
+                    })
+                    .collect();
                 let reply = self
                     .call(Command::SaveConversation {
                         seq,
                         key: conversation.0,
+                        keep,
                     })
                     .await?;
                 if let Reply::ConversationSaved { moved, evicted, .. } = reply {
@@ -655,6 +674,7 @@ impl Actor {
                 self.call(Command::LoadConversation {
                     key: conversation.0,
                     seq: into_seq,
+                    take: true,
                 })
                 .await?;
             }

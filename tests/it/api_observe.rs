@@ -84,8 +84,9 @@ async fn the_snapshot_shows_every_field_with_a_parked_stream_and_an_aging_waiter
         })
         .await;
     tokio::time::sleep(Duration::from_millis(300)).await;
+    // Priority 100: the aging waiter (+2 a second) must not overtake it while the test looks.
     let mut short = chat(&format!("short {SECRET}"), 200);
-    short["priority"] = json!(5);
+    short["priority"] = json!(100);
     let short = tokio::spawn(server.post(&short).send());
     server
         .until("the long one is parked", |s| s.parked.len() == 1)
@@ -127,7 +128,7 @@ async fn the_snapshot_shows_every_field_with_a_parked_stream_and_an_aging_waiter
     let slot = &v["slots"][0];
     assert_eq!(slot["id"], 0);
     assert_eq!(slot["state"], "decoding");
-    assert_eq!(slot["priority"], 5);
+    assert_eq!(slot["priority"], 100);
     let short_id = slot["request_id"].as_u64().unwrap();
     for field in [
         "prompt_tokens",

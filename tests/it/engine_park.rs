@@ -315,6 +315,7 @@ async fn a_conversation_parked_in_the_ram_cache_comes_back_for_its_next_turn_and
         Command::SaveConversation {
             seq: SeqId(0),
             key: 7,
+            keep: Vec::new(),
         },
     )
     .await
@@ -345,6 +346,7 @@ async fn a_conversation_parked_in_the_ram_cache_comes_back_for_its_next_turn_and
         Command::LoadConversation {
             key: 7,
             seq: SeqId(0),
+            take: true,
         },
     )
     .await
@@ -352,7 +354,12 @@ async fn a_conversation_parked_in_the_ram_cache_comes_back_for_its_next_turn_and
         panic!("not loaded");
     };
     assert_eq!(moved.tokens as usize, held);
-    let before = stats(&mut engine).await.prompt_tokens_read;
+    let after_load = stats(&mut engine).await;
+    assert_eq!(
+        after_load.conversation_cache_entries, 0,
+        "a take moves it out"
+    );
+    let before = after_load.prompt_tokens_read;
     let next = RequestId(3);
     let reply = call(
         &mut engine,
