@@ -11,10 +11,12 @@
 //!   sequence. [the only place that runs inference]
 //! - [`engine`]: the host side: spawn the worker from this binary, handshake, deadlines, death
 //!   detection, restart; one generation id per worker process.
-//! - [`tokenizer`]: the same GGUF loaded vocab-only on the host. [the host's only use of
-//!   llama-cpp-2]
+//! - [`tokenizer`]: the same GGUF loaded vocab-only on the host. [with `grammar`, the host's
+//!   only use of llama-cpp-2]
 //! - [`chat`]: chat template rendering (minijinja) with message text kept apart from markup,
 //!   incremental UTF-8 decoding.
+//! - [`grammar`]: JSON schemas and tool calls → llama.cpp grammars (GBNF) that constrain
+//!   sampling.
 //! - [`models`]: the default model, fetched with pip, checked by SHA-256, cached.
 //! - [`scheduler`]: the pure rules of SCHEDULING.md: events in, actions out, `now` passed in;
 //!   no I/O, no clock, no async. [imports only `ids`]
@@ -39,6 +41,7 @@ pub mod config;
 pub mod engine;
 pub mod engine_worker;
 pub mod generate;
+pub mod grammar;
 pub mod headless;
 pub mod ids;
 pub mod metrics;

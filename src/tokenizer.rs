@@ -67,6 +67,17 @@ impl Tokenizer {
         Self { model: None }
     }
 
+    /// Whether llama.cpp takes `gbnf` (start rule `root`) for this vocabulary: the engine
+    /// would refuse the request's sampler otherwise. The simulated vocabulary takes any.
+    pub fn check_grammar(&self, gbnf: &str) -> Result<(), String> {
+        let Some(model) = &self.model else {
+            return Ok(());
+        };
+        llama_cpp_2::sampling::LlamaSampler::grammar(model, gbnf, "root")
+            .map(drop)
+            .map_err(|e| e.to_string())
+    }
+
     /// Plain text: special-token markup in it stays text.
     pub fn tokenize_text(&self, text: &str) -> Vec<TokenId> {
         self.tokenize(text, false)

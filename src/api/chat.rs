@@ -1,8 +1,9 @@
 //! `POST /v1/chat/completions`: the DTO, its validation into a [`Submission`], and the
 //! streaming and non-streaming answers.
 
+use super::tools::{self, ResponseFormatDto, ToolDto};
 use super::{ApiError, ApiState};
-use crate::chat::ChatMessage;
+use crate::chat::{ChatMessage, Ending, OutputParser, ParserOptions, Piece, ToolCall};
 use crate::protocol::Sampling;
 use crate::scheduler::{FinishReason, resolve_priority};
 use crate::service::{RequestStream, StreamEvent, Submission, Usage};
@@ -45,6 +46,14 @@ pub struct ChatCompletionDto {
     /// Any JSON: a value that is not an integer counts as 0 (#2109).
     pub priority: Option<Value>,
     pub n: Option<u32>,
+    #[serde(default)]
+    pub tools: Option<Vec<ToolDto>>,
+    #[serde(default)]
+    pub tool_choice: Option<Value>,
+    #[serde(default)]
+    pub response_format: Option<ResponseFormatDto>,
+    // `parallel_tool_calls` is accepted and ignored: a model may make several calls in one
+    // answer either way.
 }
 
 #[derive(Debug, Deserialize)]
@@ -65,6 +74,29 @@ pub struct MessageDto {
     pub role: String,
     #[serde(default)]
     pub content: Option<ContentDto>,
+    #[serde(default)]
+    pub tool_calls: Option<Vec<ToolCallDto>>,
+    #[serde(default)]
+    pub tool_call_id: Option<String>,
+    #[serde(default)]
+    pub name: Option<String>,
+    // A previous answer's `reasoning_content` is accepted and left out of the prompt.
+}
+
+#[derive(Debug, Deserialize)]
+pub struct ToolCallDto {
+    #[serde(default)]
+    pub id: Option<String>,
+    #[serde(rename = "type", default)]
+    pub kind: Option<String>,
+    pub function: FunctionCallDto,
+}
+
+#[derive(Debug, Deserialize)]
+pub struct FunctionCallDto {
+    pub name: String,
+    /// A string holding a JSON object (OpenAI's shape), or the object itself.
+    pub arguments: Value,
 }
 
 #[derive(Debug, Deserialize)]
@@ -151,15 +183,18 @@ impl TryFrom<ChatCompletionDto> for ChatRequest {
             ));
         }
         let mut messages = Vec::with_capacity(dto.messages.len());
+        // Call ids seen so far → function names (a tool result names its function by id).
+        let mut call_names: std::collections::HashMap<String, String> = Default::default();
         for (i, m) in dto.messages.into_iter().enumerate() {
             let role = match m.role.as_str() {
                 "system" | "developer" => "system",
                 "user" => "user",
                 "assistant" => "assistant",
+                "tool" => "tool",
                 other => {
                     return Err(ApiError::bad(
                         format!(
-                            "`messages[{i}].role` {other:?} is not one of system, developer, user, assistant"
+                            "`messages[{i}].role` {other:?} is not one of system, developer, user, assistant, tool"
                         ),
                         Some(&format!("messages[{i}].role")),
                     ));
@@ -186,7 +221,50 @@ impl TryFrom<ChatCompletionDto> for ChatRequest {
                     text
                 }
             };
-            messages.push(ChatMessage::new(role, &content));
+            let mut message = ChatMessage::new(role, &content);
+            if role == "assistant" {
+                // Reasoning is dropped from history, so every turn renders the same.
+                message.content = strip_reasoning(&message.content).to_owned();
+                for (j, call) in m.tool_calls.unwrap_or_default().into_iter().enumerate() {
+                    if let Some(kind) = call.kind.as_deref().filter(|k| *k != "function") {
+                        let param = format!("messages[{i}].tool_calls[{j}].type");
+                        return Err(ApiError::bad(
+                            format!("`{param}` must be \"function\", got {kind:?}"),
+                            Some(&param),
+                        ));
+                    }
+                    let param = format!("messages[{i}].tool_calls[{j}].function.arguments");
+                    let arguments = match call.function.arguments {
+                        Value::String(s) => serde_json::from_str::<Value>(&s).ok(),
+                        other => Some(other),
+                    }
+                    .filter(Value::is_object)
+                    .ok_or_else(|| {
+                        ApiError::bad(format!("`{param}` must be a JSON object"), Some(&param))
+                    })?;
+                    if let Some(id) = call.id {
+                        call_names.insert(id, call.function.name.clone());
+                    }
+                    message.tool_calls.push(ToolCall {
+                        name: call.function.name,
+                        arguments,
+                    });
+                }
+            } else if role == "tool" {
+                let param = format!("messages[{i}].tool_call_id");
+                let by_id = m.tool_call_id.as_ref().and_then(|id| call_names.get(id));
+                let name = m.name.clone().or_else(|| by_id.cloned()).ok_or_else(|| {
+                    ApiError::bad(
+                        format!(
+                            "`{param}` {:?} names no earlier assistant tool call",
+                            m.tool_call_id.as_deref().unwrap_or("")
+                        ),
+                        Some(&param),
+                    )
+                })?;
+                message.name = Some(name);
+            }
+            messages.push(message);
         }
         in_range("temperature", dto.temperature, 0.0, 2.0)?;
         in_range("top_p", dto.top_p, 0.0, 1.0)?;
@@ -223,6 +301,7 @@ impl TryFrom<ChatCompletionDto> for ChatRequest {
             frequency_penalty: dto.frequency_penalty.unwrap_or(0.0),
             presence_penalty: dto.presence_penalty.unwrap_or(0.0),
             penalty_last_n: defaults.penalty_last_n,
+            grammar: None,
         };
         Ok(Self {
             messages,
@@ -257,9 +336,21 @@ pub async fn chat_completions(
     body: Result<Bytes, axum::extract::rejection::BytesRejection>,
 ) -> Result<Response, ApiError> {
     let body = body_bytes(&state, body)?;
-    let dto: ChatCompletionDto = parse_body(&body)?;
+    let mut dto: ChatCompletionDto = parse_body(&body)?;
     let model = state.model_name(dto.model.as_deref());
-    let request = ChatRequest::try_from(dto)?;
+    let (tools, tool_choice, format) = (
+        dto.tools.take(),
+        dto.tool_choice.take(),
+        dto.response_format.take(),
+    );
+    let mut request = ChatRequest::try_from(dto)?;
+    let output = tools::output_spec(
+        tools,
+        tool_choice.as_ref(),
+        format,
+        state.prompts.tokenizer(),
+    )?;
+    request.sampling.grammar = output.grammar.clone();
 
     let priority_raw = request
         .priority
@@ -267,11 +358,12 @@ pub async fn chat_completions(
         .or_else(|| state.key_priority(&headers));
     let prompts = state.prompts.clone();
     let messages = request.messages;
-    let prompt = tokio::task::spawn_blocking(move || prompts.tokenize(&messages))
+    let offered = output.tools.clone();
+    let prompt = tokio::task::spawn_blocking(move || prompts.tokenize(&messages, &offered))
         .await
         .map_err(|e| ApiError::Internal(e.to_string()))??;
     let submission = Submission {
-        prompt,
+        prompt: prompt.tokens,
         sampling: request.sampling,
         max_tokens: request.max_tokens,
         stop: request.stop,
@@ -281,11 +373,22 @@ pub async fn chat_completions(
     };
     let stream = state.service.submit(submission).await?;
     let request_id = stream.id;
-    let id = format!("chatcmpl-{}", request_id.0);
+    let answer = Answer {
+        id: format!("chatcmpl-{}", request_id.0),
+        model,
+        created: unix_secs(),
+        parser: OutputParser::new(
+            ParserOptions {
+                tools: output.parse_calls,
+                starts_in_reasoning: prompt.starts_in_reasoning,
+            },
+            &request_id.0.to_string(),
+        ),
+    };
     let mut response = if request.stream {
-        stream_response(stream, id, model, request.include_usage).into_response()
+        stream_response(stream, answer, request.include_usage).into_response()
     } else {
-        collect_response(stream, id, model).await?
+        collect_response(stream, answer).await?
     };
     // The id that `DELETE /v1/requests/{id}` and `/v1/scheduler` use.
     response.headers_mut().insert(
@@ -295,16 +398,31 @@ pub async fn chat_completions(
     Ok(response)
 }
 
+/// A previous answer's leading `<think>…</think>` block removed.
+fn strip_reasoning(content: &str) -> &str {
+    let trimmed = content.trim_start();
+    match trimmed.strip_prefix("<think>").and_then(|rest| {
+        rest.find("</think>")
+            .map(|at| &rest[at + "</think>".len()..])
+    }) {
+        Some(rest) => rest.trim_start(),
+        None => content,
+    }
+}
+
 fn header_priority(headers: &HeaderMap) -> Option<i64> {
     let value = headers.get("x-priority")?.to_str().ok()?;
     Some(value.trim().parse().unwrap_or(0))
 }
 
-fn finish_reason(reason: FinishReason) -> &'static str {
+/// `finish_reason`: `tool_calls` only when calls were made and every started one closed; a
+/// call cut by the token limit is `length`, never a call.
+fn finish_reason(reason: FinishReason, ending: &Ending) -> &'static str {
     match reason {
-        FinishReason::Stop => "stop",
         FinishReason::Length => "length",
         FinishReason::Cancelled => "cancelled",
+        FinishReason::Stop if ending.all_calls_closed() => "tool_calls",
+        FinishReason::Stop => "stop",
     }
 }
 
@@ -317,25 +435,92 @@ fn usage_json(usage: &Usage) -> Value {
     })
 }
 
-async fn collect_response(
-    mut stream: RequestStream,
+/// What every chunk or answer of one response shares, and its output parser.
+struct Answer {
     id: String,
     model: String,
+    created: u64,
+    parser: OutputParser,
+}
+
+/// A whole answer assembled from the parser's pieces.
+#[derive(Default)]
+struct Assembled {
+    content: String,
+    reasoning: String,
+    /// (id, name, arguments, closed)
+    calls: Vec<(String, String, String, bool)>,
+}
+
+impl Assembled {
+    fn add(&mut self, pieces: Vec<Piece>) {
+        for piece in pieces {
+            match piece {
+                Piece::Content(t) => self.content.push_str(&t),
+                Piece::Reasoning(t) => self.reasoning.push_str(&t),
+                Piece::CallStart { id, name, .. } => {
+                    self.calls.push((id, name, String::new(), false));
+                }
+                Piece::CallArguments { index, delta } => {
+                    if let Some(call) = self.calls.get_mut(index) {
+                        call.2.push_str(&delta);
+                    }
+                }
+                Piece::CallEnd { index } => {
+                    if let Some(call) = self.calls.get_mut(index) {
+                        call.3 = true;
+                    }
+                }
+                // Not a call after all: its text is content.
+                Piece::CallInvalid { raw, .. } => self.content.push_str(&raw),
+            }
+        }
+    }
+}
+
+async fn collect_response(
+    mut stream: RequestStream,
+    mut answer: Answer,
 ) -> Result<Response, ApiError> {
-    let mut text = String::new();
+    let mut assembled = Assembled::default();
     while let Some(event) = stream.next().await {
         match event {
-            StreamEvent::Text(piece) => text.push_str(&piece),
+            StreamEvent::Text(piece) => assembled.add(answer.parser.push(&piece)),
             StreamEvent::Done(done) => {
+                let (rest, ending) = answer.parser.finish();
+                assembled.add(rest);
+                // Only closed calls are calls; a cut one is reported by `length`.
+                let calls: Vec<Value> = assembled
+                    .calls
+                    .iter()
+                    .filter(|c| c.3)
+                    .map(|(id, name, arguments, _)| {
+                        json!({"id": id, "type": "function", "function": {"name": name, "arguments": arguments}})
+                    })
+                    .collect();
+                let mut message = json!({
+                    "role": "assistant",
+                    "content": if assembled.content.is_empty() && !calls.is_empty() {
+                        Value::Null
+                    } else {
+                        json!(assembled.content)
+                    },
+                });
+                if !calls.is_empty() {
+                    message["tool_calls"] = json!(calls);
+                }
+                if !assembled.reasoning.is_empty() {
+                    message["reasoning_content"] = json!(assembled.reasoning);
+                }
                 let body = json!({
-                    "id": id,
+                    "id": answer.id,
                     "object": "chat.completion",
-                    "created": unix_secs(),
-                    "model": model,
+                    "created": answer.created,
+                    "model": answer.model,
                     "choices": [{
                         "index": 0,
-                        "message": {"role": "assistant", "content": text},
-                        "finish_reason": finish_reason(done.reason),
+                        "message": message,
+                        "finish_reason": finish_reason(done.reason, &ending),
                     }],
                     "usage": usage_json(&done.usage),
                 });
@@ -349,48 +534,75 @@ async fn collect_response(
     ))
 }
 
-fn stream_response(
-    stream: RequestStream,
-    id: String,
-    model: String,
-    include_usage: bool,
-) -> Sse<impl futures_util::Stream<Item = Result<Event, Infallible>>> {
-    let created = unix_secs();
-    let chunk = move |delta: Value, finish: Option<&str>| {
+impl Answer {
+    fn chunk(&self, delta: Value, finish: Option<&str>) -> Value {
         json!({
-            "id": id,
+            "id": self.id,
             "object": "chat.completion.chunk",
-            "created": created,
-            "model": model,
+            "created": self.created,
+            "model": self.model,
             "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
         })
-    };
+    }
+
+    /// The chunks for parsed pieces (consecutive text of one kind goes in one chunk).
+    fn chunks(&self, pieces: Vec<Piece>) -> Vec<Event> {
+        pieces
+            .into_iter()
+            .filter_map(|piece| {
+                let delta = match piece {
+                    Piece::Content(text) => json!({"content": text}),
+                    Piece::Reasoning(text) => json!({"reasoning_content": text}),
+                    Piece::CallStart { index, id, name } => json!({"tool_calls": [{
+                        "index": index, "id": id, "type": "function",
+                        "function": {"name": name, "arguments": ""},
+                    }]}),
+                    Piece::CallArguments { index, delta } => json!({"tool_calls": [{
+                        "index": index, "function": {"arguments": delta},
+                    }]}),
+                    Piece::CallEnd { .. } => return None,
+                    Piece::CallInvalid { raw, .. } => json!({"content": raw}),
+                };
+                Some(data(&self.chunk(delta, None)))
+            })
+            .collect()
+    }
+}
+
+fn stream_response(
+    stream: RequestStream,
+    answer: Answer,
+    include_usage: bool,
+) -> Sse<impl futures_util::Stream<Item = Result<Event, Infallible>>> {
     enum Stage {
         Start,
         Streaming,
         Done,
     }
     let events = futures_util::stream::unfold(
-        (stream, Stage::Start, chunk),
-        move |(mut stream, stage, chunk)| async move {
+        (stream, Stage::Start, answer),
+        move |(mut stream, stage, mut answer)| async move {
             let events: Vec<Event> = match stage {
                 Stage::Done => return None,
                 Stage::Start => {
-                    let first = chunk(json!({"role": "assistant", "content": ""}), None);
-                    return Some((vec![data(&first)], (stream, Stage::Streaming, chunk)));
+                    let first = answer.chunk(json!({"role": "assistant", "content": ""}), None);
+                    return Some((vec![data(&first)], (stream, Stage::Streaming, answer)));
                 }
                 Stage::Streaming => match stream.next().await {
                     Some(StreamEvent::Text(text)) => {
-                        let piece = chunk(json!({"content": text}), None);
-                        return Some((vec![data(&piece)], (stream, Stage::Streaming, chunk)));
+                        let pieces = answer.parser.push(&text);
+                        let events = answer.chunks(pieces);
+                        return Some((events, (stream, Stage::Streaming, answer)));
                     }
                     Some(StreamEvent::Done(done)) => {
-                        let mut last = chunk(json!({}), Some(finish_reason(done.reason)));
-                        let mut out = Vec::new();
+                        let (rest, ending) = answer.parser.finish();
+                        let mut out = answer.chunks(rest);
+                        let reason = finish_reason(done.reason, &ending);
+                        let mut last = answer.chunk(json!({}), Some(reason));
                         if include_usage {
                             last["usage"] = Value::Null;
                             out.push(data(&last));
-                            let mut usage = chunk(json!({}), None);
+                            let mut usage = answer.chunk(json!({}), None);
                             usage["choices"] = json!([]);
                             usage["usage"] = usage_json(&done.usage);
                             out.push(data(&usage));
@@ -415,7 +627,7 @@ fn stream_response(
                     ],
                 },
             };
-            Some((events, (stream, Stage::Done, chunk)))
+            Some((events, (stream, Stage::Done, answer)))
         },
     );
     let flat = futures_util::StreamExt::flat_map(events, |batch| {

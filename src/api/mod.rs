@@ -10,12 +10,13 @@ mod chat;
 mod error;
 mod observe;
 mod prompts;
+mod tools;
 
 pub use admin::admin_allowed;
 pub use observe::EVENTS_PER_SEC_MAX;
 
 pub use error::ApiError;
-pub use prompts::Prompts;
+pub use prompts::{Prompt, Prompts};
 
 use crate::config::AppSettings;
 use crate::scheduler::SchedulerSettings;

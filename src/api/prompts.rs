@@ -1,9 +1,18 @@
 //! Messages → prompt tokens: the chat template and the host tokenizer together.
 
 use super::ApiError;
-use crate::chat::{ChatMessage, ChatTemplate, TemplateError};
+use crate::chat::{ChatMessage, ChatTemplate, RenderOptions, Segment, TemplateError};
 use crate::ids::TokenId;
 use crate::tokenizer::Tokenizer;
+use serde_json::Value;
+
+/// A tokenized prompt.
+#[derive(Debug)]
+pub struct Prompt {
+    pub tokens: Vec<TokenId>,
+    /// The generation prompt ends inside an open `<think>`.
+    pub starts_in_reasoning: bool,
+}
 
 #[derive(Debug)]
 pub struct Prompts {
@@ -24,14 +33,30 @@ impl Prompts {
         })
     }
 
-    pub fn tokenize(&self, messages: &[ChatMessage]) -> Result<Vec<TokenId>, ApiError> {
-        let segments = self.template.render(messages).map_err(|e| match e {
-            TemplateError::ReservedCharacter { index } => {
-                ApiError::bad(e.to_string(), Some(&format!("messages[{index}].content")))
-            }
-            other => ApiError::bad(other.to_string(), Some("messages")),
-        })?;
-        Ok(self.tokenizer.tokenize_segments(&segments))
+    /// The prompt for `messages` with `tools` offered (OpenAI-shaped; empty offers none).
+    pub fn tokenize(&self, messages: &[ChatMessage], tools: &[Value]) -> Result<Prompt, ApiError> {
+        let options = RenderOptions {
+            tools: (!tools.is_empty()).then_some(tools),
+        };
+        let segments = self
+            .template
+            .render_with(messages, &options)
+            .map_err(|e| match e {
+                TemplateError::ReservedCharacter { index } => {
+                    ApiError::bad(e.to_string(), Some(&format!("messages[{index}].content")))
+                }
+                other => ApiError::bad(other.to_string(), Some("messages")),
+            })?;
+        // A generation prompt that opens `<think>` (reasoning models) starts the output inside it.
+        let starts_in_reasoning = segments.iter().rev().find_map(|s| match s {
+            Segment::Markup(m) => Some(m.trim_end().ends_with("<think>")),
+            Segment::Text(_) => None,
+        }) == Some(true)
+            && matches!(segments.last(), Some(Segment::Markup(_)));
+        Ok(Prompt {
+            tokens: self.tokenizer.tokenize_segments(&segments),
+            starts_in_reasoning,
+        })
     }
 
     pub fn tokenizer(&self) -> &Tokenizer {

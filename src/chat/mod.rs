@@ -9,6 +9,6 @@ mod tools;
 mod utf8;
 
 pub use stop::{Released, StopMatcher};
-pub use template::{ChatMessage, ChatTemplate, Segment, TemplateError};
+pub use template::{ChatMessage, ChatTemplate, RenderOptions, Segment, TemplateError, ToolCall};
 pub use tools::{Ending, OutputParser, ParserOptions, Piece};
 pub use utf8::Utf8Stream;

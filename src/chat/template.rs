@@ -5,9 +5,17 @@
 //! them is markup (tokenized with specials), each sentinel is replaced by its message text
 //! (tokenized as plain text). For ChatML this tokenizes the same as the whole string would,
 //! except that markup typed by a user stays text.
+//!
+//! Tools: a template that knows them (its source mentions `tools`) gets the request's tools and
+//! each assistant message's `tool_calls` (name and arguments) and tool message's `name`. For a
+//! template that does not, the Hermes convention is written into the messages: the tool
+//! signatures into the system message, calls as `<tool_call>{json}</tool_call>` text, results
+//! as a user turn of `<tool_response>` blocks. Call ids never enter a prompt, so a
+//! conversation's prefix renders the same on every turn.
 
 use minijinja::{Environment, ErrorKind, context};
 use serde::Serialize;
+use serde_json::{Value, json};
 
 /// ChatML, used when a model carries no template.
 const CHATML: &str = "{% for message in messages %}{{ '<|im_start|>' + message['role'] + '\n' + message['content'] + '<|im_end|>' + '\n' }}{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}{% endif %}";
@@ -17,10 +25,31 @@ const CHATML: &str = "{% for message in messages %}{{ '<|im_start|>' + message['
 const SENTINEL_OPEN: char = '\u{F8F0}';
 const SENTINEL_CLOSE: char = '\u{F8F1}';
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct ChatMessage {
     pub role: String,
     pub content: String,
+    /// An assistant message's calls: names and arguments only.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub tool_calls: Vec<ToolCall>,
+    /// A tool message: the function that answered.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+}
+
+/// A call as templates see it: `{"type": "function", "function": {"name", "arguments"}}`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ToolCall {
+    pub name: String,
+    /// A JSON object.
+    pub arguments: Value,
+}
+
+impl Serialize for ToolCall {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        json!({"type": "function", "function": {"name": self.name, "arguments": self.arguments}})
+            .serialize(s)
+    }
 }
 
 impl ChatMessage {
@@ -28,8 +57,17 @@ impl ChatMessage {
         Self {
             role: role.to_owned(),
             content: content.to_owned(),
+            tool_calls: Vec::new(),
+            name: None,
         }
     }
+}
+
+/// What a template needs besides the messages.
+#[derive(Debug, Clone, Default)]
+pub struct RenderOptions<'a> {
+    /// OpenAI-shaped tools (`{"type": "function", "function": {...}}`); `None` offers none.
+    pub tools: Option<&'a [Value]>,
 }
 
 /// A piece of a rendered prompt.
@@ -56,6 +94,8 @@ pub struct ChatTemplate {
     env: Environment<'static>,
     bos_token: String,
     eos_token: String,
+    /// The template renders tools and tool calls itself.
+    knows_tools: bool,
 }
 
 impl ChatTemplate {
@@ -68,33 +108,75 @@ impl ChatTemplate {
         let mut env = Environment::new();
         minijinja_contrib::add_to_environment(&mut env);
         env.set_unknown_method_callback(minijinja_contrib::pycompat::unknown_method_callback);
+        env.add_filter(
+            "tojson",
+            |value: minijinja::Value,
+             kwargs: minijinja::value::Kwargs|
+             -> Result<String, minijinja::Error> {
+                // Python's `json.dumps` takes these; the spacing below is its default either way.
+                let _: Option<minijinja::Value> = kwargs.get("indent")?;
+                let _: Option<bool> = kwargs.get("ensure_ascii")?;
+                kwargs.assert_all_used()?;
+                let json = serde_json::to_value(&value).map_err(|e| {
+                    minijinja::Error::new(ErrorKind::InvalidOperation, e.to_string())
+                })?;
+                let mut out = String::new();
+                python_json(&json, &mut out);
+                Ok(out)
+            },
+        );
         env.add_function(
             "raise_exception",
             |message: String| -> Result<(), minijinja::Error> {
                 Err(minijinja::Error::new(ErrorKind::InvalidOperation, message))
             },
         );
-        env.add_template_owned("chat", source.unwrap_or(CHATML).to_owned())
+        let source = source.unwrap_or(CHATML);
+        env.add_template_owned("chat", source.to_owned())
             .map_err(|e| TemplateError::Compile(e.to_string()))?;
         Ok(Self {
             env,
             bos_token: bos_token.to_owned(),
             eos_token: eos_token.to_owned(),
+            knows_tools: source.contains("tools"),
         })
     }
 
     /// Renders the messages (with the generation prompt) into segments.
     pub fn render(&self, messages: &[ChatMessage]) -> Result<Vec<Segment>, TemplateError> {
-        let mut masked = Vec::with_capacity(messages.len());
+        self.render_with(messages, &RenderOptions::default())
+    }
+
+    /// Renders the messages with tools (see the module's account).
+    pub fn render_with(
+        &self,
+        messages: &[ChatMessage],
+        options: &RenderOptions<'_>,
+    ) -> Result<Vec<Segment>, TemplateError> {
         for (index, message) in messages.iter().enumerate() {
             if message.content.contains([SENTINEL_OPEN, SENTINEL_CLOSE]) {
                 return Err(TemplateError::ReservedCharacter { index });
             }
-            masked.push(ChatMessage {
-                role: message.role.clone(),
-                content: format!("{SENTINEL_OPEN}{index}{SENTINEL_CLOSE}"),
-            });
         }
+        let has_tool_parts = messages
+            .iter()
+            .any(|m| !m.tool_calls.is_empty() || m.role == "tool");
+        let rewritten;
+        let (messages, tools) = if self.knows_tools || (options.tools.is_none() && !has_tool_parts)
+        {
+            (messages, options.tools)
+        } else {
+            rewritten = hermes_messages(messages, options.tools);
+            (&rewritten[..], None)
+        };
+        let masked: Vec<ChatMessage> = messages
+            .iter()
+            .enumerate()
+            .map(|(index, message)| ChatMessage {
+                content: format!("{SENTINEL_OPEN}{index}{SENTINEL_CLOSE}"),
+                ..message.clone()
+            })
+            .collect();
         let template = self
             .env
             .get_template("chat")
@@ -102,6 +184,7 @@ impl ChatTemplate {
         let rendered = template
             .render(context! {
                 messages => masked,
+                tools => tools,
                 add_generation_prompt => true,
                 bos_token => self.bos_token,
                 eos_token => self.eos_token,
@@ -109,6 +192,107 @@ impl ChatTemplate {
             .map_err(|e| TemplateError::Render(e.to_string()))?;
         Ok(split_at_sentinels(&rendered, messages))
     }
+}
+
+/// JSON as Python's `json.dumps(value, ensure_ascii=False)` writes it (`", "` and `": "`), the
+/// form Hugging Face templates' `tojson` produces and models were trained on. Hand-written:
+/// serde_json's formatters give either no spaces or newlines, and minijinja's own `tojson`
+/// escapes `<`, `>` and `&` for HTML.
+fn python_json(value: &Value, out: &mut String) {
+    match value {
+        Value::Array(items) => {
+            out.push('[');
+            for (i, item) in items.iter().enumerate() {
+                if i > 0 {
+                    out.push_str(", ");
+                }
+                python_json(item, out);
+            }
+            out.push(']');
+        }
+        Value::Object(map) => {
+            out.push('{');
+            for (i, (key, item)) in map.iter().enumerate() {
+                if i > 0 {
+                    out.push_str(", ");
+                }
+                out.push_str(&Value::from(key.as_str()).to_string());
+                out.push_str(": ");
+                python_json(item, out);
+            }
+            out.push('}');
+        }
+        scalar => out.push_str(&scalar.to_string()),
+    }
+}
+
+/// The Hermes convention written into the messages, for templates that know no tools.
+fn hermes_messages(messages: &[ChatMessage], tools: Option<&[Value]>) -> Vec<ChatMessage> {
+    let mut out: Vec<ChatMessage> = Vec::with_capacity(messages.len() + 1);
+    if let Some(tools) = tools {
+        let signatures: Vec<String> = tools
+            .iter()
+            .map(|t| {
+                let mut s = String::new();
+                python_json(t, &mut s);
+                s
+            })
+            .collect();
+        let block = format!(
+            "# Tools\n\nYou may call one or more functions to assist with the user query.\n\n\
+             You are provided with function signatures within <tools></tools> XML tags:\n\
+             <tools>\n{}\n</tools>\n\n\
+             For each function call, return a json object with function name and arguments \
+             within <tool_call></tool_call> XML tags:\n<tool_call>\n\
+             {{\"name\": <function-name>, \"arguments\": <args-json-object>}}\n</tool_call>",
+            signatures.join("\n")
+        );
+        match messages.first() {
+            Some(first) if first.role == "system" => {
+                out.push(ChatMessage::new(
+                    "system",
+                    &format!("{}\n\n{block}", first.content),
+                ));
+            }
+            _ => out.push(ChatMessage::new("system", &block)),
+        }
+    }
+    let skip = usize::from(tools.is_some() && messages.first().is_some_and(|m| m.role == "system"));
+    for message in &messages[skip..] {
+        match message.role.as_str() {
+            "tool" => {
+                let block = format!("<tool_response>\n{}\n</tool_response>", message.content);
+                match out.last_mut() {
+                    // Consecutive results share one user turn.
+                    Some(last)
+                        if last.role == "user" && last.content.ends_with("</tool_response>") =>
+                    {
+                        last.content.push('\n');
+                        last.content.push_str(&block);
+                    }
+                    _ => out.push(ChatMessage::new("user", &block)),
+                }
+            }
+            _ if !message.tool_calls.is_empty() => {
+                let mut content = message.content.clone();
+                for call in &message.tool_calls {
+                    if !content.is_empty() {
+                        content.push('\n');
+                    }
+                    // Name first, as Hermes-trained models write it.
+                    let mut arguments = String::new();
+                    python_json(&call.arguments, &mut arguments);
+                    let name = Value::from(call.name.as_str());
+                    content.push_str(&format!(
+                        "<tool_call>\n{{\"name\": {name}, \"arguments\": {arguments}}}\n</tool_call>"
+                    ));
+                }
+                out.push(ChatMessage::new(&message.role, &content));
+            }
+            _ => out.push(ChatMessage::new(&message.role, &message.content)),
+        }
+    }
+    out
 }
 
 fn split_at_sentinels(rendered: &str, messages: &[ChatMessage]) -> Vec<Segment> {
@@ -167,6 +351,94 @@ mod tests {
             .render(&[ChatMessage::new("user", "a\u{F8F0}b")])
             .unwrap_err();
         assert!(matches!(err, TemplateError::ReservedCharacter { index: 0 }));
+    }
+
+    fn text_of(segments: &[Segment]) -> String {
+        segments
+            .iter()
+            .map(|s| match s {
+                Segment::Markup(t) | Segment::Text(t) => t.as_str(),
+            })
+            .collect()
+    }
+
+    fn weather_tool() -> Value {
+        json!({"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object"}}})
+    }
+
+    fn conversation() -> Vec<ChatMessage> {
+        let mut call = ChatMessage::new("assistant", "");
+        call.tool_calls.push(ToolCall {
+            name: "get_weather".into(),
+            arguments: json!({"city": "Paris"}),
+        });
+        let mut result = ChatMessage::new("tool", "sunny");
+        result.name = Some("get_weather".into());
+        vec![
+            ChatMessage::new("system", "Be brief."),
+            ChatMessage::new("user", "Weather in Paris?"),
+            call,
+            result,
+        ]
+    }
+
+    #[test]
+    fn a_template_without_tools_gets_the_hermes_convention_written_into_the_messages() {
+        let template = ChatTemplate::new(None, "", "").unwrap();
+        let tools = [weather_tool()];
+        let options = RenderOptions {
+            tools: Some(&tools),
+        };
+        let text = text_of(&template.render_with(&conversation(), &options).unwrap());
+        assert!(
+            text.starts_with("<|im_start|>system\nBe brief.\n\n# Tools"),
+            "{text}"
+        );
+        assert!(text.contains("\"name\": \"get_weather\""), "{text}");
+        assert!(text.contains(
+            "<|im_start|>assistant\n<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}\n</tool_call><|im_end|>"
+        ), "{text}");
+        assert!(
+            text.contains("<|im_start|>user\n<tool_response>\nsunny\n</tool_response><|im_end|>"),
+            "{text}"
+        );
+        // The tool call is message text, never markup.
+        let segments = template.render_with(&conversation(), &options).unwrap();
+        assert!(
+            segments
+                .iter()
+                .any(|s| matches!(s, Segment::Text(t) if t.starts_with("<tool_call>")))
+        );
+    }
+
+    #[test]
+    fn a_template_that_knows_tools_renders_them_itself_and_never_sees_call_ids() {
+        let source = "{% for t in tools %}[tool {{ t.function.name }}]{% endfor %}{% for m in messages %}<{{ m.role }}>{{ m.content }}{% for c in m.tool_calls %}(call {{ c.function.name }} {{ c.function.arguments | tojson }}){% endfor %}{% if m.name %}(from {{ m.name }}){% endif %}{% endfor %}";
+        let template = ChatTemplate::new(Some(source), "", "").unwrap();
+        let tools = [weather_tool()];
+        let options = RenderOptions {
+            tools: Some(&tools),
+        };
+        let text = text_of(&template.render_with(&conversation(), &options).unwrap());
+        assert_eq!(
+            text,
+            "[tool get_weather]<system>Be brief.<user>Weather in Paris?<assistant>(call get_weather {\"city\": \"Paris\"})<tool>sunny(from get_weather)"
+        );
+    }
+
+    #[test]
+    fn the_earlier_turns_render_the_same_when_the_conversation_grows() {
+        let template = ChatTemplate::new(None, "", "").unwrap();
+        let tools = [weather_tool()];
+        let options = RenderOptions {
+            tools: Some(&tools),
+        };
+        let mut first = conversation();
+        first.truncate(2);
+        let turn1 = text_of(&template.render_with(&first, &options).unwrap());
+        let turn2 = text_of(&template.render_with(&conversation(), &options).unwrap());
+        let prefix = turn1.trim_end_matches("<|im_start|>assistant\n");
+        assert!(turn2.starts_with(prefix), "{turn1}\n---\n{turn2}");
     }
 
     #[test]

@@ -44,7 +44,8 @@ pub trait Backend {
     type Saved;
 
     fn handshake(&self) -> &Handshake;
-    fn new_sampler(&mut self, request: RequestId, sampling: &Sampling);
+    /// Fails only when the engine cannot build the sampler (a grammar it does not take).
+    fn new_sampler(&mut self, request: RequestId, sampling: &Sampling) -> Result<(), Refusal>;
     fn drop_sampler(&mut self, request: RequestId);
     /// Keeps positions `0..keep_tokens` of `seq`.
     fn trim(&mut self, seq: SeqId, keep_tokens: u32) -> Result<(), Refusal>;

@@ -208,7 +208,8 @@ impl Backend for FakeEngine {
         &self.handshake
     }
 
-    fn new_sampler(&mut self, request: RequestId, sampling: &Sampling) {
+    /// The simulated engine ignores grammars: its outputs are scripted or hashed bytes.
+    fn new_sampler(&mut self, request: RequestId, sampling: &Sampling) -> Result<(), Refusal> {
         self.samplers.insert(
             request,
             FakeSampler {
@@ -219,6 +220,7 @@ impl Backend for FakeEngine {
                 decided: false,
             },
         );
+        Ok(())
     }
 
     fn drop_sampler(&mut self, request: RequestId) {

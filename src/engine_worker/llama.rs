@@ -199,10 +199,11 @@ impl Backend for LlamaEngine<'_> {
         &self.handshake
     }
 
-    fn new_sampler(&mut self, request: RequestId, sampling: &Sampling) {
-        let n_vocab = self.model.n_vocab();
-        self.samplers
-            .insert(request, make_sampler(sampling, n_vocab));
+    fn new_sampler(&mut self, request: RequestId, sampling: &Sampling) -> Result<(), Refusal> {
+        let sampler = make_sampler(self.model, sampling)
+            .map_err(|e| (ErrorKind::Invalid, format!("sampler for {request}: {e}")))?;
+        self.samplers.insert(request, sampler);
+        Ok(())
     }
 
     fn drop_sampler(&mut self, request: RequestId) {
@@ -311,8 +312,18 @@ impl Backend for LlamaEngine<'_> {
     }
 }
 
-fn make_sampler(sampling: &Sampling, n_vocab: i32) -> LlamaSampler {
+/// The sampler chain: grammar (it masks what may not come next), penalties, then greedy or
+/// top-k / top-p / min-p / temperature / seeded draw.
+fn make_sampler(model: &LlamaModel, sampling: &Sampling) -> Result<LlamaSampler, String> {
+    let n_vocab = model.n_vocab();
     let mut chain = Vec::new();
+    if let Some(grammar) = &sampling.grammar {
+        let sampler = match &grammar.lazy_trigger {
+            None => LlamaSampler::grammar(model, &grammar.gbnf, "root"),
+            Some(word) => LlamaSampler::grammar_lazy(model, &grammar.gbnf, "root", [word], &[]),
+        };
+        chain.push(sampler.map_err(|e| format!("the grammar was refused: {e}"))?);
+    }
     if sampling.has_penalties() {
         chain.push(LlamaSampler::penalties(
             n_vocab,
@@ -338,9 +349,9 @@ fn make_sampler(sampling: &Sampling, n_vocab: i32) -> LlamaSampler {
         chain.push(LlamaSampler::dist(sampling.seed));
     }
     if chain.len() == 1 {
-        return chain.remove(0);
+        return Ok(chain.remove(0));
     }
-    LlamaSampler::chain_simple(chain)
+    Ok(LlamaSampler::chain_simple(chain))
 }
 
 /// About one second of prompt reading, a multiple of 64 within 64..=8192 and `n_batch`.

@@ -115,8 +115,11 @@ impl<B: Backend> Worker<B> {
         }
         let held = self.free_seq(seq)?;
         let kept = keep_tokens.min(held);
-        self.set_len(seq, kept)?;
-        self.backend.new_sampler(request, sampling);
+        self.backend.new_sampler(request, sampling)?;
+        if let Err(e) = self.set_len(seq, kept) {
+            self.backend.drop_sampler(request);
+            return Err(e);
+        }
         self.requests.insert(
             request,
             OpenRequest {

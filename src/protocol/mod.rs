@@ -109,6 +109,19 @@ pub struct Sampling {
     pub presence_penalty: f32,
     /// Recent tokens the penalties look at.
     pub penalty_last_n: i32,
+    /// A grammar the output must follow (the simulated engine ignores it).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub grammar: Option<Grammar>,
+}
+
+/// A llama.cpp GBNF grammar with its start rule `root`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Grammar {
+    pub gbnf: String,
+    /// Lazy: free text until this word appears, the grammar from there on (its root starts
+    /// with the word). `None` constrains from the first token.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lazy_trigger: Option<String>,
 }
 
 impl Default for Sampling {
@@ -123,6 +136,7 @@ impl Default for Sampling {
             frequency_penalty: 0.0,
             presence_penalty: 0.0,
             penalty_last_n: 64,
+            grammar: None,
         }
     }
 }

@@ -310,10 +310,7 @@ async fn the_events_stream_sends_the_snapshot_then_one_event_per_change_at_most_
 /// sample as `name{label="value",...}` → value (labels sorted).
 fn parse_metrics(text: &str) -> HashMap<String, f64> {
     use std::io::Write;
-    let python = std::env::var("STRATA_TEST_PYTHON").expect(
-        "STRATA_TEST_PYTHON must name a Python with the `prometheus-client` package: \
-         ./scripts/test.sh makes one in .venv",
-    );
+    let python = crate::support::test_python();
     let script = r#"
 import json, sys
 from prometheus_client.openmetrics.parser import text_string_to_metric_families

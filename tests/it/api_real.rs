@@ -240,3 +240,83 @@ async fn killing_the_worker_mid_stream_gives_an_error_event_and_the_next_request
     assert_eq!(next.status(), 200);
     assert!(server.service.snapshot().engine.restarts >= 1);
 }
+
+#[tokio::test]
+async fn a_json_schema_response_format_yields_json_that_follows_the_schema() {
+    let _serial = real_model();
+    let server = server(Setup {
+        real: real(2048),
+        ..Setup::default()
+    })
+    .await;
+    let schema = json!({
+        "type": "object",
+        "properties": {
+            "name": {"type": "string", "maxLength": 16},
+            "age": {"type": "integer", "minimum": 0, "maximum": 120},
+            "likes_tea": {"type": "boolean"},
+            "pet": {"enum": ["cat", "dog", "none"]},
+        },
+        "required": ["name", "age", "likes_tea", "pet"],
+        "additionalProperties": false,
+    });
+    let mut body = chat("Describe a lighthouse keeper as JSON.", 120);
+    body["response_format"] =
+        json!({"type": "json_schema", "json_schema": {"name": "keeper", "schema": schema}});
+    let answer: Value = server
+        .post(&body)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let choice = &answer["choices"][0];
+    assert_eq!(choice["finish_reason"], "stop", "{answer}");
+    let text = choice["message"]["content"].as_str().unwrap();
+    let v: Value = serde_json::from_str(text).unwrap_or_else(|e| panic!("{e}: {text}"));
+    let object = v.as_object().unwrap();
+    let mut keys: Vec<&str> = object.keys().map(String::as_str).collect();
+    keys.sort_unstable();
+    assert_eq!(keys, ["age", "likes_tea", "name", "pet"], "{text}");
+    assert!(
+        v["name"].as_str().is_some_and(|n| n.chars().count() <= 16),
+        "{text}"
+    );
+    assert!(v["age"].as_u64().is_some_and(|a| a <= 120), "{text}");
+    assert!(v["likes_tea"].is_boolean(), "{text}");
+    assert!(
+        ["cat", "dog", "none"].contains(&v["pet"].as_str().unwrap()),
+        "{text}"
+    );
+}
+
+#[tokio::test]
+async fn a_required_tool_call_on_the_real_model_is_a_valid_call_to_an_offered_tool() {
+    let _serial = real_model();
+    let server = server(Setup {
+        real: real(4096),
+        ..Setup::default()
+    })
+    .await;
+    let mut body = chat("What is the weather in Paris?", 120);
+    body["tools"] = json!([{"type": "function", "function": {
+        "name": "get_weather",
+        "parameters": {"type": "object", "properties": {"city": {"type": "string", "maxLength": 20}}, "required": ["city"]},
+    }}]);
+    body["tool_choice"] = json!("required");
+    let answer: Value = server
+        .post(&body)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let choice = &answer["choices"][0];
+    assert_eq!(choice["finish_reason"], "tool_calls", "{answer}");
+    let call = &choice["message"]["tool_calls"][0]["function"];
+    assert_eq!(call["name"], "get_weather");
+    let args: Value = serde_json::from_str(call["arguments"].as_str().unwrap()).unwrap();
+    assert!(args["city"].is_string(), "{args}");
+}

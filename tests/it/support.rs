@@ -205,3 +205,12 @@ pub fn seeded(seed: u32) -> Sampling {
         ..Sampling::default()
     }
 }
+
+/// The Python with the official client packages (`tests/python/requirements.txt`) that
+/// `./scripts/test.sh` makes in `.venv` and names in `STRATA_TEST_PYTHON`.
+pub fn test_python() -> String {
+    std::env::var("STRATA_TEST_PYTHON").expect(
+        "STRATA_TEST_PYTHON must name a Python with the packages of tests/python/requirements.txt: \
+         ./scripts/test.sh makes one in .venv",
+    )
+}

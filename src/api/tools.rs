@@ -1,0 +1,399 @@
+//! `tools`, `tool_choice` and `response_format` of a Chat Completions request, validated into
+//! an [`OutputSpec`]: what the prompt offers, whether the output is parsed for calls, and the
+//! grammar that constrains sampling. Every error names its field.
+
+use super::ApiError;
+use crate::grammar::{self, ToolSpec};
+use crate::protocol::Grammar;
+use crate::tokenizer::Tokenizer;
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+#[derive(Debug, Deserialize)]
+pub struct ToolDto {
+    #[serde(rename = "type")]
+    pub kind: String,
+    pub function: Option<FunctionDto>,
+}
+
+#[derive(Debug, Deserialize)]
+pub struct FunctionDto {
+    pub name: String,
+    #[serde(default)]
+    pub description: Option<String>,
+    #[serde(default)]
+    pub parameters: Option<Value>,
+    #[serde(default)]
+    pub strict: Option<bool>,
+}
+
+#[derive(Debug, Deserialize)]
+pub struct ResponseFormatDto {
+    #[serde(rename = "type")]
+    pub kind: String,
+    #[serde(default)]
+    pub json_schema: Option<JsonSchemaDto>,
+}
+
+/// `name` and `strict` are accepted and ignored: the grammar enforces the schema strictly.
+#[derive(Debug, Deserialize)]
+pub struct JsonSchemaDto {
+    #[serde(default)]
+    pub schema: Option<Value>,
+}
+
+/// What the request's tools and formats mean for the prompt, the sampler and the parser.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct OutputSpec {
+    /// Tools offered in the prompt, OpenAI-shaped (empty: none).
+    pub tools: Vec<Value>,
+    /// Parse the output for tool calls.
+    pub parse_calls: bool,
+    pub grammar: Option<Grammar>,
+}
+
+/// How the model may use the tools.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Choice {
+    None,
+    Auto,
+    Required,
+    Named(String),
+}
+
+fn bad(message: String, param: &str) -> ApiError {
+    ApiError::bad(message, Some(param))
+}
+
+fn valid_name(name: &str) -> bool {
+    (1..=64).contains(&name.len())
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
+}
+
+fn choice(raw: Option<&Value>, has_tools: bool) -> Result<Choice, ApiError> {
+    let choice = match raw {
+        None => {
+            return Ok(if has_tools {
+                Choice::Auto
+            } else {
+                Choice::None
+            });
+        }
+        Some(Value::String(s)) => match s.as_str() {
+            "none" => Choice::None,
+            "auto" => Choice::Auto,
+            "required" => Choice::Required,
+            other => {
+                return Err(bad(
+                    format!(
+                        "`tool_choice` must be none, auto, required or {{\"type\": \"function\", \"function\": {{\"name\": ...}}}}, got {other:?}"
+                    ),
+                    "tool_choice",
+                ));
+            }
+        },
+        Some(v) => match v.pointer("/function/name").and_then(Value::as_str) {
+            Some(name) if v.get("type").and_then(Value::as_str) == Some("function") => {
+                Choice::Named(name.to_owned())
+            }
+            _ => {
+                return Err(bad(
+                    format!(
+                        "`tool_choice` must name a function as {{\"type\": \"function\", \"function\": {{\"name\": ...}}}}, got {v}"
+                    ),
+                    "tool_choice",
+                ));
+            }
+        },
+    };
+    if !has_tools && matches!(choice, Choice::Required | Choice::Named(_)) {
+        return Err(bad(
+            "`tool_choice` asks for a tool call, but no `tools` were given".into(),
+            "tool_choice",
+        ));
+    }
+    Ok(choice)
+}
+
+/// Validates the tools, the choice and the format; builds the grammar and checks that the
+/// engine's vocabulary takes it.
+pub fn output_spec(
+    tools: Option<Vec<ToolDto>>,
+    tool_choice: Option<&Value>,
+    response_format: Option<ResponseFormatDto>,
+    tokenizer: &Tokenizer,
+) -> Result<OutputSpec, ApiError> {
+    let tools = tools.unwrap_or_default();
+    let mut specs: Vec<ToolSpec> = Vec::with_capacity(tools.len());
+    let mut offered = Vec::with_capacity(tools.len());
+    for (i, tool) in tools.into_iter().enumerate() {
+        if tool.kind != "function" {
+            return Err(bad(
+                format!(
+                    "`tools[{i}].type` must be \"function\", got {:?}",
+                    tool.kind
+                ),
+                &format!("tools[{i}].type"),
+            ));
+        }
+        let Some(f) = tool.function else {
+            return Err(bad(
+                format!("`tools[{i}].function` is missing"),
+                &format!("tools[{i}].function"),
+            ));
+        };
+        if !valid_name(&f.name) {
+            return Err(bad(
+                format!(
+                    "`tools[{i}].function.name` must be 1 to 64 letters, digits, _ or -, got {:?}",
+                    f.name
+                ),
+                &format!("tools[{i}].function.name"),
+            ));
+        }
+        if specs.iter().any(|s| s.name == f.name) {
+            return Err(bad(
+                format!("`tools[{i}].function.name` {:?} is given twice", f.name),
+                &format!("tools[{i}].function.name"),
+            ));
+        }
+        let param = format!("tools[{i}].function.parameters");
+        let parameters = match f.parameters {
+            None => json!({"type": "object", "properties": {}}),
+            Some(p @ Value::Object(_)) => p,
+            Some(other) => {
+                return Err(bad(
+                    format!("`{param}` must be a JSON schema object, got {other}"),
+                    &param,
+                ));
+            }
+        };
+        grammar::for_json_schema(&parameters)
+            .map_err(|e| bad(format!("`{param}`: {e}"), &param))?;
+        let mut function = json!({"name": f.name, "parameters": parameters});
+        if let Some(d) = f.description {
+            function["description"] = json!(d);
+        }
+        if let Some(strict) = f.strict {
+            function["strict"] = json!(strict);
+        }
+        offered.push(json!({"type": "function", "function": function}));
+        specs.push(ToolSpec {
+            name: f.name,
+            parameters,
+        });
+    }
+    let choice = choice(tool_choice, !specs.is_empty())?;
+    let format_grammar = match response_format {
+        None => None,
+        Some(f) => match f.kind.as_str() {
+            "text" => None,
+            "json_object" => Some(
+                grammar::for_json_schema(&json!({"type": "object"}))
+                    .map_err(|e| bad(e.to_string(), "response_format"))?,
+            ),
+            "json_schema" => {
+                let param = "response_format.json_schema.schema";
+                let schema = f
+                    .json_schema
+                    .and_then(|j| j.schema)
+                    .ok_or_else(|| bad(format!("`{param}` is missing"), param))?;
+                if !schema.is_object() {
+                    return Err(bad(
+                        format!("`{param}` must be a JSON schema object"),
+                        param,
+                    ));
+                }
+                Some(
+                    grammar::for_json_schema(&schema)
+                        .map_err(|e| bad(format!("`{param}`: {e}"), param))?,
+                )
+            }
+            other => {
+                return Err(bad(
+                    format!(
+                        "`response_format.type` must be text, json_object or json_schema, got {other:?}"
+                    ),
+                    "response_format.type",
+                ));
+            }
+        },
+    };
+    let call_grammar = |only: &[ToolSpec], lazy: bool| {
+        grammar::for_tool_calls(only, lazy).map_err(|e| bad(e.to_string(), "tools"))
+    };
+    let (grammar, param) = match (&choice, format_grammar) {
+        (Choice::Required | Choice::Named(_), Some(_)) => {
+            return Err(bad(
+                "`response_format` and a required tool call cannot both constrain the output"
+                    .into(),
+                "response_format",
+            ));
+        }
+        (_, Some(g)) => (Some(g), "response_format"),
+        (Choice::None, None) => (None, "tools"),
+        (Choice::Auto, None) => (Some(call_grammar(&specs, true)?), "tools"),
+        (Choice::Required, None) => (Some(call_grammar(&specs, false)?), "tools"),
+        (Choice::Named(name), None) => {
+            let Some(spec) = specs.iter().find(|s| &s.name == name) else {
+                return Err(bad(
+                    format!("`tool_choice.function.name` {name:?} is not one of the `tools`"),
+                    "tool_choice.function.name",
+                ));
+            };
+            (
+                Some(call_grammar(std::slice::from_ref(spec), false)?),
+                "tools",
+            )
+        }
+    };
+    if let Some(g) = &grammar {
+        tokenizer.check_grammar(&g.gbnf).map_err(|e| {
+            bad(
+                format!("the engine refuses the grammar of `{param}`: {e}"),
+                param,
+            )
+        })?;
+    }
+    let parse_calls = choice != Choice::None;
+    Ok(OutputSpec {
+        tools: if parse_calls { offered } else { Vec::new() },
+        parse_calls,
+        grammar,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn tool(name: &str, parameters: Value) -> ToolDto {
+        ToolDto {
+            kind: "function".into(),
+            function: Some(FunctionDto {
+                name: name.into(),
+                description: None,
+                parameters: Some(parameters),
+                strict: None,
+            }),
+        }
+    }
+
+    fn spec(
+        tools: Vec<ToolDto>,
+        choice: Option<Value>,
+        format: Option<ResponseFormatDto>,
+    ) -> Result<OutputSpec, ApiError> {
+        output_spec(
+            Some(tools),
+            choice.as_ref(),
+            format,
+            &Tokenizer::simulated(),
+        )
+    }
+
+    fn param_of(e: ApiError) -> String {
+        match e {
+            ApiError::BadRequest { param, .. } => param.unwrap_or_default(),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn auto_parses_calls_under_a_lazy_grammar_and_none_offers_nothing() {
+        let auto = spec(vec![tool("f", json!({"type": "object"}))], None, None).unwrap();
+        assert!(auto.parse_calls && auto.tools.len() == 1);
+        assert!(auto.grammar.unwrap().lazy_trigger.is_some());
+        let none = spec(
+            vec![tool("f", json!({"type": "object"}))],
+            Some(json!("none")),
+            None,
+        )
+        .unwrap();
+        assert_eq!(none, OutputSpec::default());
+    }
+
+    #[test]
+    fn required_and_named_choices_constrain_from_the_first_token() {
+        let tools = || vec![tool("f", json!({"type": "object"})), tool("g", json!({}))];
+        let required = spec(tools(), Some(json!("required")), None).unwrap();
+        assert!(required.grammar.unwrap().lazy_trigger.is_none());
+        let named = spec(
+            tools(),
+            Some(json!({"type": "function", "function": {"name": "g"}})),
+            None,
+        )
+        .unwrap();
+        assert!(named.grammar.is_some());
+        let unknown = spec(
+            tools(),
+            Some(json!({"type": "function", "function": {"name": "h"}})),
+            None,
+        );
+        assert_eq!(param_of(unknown.unwrap_err()), "tool_choice.function.name");
+    }
+
+    #[test]
+    fn broken_tools_and_formats_name_their_field() {
+        type Case = (
+            Vec<ToolDto>,
+            Option<Value>,
+            Option<ResponseFormatDto>,
+            &'static str,
+        );
+        let cases: Vec<Case> = vec![
+            (
+                vec![tool("no spaces", json!({}))],
+                None,
+                None,
+                "tools[0].function.name",
+            ),
+            (
+                vec![tool("f", json!("object"))],
+                None,
+                None,
+                "tools[0].function.parameters",
+            ),
+            (
+                vec![tool(
+                    "f",
+                    json!({"type": "object", "properties": {"a": {"$ref": "#/x"}}}),
+                )],
+                None,
+                None,
+                "tools[0].function.parameters",
+            ),
+            (
+                vec![tool("f", json!({})), tool("f", json!({}))],
+                None,
+                None,
+                "tools[1].function.name",
+            ),
+            (vec![], Some(json!("required")), None, "tool_choice"),
+            (vec![], Some(json!("sometimes")), None, "tool_choice"),
+            (
+                vec![],
+                None,
+                Some(ResponseFormatDto {
+                    kind: "json_schema".into(),
+                    json_schema: None,
+                }),
+                "response_format.json_schema.schema",
+            ),
+            (
+                vec![],
+                None,
+                Some(ResponseFormatDto {
+                    kind: "yaml".into(),
+                    json_schema: None,
+                }),
+                "response_format.type",
+            ),
+        ];
+        for (tools, choice, format, param) in cases {
+            assert_eq!(param_of(spec(tools, choice, format).unwrap_err()), param);
+        }
+    }
+}

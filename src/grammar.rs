@@ -1,0 +1,123 @@
+//! Grammars that constrain sampling, as llama.cpp GBNF: a JSON schema's (`response_format`)
+//! and the tool-call grammar (`<tool_call>{"name": ..., "arguments": ...}</tool_call>` for the
+//! offered tools). JSON schemas become GBNF with llama.cpp's own `json_schema_to_grammar`, the
+//! converter its server uses. [uses llama-cpp-2's `common` functions only, no model]
+
+use crate::protocol::Grammar;
+use serde_json::{Value, json};
+
+/// What opens a Hermes tool call (the lazy grammar's trigger).
+pub const TOOL_CALL_TRIGGER: &str = "<tool_call>";
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("the JSON schema cannot be turned into a grammar: {0}")]
+pub struct GrammarError(pub String);
+
+/// The grammar of JSON text that follows `schema`.
+pub fn for_json_schema(schema: &Value) -> Result<Grammar, GrammarError> {
+    Ok(Grammar {
+        gbnf: schema_gbnf(schema)?,
+        lazy_trigger: None,
+    })
+}
+
+/// One tool as the grammar sees it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ToolSpec {
+    pub name: String,
+    /// The arguments' JSON schema (an object schema).
+    pub parameters: Value,
+}
+
+/// A Hermes tool call to one of `tools`: `<tool_call>` + `{"name": N, "arguments": A}` +
+/// `</tool_call>`, where A follows N's parameters. `lazy`: free text until `<tool_call>`
+/// appears (for `tool_choice: auto`); else the output must be a call (`required`, a named
+/// function).
+pub fn for_tool_calls(tools: &[ToolSpec], lazy: bool) -> Result<Grammar, GrammarError> {
+    let calls: Vec<Value> = tools
+        .iter()
+        .map(|t| {
+            json!({
+                "type": "object",
+                "properties": {"name": {"const": t.name}, "arguments": t.parameters},
+                "required": ["name", "arguments"],
+                "additionalProperties": false,
+            })
+        })
+        .collect();
+    let schema = match calls.len() {
+        1 => calls.into_iter().next().unwrap_or_default(),
+        _ => json!({"oneOf": calls}),
+    };
+    let call = schema_gbnf(&schema)?;
+    // The schema's start rule becomes `tool-call`; the new root wraps it in the tags.
+    let mut renamed = String::with_capacity(call.len() + 64);
+    for line in call.lines() {
+        match line.strip_prefix("root ::=") {
+            Some(rest) => renamed.push_str(&format!("tool-call ::={rest}")),
+            None => renamed.push_str(line),
+        }
+        renamed.push('\n');
+    }
+    renamed.push_str(&format!(
+        "root ::= \"{TOOL_CALL_TRIGGER}\" \"\\n\"? tool-call \"\\n\"? \"</tool_call>\"\n"
+    ));
+    Ok(Grammar {
+        gbnf: renamed,
+        lazy_trigger: lazy.then(|| TOOL_CALL_TRIGGER.to_owned()),
+    })
+}
+
+fn schema_gbnf(schema: &Value) -> Result<String, GrammarError> {
+    llama_cpp_2::json_schema_to_grammar(&schema.to_string())
+        .map_err(|e| GrammarError(e.to_string()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_schema_becomes_a_grammar_with_a_root_rule() {
+        let g =
+            for_json_schema(&json!({"type": "object", "properties": {"a": {"type": "integer"}}}))
+                .unwrap();
+        assert!(
+            g.gbnf.lines().any(|l| l.starts_with("root ::=")),
+            "{}",
+            g.gbnf
+        );
+        assert!(g.lazy_trigger.is_none());
+    }
+
+    #[test]
+    fn the_tool_call_grammar_wraps_the_calls_in_their_tags() {
+        let tools = [
+            ToolSpec {
+                name: "a".into(),
+                parameters: json!({"type": "object", "properties": {"x": {"type": "string"}}}),
+            },
+            ToolSpec {
+                name: "b".into(),
+                parameters: json!({"type": "object"}),
+            },
+        ];
+        let g = for_tool_calls(&tools, true).unwrap();
+        let roots: Vec<&str> = g
+            .gbnf
+            .lines()
+            .filter(|l| l.starts_with("root ::="))
+            .collect();
+        assert_eq!(roots.len(), 1, "{}", g.gbnf);
+        assert!(roots[0].contains("\"<tool_call>\""));
+        assert!(g.gbnf.lines().any(|l| l.starts_with("tool-call ::=")));
+        assert_eq!(g.lazy_trigger.as_deref(), Some("<tool_call>"));
+    }
+
+    #[test]
+    fn a_schema_llama_cpp_cannot_convert_is_an_error() {
+        let err =
+            for_json_schema(&json!({"type": "object", "properties": {"a": {"$ref": "#/nowhere"}}}));
+        assert!(err.is_err(), "{err:?}");
+    }
+}
