@@ -18,6 +18,7 @@ pub fn for_json_schema(schema: &Value) -> Result<Grammar, GrammarError> {
     Ok(Grammar {
         gbnf: schema_gbnf(schema)?,
         lazy_trigger: None,
+        lazy_pattern: None,
     })
 }
 
@@ -59,12 +60,15 @@ pub fn for_tool_calls(tools: &[ToolSpec], lazy: bool) -> Result<Grammar, Grammar
         }
         renamed.push('\n');
     }
+    // One call or several (parallel calls), each in its tags.
     renamed.push_str(&format!(
-        "root ::= \"{TOOL_CALL_TRIGGER}\" \"\\n\"? tool-call \"\\n\"? \"</tool_call>\"\n"
+        "tool-call-block ::= \"{TOOL_CALL_TRIGGER}\" \"\\n\"? tool-call \"\\n\"? \"</tool_call>\"\n\
+         root ::= tool-call-block (\"\\n\"? tool-call-block)*\n"
     ));
     Ok(Grammar {
         gbnf: renamed,
         lazy_trigger: lazy.then(|| TOOL_CALL_TRIGGER.to_owned()),
+        lazy_pattern: None,
     })
 }
 
@@ -109,9 +113,38 @@ mod tests {
             .filter(|l| l.starts_with("root ::="))
             .collect();
         assert_eq!(roots.len(), 1, "{}", g.gbnf);
-        assert!(roots[0].contains("\"<tool_call>\""));
+        assert!(
+            g.gbnf.contains("tool-call-block ::= \"<tool_call>\""),
+            "{}",
+            g.gbnf
+        );
+        // The name comes before the arguments, as models write calls.
+        let name = g.gbnf.find("name").unwrap();
+        let arguments = g.gbnf.find("arguments").unwrap();
+        assert!(name < arguments, "{}", g.gbnf);
         assert!(g.gbnf.lines().any(|l| l.starts_with("tool-call ::=")));
         assert_eq!(g.lazy_trigger.as_deref(), Some("<tool_call>"));
+    }
+
+    #[test]
+    fn after_an_open_reasoning_block_the_grammar_waits_for_its_end() {
+        let tools = [ToolSpec {
+            name: "a".into(),
+            parameters: json!({"type": "object"}),
+        }];
+        let mut lazy = for_tool_calls(&tools, true).unwrap();
+        lazy.after_reasoning();
+        assert_eq!(lazy.lazy_trigger, None);
+        assert_eq!(
+            lazy.lazy_pattern.as_deref(),
+            Some("[\\s\\S]*?</think>[\\s\\S]*?(<tool_call>[\\s\\S]*)")
+        );
+        let mut strict = for_json_schema(&json!({"type": "object"})).unwrap();
+        strict.after_reasoning();
+        assert_eq!(
+            strict.lazy_pattern.as_deref(),
+            Some("[\\s\\S]*?</think>\\s*([\\s\\S]*)")
+        );
     }
 
     #[test]

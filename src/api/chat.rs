@@ -1,12 +1,13 @@
 //! `POST /v1/chat/completions`: the DTO, its validation into a [`Submission`], and the
 //! streaming and non-streaming answers.
 
+use super::generation::{self, Generation, KEEP_ALIVE, rand_seed, strip_reasoning};
 use super::tools::{self, ResponseFormatDto, ToolDto};
 use super::{ApiError, ApiState};
-use crate::chat::{ChatMessage, Ending, OutputParser, ParserOptions, Piece, ToolCall};
+use crate::chat::{ChatMessage, Ending, OutputParser, Piece, ToolCall};
 use crate::protocol::Sampling;
-use crate::scheduler::{FinishReason, resolve_priority};
-use crate::service::{RequestStream, StreamEvent, Submission, Usage};
+use crate::scheduler::FinishReason;
+use crate::service::{RequestStream, StreamEvent, Usage};
 use axum::Json;
 use axum::body::Bytes;
 use axum::extract::State;
@@ -16,10 +17,6 @@ use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
 use serde_json::{Value, json};
 use std::convert::Infallible;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
-
-/// R13: a stream gets a keep-alive at least this often while it waits.
-const KEEP_ALIVE: Duration = Duration::from_secs(10);
 
 #[derive(Debug, Deserialize)]
 pub struct ChatCompletionDto {
@@ -233,6 +230,16 @@ impl TryFrom<ChatCompletionDto> for ChatRequest {
                             Some(&param),
                         ));
                     }
+                    if !tools::valid_name(&call.function.name) {
+                        let param = format!("messages[{i}].tool_calls[{j}].function.name");
+                        return Err(ApiError::bad(
+                            format!(
+                                "`{param}` must be 1 to 64 letters, digits, _ or -, got {:?}",
+                                call.function.name
+                            ),
+                            Some(&param),
+                        ));
+                    }
                     let param = format!("messages[{i}].tool_calls[{j}].function.arguments");
                     let arguments = match call.function.arguments {
                         Value::String(s) => serde_json::from_str::<Value>(&s).ok(),
@@ -316,20 +323,6 @@ impl TryFrom<ChatCompletionDto> for ChatRequest {
     }
 }
 
-/// A seed for requests that give none: different per request.
-fn rand_seed() -> u32 {
-    let nanos = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.subsec_nanos());
-    nanos ^ std::process::id().rotate_left(16)
-}
-
-fn unix_secs() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs())
-}
-
 pub async fn chat_completions(
     State(state): State<ApiState>,
     headers: HeaderMap,
@@ -343,52 +336,36 @@ pub async fn chat_completions(
         dto.tool_choice.take(),
         dto.response_format.take(),
     );
-    let mut request = ChatRequest::try_from(dto)?;
+    let request = ChatRequest::try_from(dto)?;
     let output = tools::output_spec(
         tools,
         tool_choice.as_ref(),
         format,
         state.prompts.tokenizer(),
+        state.prompts.tool_format(),
     )?;
-    request.sampling.grammar = output.grammar.clone();
-
-    let priority_raw = request
-        .priority
-        .or_else(|| header_priority(&headers))
-        .or_else(|| state.key_priority(&headers));
-    let prompts = state.prompts.clone();
-    let messages = request.messages;
-    let offered = output.tools.clone();
-    let prompt = tokio::task::spawn_blocking(move || prompts.tokenize(&messages, &offered))
-        .await
-        .map_err(|e| ApiError::Internal(e.to_string()))??;
-    let submission = Submission {
-        prompt: prompt.tokens,
+    let (stream, include_usage) = (request.stream, request.include_usage);
+    let generation = Generation {
+        messages: request.messages,
+        output,
         sampling: request.sampling,
         max_tokens: request.max_tokens,
         stop: request.stop,
         ignore_eos: request.ignore_eos,
-        priority: resolve_priority(priority_raw, &state.scheduler),
-        priority_given: priority_raw.is_some(),
+        priority: request.priority,
     };
-    let stream = state.service.submit(submission).await?;
-    let request_id = stream.id;
+    let started = generation::start(&state, &headers, generation, "call_").await?;
+    let request_id = started.id;
     let answer = Answer {
         id: format!("chatcmpl-{}", request_id.0),
         model,
-        created: unix_secs(),
-        parser: OutputParser::new(
-            ParserOptions {
-                tools: output.parse_calls,
-                starts_in_reasoning: prompt.starts_in_reasoning,
-            },
-            &request_id.0.to_string(),
-        ),
+        created: started.created,
+        parser: started.parser,
     };
-    let mut response = if request.stream {
-        stream_response(stream, answer, request.include_usage).into_response()
+    let mut response = if stream {
+        stream_response(started.stream, answer, include_usage).into_response()
     } else {
-        collect_response(stream, answer).await?
+        collect_response(started.stream, answer).await?
     };
     // The id that `DELETE /v1/requests/{id}` and `/v1/scheduler` use.
     response.headers_mut().insert(
@@ -396,23 +373,6 @@ pub async fn chat_completions(
         axum::http::HeaderValue::from(request_id.0),
     );
     Ok(response)
-}
-
-/// A previous answer's leading `<think>…</think>` block removed.
-fn strip_reasoning(content: &str) -> &str {
-    let trimmed = content.trim_start();
-    match trimmed.strip_prefix("<think>").and_then(|rest| {
-        rest.find("</think>")
-            .map(|at| &rest[at + "</think>".len()..])
-    }) {
-        Some(rest) => rest.trim_start(),
-        None => content,
-    }
-}
-
-fn header_priority(headers: &HeaderMap) -> Option<i64> {
-    let value = headers.get("x-priority")?.to_str().ok()?;
-    Some(value.trim().parse().unwrap_or(0))
 }
 
 /// `finish_reason`: `tool_calls` only when calls were made and every started one closed; a
@@ -500,7 +460,7 @@ async fn collect_response(
                     .collect();
                 let mut message = json!({
                     "role": "assistant",
-                    "content": if assembled.content.is_empty() && !calls.is_empty() {
+                    "content": if assembled.content.trim().is_empty() && !calls.is_empty() {
                         Value::Null
                     } else {
                         json!(assembled.content)

@@ -5,11 +5,16 @@
 //! caller, so tests bind 127.0.0.1:0.
 
 mod admin;
+mod anthropic;
 mod auth;
 mod chat;
 mod error;
+mod generation;
 mod observe;
 mod prompts;
+mod responses;
+#[cfg(test)]
+mod test_json;
 mod tools;
 
 pub use admin::admin_allowed;
@@ -92,6 +97,10 @@ pub fn router(state: ApiState) -> Router {
         ));
     let router = Router::new()
         .route("/v1/chat/completions", post(chat::chat_completions))
+        .route("/v1/responses", post(responses::responses))
+        .route("/v1/messages", post(anthropic::messages))
+        .route("/v1/messages/count_tokens", post(anthropic::count_tokens))
+        .route("/", get(root))
         .route("/v1/models", get(models))
         .route("/v1/scheduler", get(observe::scheduler))
         .route("/v1/scheduler/events", get(observe::scheduler_events))
@@ -146,6 +155,11 @@ async fn models(State(state): State<ApiState>) -> Json<serde_json::Value> {
     let mut data = vec![entry(&engine.model)];
     data.extend(state.app.model_aliases.keys().map(|alias| entry(alias)));
     Json(json!({"object": "list", "data": data}))
+}
+
+/// `GET /` and `HEAD /` (Claude Code probes it before its first request).
+async fn root() -> Json<serde_json::Value> {
+    Json(json!({"name": "strata-desk", "version": env!("CARGO_PKG_VERSION")}))
 }
 
 async fn health(State(state): State<ApiState>) -> Response {

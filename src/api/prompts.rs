@@ -1,7 +1,7 @@
 //! Messages → prompt tokens: the chat template and the host tokenizer together.
 
 use super::ApiError;
-use crate::chat::{ChatMessage, ChatTemplate, RenderOptions, Segment, TemplateError};
+use crate::chat::{ChatMessage, ChatTemplate, RenderOptions, Segment, TemplateError, ToolFormat};
 use crate::ids::TokenId;
 use crate::tokenizer::Tokenizer;
 use serde_json::Value;
@@ -57,6 +57,11 @@ impl Prompts {
             tokens: self.tokenizer.tokenize_segments(&segments),
             starts_in_reasoning,
         })
+    }
+
+    /// How the model writes tool calls (a grammar is built only for the Hermes form).
+    pub fn tool_format(&self) -> ToolFormat {
+        self.template.tool_format()
     }
 
     pub fn tokenizer(&self) -> &Tokenizer {

@@ -3,6 +3,7 @@
 //! grammar that constrains sampling. Every error names its field.
 
 use super::ApiError;
+use crate::chat::ToolFormat;
 use crate::grammar::{self, ToolSpec};
 use crate::protocol::Grammar;
 use crate::tokenizer::Tokenizer;
@@ -65,7 +66,9 @@ fn bad(message: String, param: &str) -> ApiError {
     ApiError::bad(message, Some(param))
 }
 
-fn valid_name(name: &str) -> bool {
+/// A function name: 1 to 64 letters, digits, `_` or `-` (OpenAI's rule; it also keeps names,
+/// which templates render as markup, free of special-token text).
+pub fn valid_name(name: &str) -> bool {
     (1..=64).contains(&name.len())
         && name
             .chars()
@@ -119,11 +122,14 @@ fn choice(raw: Option<&Value>, has_tools: bool) -> Result<Choice, ApiError> {
 
 /// Validates the tools, the choice and the format; builds the grammar and checks that the
 /// engine's vocabulary takes it.
+/// Calls are constrained by a grammar only when the model writes them in the Hermes form
+/// (the grammar's form); in another form they are parsed but not enforced.
 pub fn output_spec(
     tools: Option<Vec<ToolDto>>,
     tool_choice: Option<&Value>,
     response_format: Option<ResponseFormatDto>,
     tokenizer: &Tokenizer,
+    format: ToolFormat,
 ) -> Result<OutputSpec, ApiError> {
     let tools = tools.unwrap_or_default();
     let mut specs: Vec<ToolSpec> = Vec::with_capacity(tools.len());
@@ -234,6 +240,7 @@ pub fn output_spec(
         }
         (_, Some(g)) => (Some(g), "response_format"),
         (Choice::None, None) => (None, "tools"),
+        (_, None) if format != ToolFormat::Hermes => (None, "tools"),
         (Choice::Auto, None) => (Some(call_grammar(&specs, true)?), "tools"),
         (Choice::Required, None) => (Some(call_grammar(&specs, false)?), "tools"),
         (Choice::Named(name), None) => {
@@ -291,6 +298,7 @@ mod tests {
             choice.as_ref(),
             format,
             &Tokenizer::simulated(),
+            ToolFormat::Hermes,
         )
     }
 
@@ -313,6 +321,21 @@ mod tests {
         )
         .unwrap();
         assert_eq!(none, OutputSpec::default());
+    }
+
+    #[test]
+    fn calls_in_a_form_the_grammar_does_not_write_are_parsed_but_not_constrained() {
+        let tools = vec![tool("f", json!({"type": "object"}))];
+        let required = json!("required");
+        let xml = output_spec(
+            Some(tools),
+            Some(&required),
+            None,
+            &Tokenizer::simulated(),
+            ToolFormat::Xml,
+        )
+        .unwrap();
+        assert!(xml.parse_calls && xml.grammar.is_none());
     }
 
     #[test]

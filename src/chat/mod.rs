@@ -9,6 +9,8 @@ mod tools;
 mod utf8;
 
 pub use stop::{Released, StopMatcher};
-pub use template::{ChatMessage, ChatTemplate, RenderOptions, Segment, TemplateError, ToolCall};
+pub use template::{
+    ChatMessage, ChatTemplate, RenderOptions, Segment, TemplateError, ToolCall, ToolFormat,
+};
 pub use tools::{Ending, OutputParser, ParserOptions, Piece};
 pub use utf8::Utf8Stream;

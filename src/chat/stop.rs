@@ -8,6 +8,8 @@ pub struct StopMatcher {
     stops: Vec<String>,
     held: String,
     stopped: bool,
+    /// The stop string that matched.
+    matched: Option<String>,
 }
 
 /// What one push released.
@@ -24,7 +26,13 @@ impl StopMatcher {
             stops: stops.into_iter().filter(|s| !s.is_empty()).collect(),
             held: String::new(),
             stopped: false,
+            matched: None,
         }
+    }
+
+    /// The stop string that ended the text, once one did.
+    pub fn matched(&self) -> Option<&str> {
+        self.matched.as_deref()
     }
 
     pub fn push(&mut self, text: &str) -> Released {
@@ -35,13 +43,14 @@ impl StopMatcher {
             };
         }
         self.held.push_str(text);
-        if let Some(at) = self
+        if let Some((at, stop)) = self
             .stops
             .iter()
-            .filter_map(|s| self.held.find(s.as_str()))
+            .filter_map(|s| self.held.find(s.as_str()).map(|at| (at, s)))
             .min()
         {
             self.stopped = true;
+            self.matched = Some(stop.clone());
             let text = self.held[..at].to_owned();
             self.held.clear();
             return Released {

@@ -63,6 +63,18 @@ impl ChatMessage {
     }
 }
 
+/// How the loaded template asks the model to write tool calls.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ToolFormat {
+    /// `<tool_call>{"name": ..., "arguments": ...}</tool_call>` (Hermes, Qwen, and this
+    /// module's convention for templates that know no tools).
+    Hermes,
+    /// `<function=NAME><parameter=P>…</parameter></function>` (Qwen3-Coder and others).
+    Xml,
+    /// Something else (Llama 3's bare JSON, Mistral's `[TOOL_CALLS]`): not parsed.
+    Other,
+}
+
 /// What a template needs besides the messages.
 #[derive(Debug, Clone, Default)]
 pub struct RenderOptions<'a> {
@@ -96,6 +108,7 @@ pub struct ChatTemplate {
     eos_token: String,
     /// The template renders tools and tool calls itself.
     knows_tools: bool,
+    tool_format: ToolFormat,
 }
 
 impl ChatTemplate {
@@ -139,7 +152,21 @@ impl ChatTemplate {
             bos_token: bos_token.to_owned(),
             eos_token: eos_token.to_owned(),
             knows_tools: source.contains("tools"),
+            tool_format: if !source.contains("tools") {
+                ToolFormat::Hermes
+            } else if source.contains("<function=") {
+                ToolFormat::Xml
+            } else if source.contains("<tool_call>") {
+                ToolFormat::Hermes
+            } else {
+                ToolFormat::Other
+            },
         })
+    }
+
+    /// How this template asks for tool calls.
+    pub fn tool_format(&self) -> ToolFormat {
+        self.tool_format
     }
 
     /// Renders the messages (with the generation prompt) into segments.

@@ -94,6 +94,8 @@ struct Call {
     bare: bool,
     /// The call's index once started.
     index: Option<usize>,
+    /// Where the JSON arguments value starts in `raw`, fixed when the call started.
+    args_at: Option<usize>,
     /// Bytes of the JSON arguments text already streamed.
     args_sent: usize,
     /// XML form: parameters already streamed.
@@ -114,7 +116,7 @@ pub struct OutputParser {
 }
 
 impl OutputParser {
-    /// `id_prefix` makes call ids unique (`call_{id_prefix}_{index}`).
+    /// Call ids are `{id_prefix}{index}` (the prefix makes them unique).
     pub fn new(options: ParserOptions, id_prefix: &str) -> Self {
         Self {
             state: if options.starts_in_reasoning {
@@ -262,15 +264,18 @@ impl OutputParser {
         } else {
             CALL_CLOSE
         };
-        // Move what is surely inside the call into `raw`.
-        let closed_at = self.pending.find(close);
-        let take = match closed_at {
-            Some(at) => at,
-            None if ended => self.pending.len(),
-            None => self.pending.len() - held_back(&self.pending, &[close]),
-        };
-        call.raw.extend(self.pending.drain(..take));
+        // Everything so far joins `raw`; the close tag is looked for where it can close the
+        // call (not inside a JSON string, not inside an XML parameter), and what follows it,
+        // or a partial tag at the end, goes back to `pending`.
+        call.raw.push_str(&std::mem::take(&mut self.pending));
         let xml = call.raw.trim_start().starts_with(FUNCTION_OPEN);
+        let closed_at = find_close(&call.raw, close, xml);
+        let keep_from = match closed_at {
+            Some(at) => at,
+            None if ended => call.raw.len(),
+            None => call.raw.len() - held_back(&call.raw, &[close]),
+        };
+        self.pending = call.raw.split_off(keep_from);
         let next_index = &mut self.next_index;
         let id_prefix = &self.id_prefix;
         let mut start = |name: String, out: &mut Vec<Piece>| {
@@ -278,7 +283,7 @@ impl OutputParser {
             *next_index += 1;
             out.push(Piece::CallStart {
                 index,
-                id: format!("call_{id_prefix}_{index}"),
+                id: format!("{id_prefix}{index}"),
                 name,
             });
             index
@@ -332,10 +337,12 @@ impl OutputParser {
             }
             (None, Some(index)) => {
                 self.ending.calls_broken += 1;
-                out.push(Piece::CallInvalid {
-                    index,
-                    raw: call.raw,
-                });
+                let raw = if call.bare {
+                    call.raw
+                } else {
+                    format!("{CALL_OPEN}{}{CALL_CLOSE}", call.raw)
+                };
+                out.push(Piece::CallInvalid { index, raw });
             }
             (None, None) => {
                 let text = if call.bare {
@@ -358,6 +365,29 @@ fn push_reasoning(out: &mut Vec<Piece>, text: String) {
         Some(Piece::Reasoning(last)) => last.push_str(&text),
         _ => out.push(Piece::Reasoning(text)),
     }
+}
+
+/// Where `close` ends the call in `raw`: for the XML form, the first `close` at or after the
+/// first `</function>` (a parameter value may hold any text); for JSON, the first `close`
+/// outside a JSON string.
+fn find_close(raw: &str, close: &str, xml: bool) -> Option<usize> {
+    if xml {
+        let function_end = raw.find(FUNCTION_CLOSE)?;
+        return raw[function_end..].find(close).map(|at| function_end + at);
+    }
+    let bytes = raw.as_bytes();
+    let mut in_string = false;
+    let mut i = 0;
+    while i < bytes.len() {
+        match bytes[i] {
+            b'\\' if in_string => i += 1,
+            b'"' => in_string = !in_string,
+            b'<' if !in_string && raw[i..].starts_with(close) => return Some(i),
+            _ => {}
+        }
+        i += 1;
+    }
+    None
 }
 
 /// How many bytes at the end of `text` could be the start of one of `tags`.
@@ -398,11 +428,13 @@ fn stream_json(
     start: &mut impl FnMut(String, &mut Vec<Piece>) -> usize,
 ) {
     let scan = scan_json(&call.raw);
-    let (Some(name), Some(args_start)) = (scan.name, scan.args_start) else {
+    let (Some(name), Some(found_at)) = (scan.name, scan.args_start) else {
         return;
     };
-    if !call.raw[args_start..].starts_with('{') {
-        return; // a string-encoded object: sent whole at the end
+    // A later duplicate `arguments` key does not move what is being streamed.
+    let args_start = *call.args_at.get_or_insert(found_at);
+    if args_start != found_at || !call.raw[args_start..].starts_with('{') {
+        return; // a string-encoded object or a moved key: sent whole at the end
     }
     let index = match call.index {
         Some(index) => index,
@@ -456,7 +488,8 @@ fn scan_json(raw: &str) -> JsonScan {
                     scan.name = serde_json::from_str(&raw[i..end]).ok();
                 }
             }
-            Some("arguments" | "parameters") => {
+            // The first arguments key counts (a later duplicate never moves it).
+            Some("arguments" | "parameters") if scan.args_start.is_none() => {
                 scan.args_start = Some(i);
                 scan.args_end = value_end;
             }
@@ -534,22 +567,19 @@ fn value_end(bytes: &[u8], i: usize) -> Option<usize> {
 fn finish_json(raw: &str) -> Option<Finished> {
     let value: Value = serde_json::from_str(raw.trim()).ok()?;
     let name = value.get("name")?.as_str()?.to_owned();
-    let args = value.get("arguments").or_else(|| value.get("parameters"));
-    let arguments = match args {
-        None => "{}".to_owned(),
-        Some(Value::Object(_)) => {
-            // The text as the model wrote it (what was streamed), when it is the object.
-            let scan = scan_json(raw);
-            match (scan.args_start, scan.args_end) {
-                (Some(s), Some(e)) => raw[s..e].to_owned(),
-                _ => args?.to_string(),
+    // The first arguments value, as the model wrote it (what was streamed).
+    let scan = scan_json(raw);
+    let arguments = match (scan.args_start, scan.args_end) {
+        (None, _) => "{}".to_owned(),
+        (Some(s), Some(e)) => match serde_json::from_str::<Value>(raw.get(s..e)?).ok()? {
+            Value::Object(_) => raw[s..e].to_owned(),
+            Value::String(inner) => {
+                let inner: Value = serde_json::from_str(&inner).ok()?;
+                inner.is_object().then(|| inner.to_string())?
             }
-        }
-        Some(Value::String(s)) => {
-            let inner: Value = serde_json::from_str(s).ok()?;
-            inner.is_object().then(|| inner.to_string())?
-        }
-        Some(_) => return None,
+            _ => return None,
+        },
+        (Some(_), None) => return None,
     };
     Some(Finished { name, arguments })
 }

@@ -318,9 +318,18 @@ fn make_sampler(model: &LlamaModel, sampling: &Sampling) -> Result<LlamaSampler,
     let n_vocab = model.n_vocab();
     let mut chain = Vec::new();
     if let Some(grammar) = &sampling.grammar {
-        let sampler = match &grammar.lazy_trigger {
-            None => LlamaSampler::grammar(model, &grammar.gbnf, "root"),
-            Some(word) => LlamaSampler::grammar_lazy(model, &grammar.gbnf, "root", [word], &[]),
+        let sampler = match (&grammar.lazy_trigger, &grammar.lazy_pattern) {
+            (_, Some(pattern)) => LlamaSampler::grammar_lazy_patterns(
+                model,
+                &grammar.gbnf,
+                "root",
+                std::slice::from_ref(pattern),
+                &[],
+            ),
+            (Some(word), None) => {
+                LlamaSampler::grammar_lazy(model, &grammar.gbnf, "root", [word], &[])
+            }
+            (None, None) => LlamaSampler::grammar(model, &grammar.gbnf, "root"),
         };
         chain.push(sampler.map_err(|e| format!("the grammar was refused: {e}"))?);
     }

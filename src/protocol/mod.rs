@@ -122,6 +122,33 @@ pub struct Grammar {
     /// with the word). `None` constrains from the first token.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub lazy_trigger: Option<String>,
+    /// Lazy by a regular expression over all the output so far: the grammar takes the text
+    /// from its first group on. Set instead of `lazy_trigger` when the output starts inside
+    /// a reasoning block the grammar must not see.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lazy_pattern: Option<String>,
+}
+
+impl Grammar {
+    /// The output starts inside `<think>` (the prompt opened it): the grammar applies only
+    /// after `</think>`, from its trigger word on if it has one.
+    pub fn after_reasoning(&mut self) {
+        let from = match self.lazy_trigger.take() {
+            // Any text may come between the reasoning and the trigger.
+            Some(word) => format!("[\\s\\S]*?({}[\\s\\S]*)", regex_escape(&word)),
+            None => "\\s*([\\s\\S]*)".to_owned(),
+        };
+        self.lazy_pattern = Some(format!("[\\s\\S]*?</think>{from}"));
+    }
+}
+
+fn regex_escape(text: &str) -> String {
+    text.chars()
+        .flat_map(|c| {
+            let special = "\\.+*?()|[]{}^$".contains(c);
+            special.then_some('\\').into_iter().chain([c])
+        })
+        .collect()
 }
 
 impl Default for Sampling {

@@ -518,9 +518,12 @@ impl Actor {
                         completion_tokens: output_tokens,
                         cached_tokens: stats.prompt_tokens_held,
                     };
-                    let _ = live
-                        .events
-                        .send(StreamEvent::Done(Finished { reason, usage }));
+                    let stop_sequence = live.matched_stop();
+                    let _ = live.events.send(StreamEvent::Done(Finished {
+                        reason,
+                        usage,
+                        stop_sequence,
+                    }));
                 }
             }
             Action::Fail {

@@ -35,6 +35,8 @@ pub struct Usage {
 pub struct Finished {
     pub reason: FinishReason,
     pub usage: Usage,
+    /// The stop string that ended the output, if one did.
+    pub stop_sequence: Option<String>,
 }
 
 /// What a client receives, in order: text pieces, then exactly one `Done` or `Failed`.

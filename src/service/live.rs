@@ -77,6 +77,11 @@ impl Live {
         }
     }
 
+    /// The stop string that ended the output, if one did.
+    pub fn matched_stop(&self) -> Option<String> {
+        self.stop.matched().map(str::to_owned)
+    }
+
     /// The end: what the decoder and matcher still hold is text (unless a stop matched).
     pub fn flush(&mut self) {
         if self.stopped {

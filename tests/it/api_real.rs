@@ -320,3 +320,73 @@ async fn a_required_tool_call_on_the_real_model_is_a_valid_call_to_an_offered_to
     let args: Value = serde_json::from_str(call["arguments"].as_str().unwrap()).unwrap();
     assert!(args["city"].is_string(), "{args}");
 }
+
+#[tokio::test]
+async fn the_official_clients_use_responses_and_messages_on_the_headless_server() {
+    let _serial = real_model();
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let model = model_path();
+    let mut headless = tokio::process::Command::new(crate::support::worker_exe())
+        .args(["--headless", "--threads", "1", "--ctx", "2048", "--port"])
+        .arg(port.to_string())
+        .arg("--model")
+        .arg(&model)
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let base = format!("http://127.0.0.1:{port}");
+    let started = Instant::now();
+    loop {
+        let ready = reqwest::get(format!("{base}/health"))
+            .await
+            .is_ok_and(|r| r.status() == 200);
+        if ready {
+            break;
+        }
+        assert!(started.elapsed() < Duration::from_secs(60), "never ready");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let base_arg = base.clone();
+    let out = tokio::task::spawn_blocking(move || {
+        std::process::Command::new(crate::support::test_python())
+            .arg(concat!(
+                env!("CARGO_MANIFEST_DIR"),
+                "/tests/python/agents_real.py"
+            ))
+            .arg(base_arg)
+            .output()
+            .unwrap()
+    })
+    .await
+    .unwrap();
+    let _ = headless.start_kill();
+    assert!(
+        out.status.success(),
+        "a client failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let r = &v["responses"];
+    let output_tokens = r["created"]["output_tokens"].as_u64().unwrap();
+    let status = if output_tokens == 24 {
+        "incomplete"
+    } else {
+        "completed"
+    };
+    assert_eq!(r["created"]["status"], status, "{v}");
+    assert!(!r["created"]["text"].as_str().unwrap().is_empty());
+    assert_eq!(r["streamed"]["text"], r["streamed"]["deltas"]);
+    let m = &v["messages"];
+    assert!(!m["created"]["text"].as_str().unwrap().is_empty());
+    assert_eq!(m["counted"], m["created"]["input_tokens"], "{v}");
+    // 32000 asked of a 2048 context: clamped, never refused.
+    assert!(
+        ["end_turn", "max_tokens"].contains(&m["streamed"]["stop_reason"].as_str().unwrap()),
+        "{v}"
+    );
+    assert_eq!(m["streamed"]["text"], m["streamed"]["stream_text"]);
+}

@@ -51,7 +51,7 @@ fn assemble(pieces: Vec<Piece>, ending: Ending) -> Assembled {
 
 /// Feeds `text` in pieces of `size` bytes (on character boundaries).
 fn parse_in(text: &str, size: usize, options: ParserOptions) -> Assembled {
-    let mut parser = OutputParser::new(options, "7");
+    let mut parser = OutputParser::new(options, "call_7_");
     let mut pieces = Vec::new();
     let mut chunk = String::new();
     for c in text.chars() {
@@ -106,7 +106,7 @@ fn a_hermes_call_streams_its_name_first_then_its_arguments_and_closes() {
     assert!(a.ending.all_calls_closed());
 
     // Streamed: the start comes before any argument text.
-    let mut parser = OutputParser::new(TOOLS, "7");
+    let mut parser = OutputParser::new(TOOLS, "call_7_");
     let pieces = parser.push("<tool_call>{\"name\": \"f\", \"arguments\": {\"a\": ");
     assert!(
         matches!(&pieces[..], [Piece::CallStart { name, .. }, Piece::CallArguments { delta, .. }] if name == "f" && delta == "{\"a\": ")
@@ -142,6 +142,27 @@ fn a_block_that_is_not_a_call_is_content() {
         assert!(a.calls.is_empty());
         assert!(!a.ending.all_calls_closed());
     }
+}
+
+#[test]
+fn a_close_tag_inside_a_json_string_or_an_xml_parameter_does_not_end_the_call() {
+    let text = "<tool_call>{\"name\": \"write\", \"arguments\": {\"text\": \"a </tool_call> b\"}}</tool_call>after";
+    let a = parse(text, TOOLS);
+    assert_eq!(a.calls.len(), 1);
+    assert_eq!(a.calls[0].2, "{\"text\": \"a </tool_call> b\"}");
+    assert!(a.ending.all_calls_closed());
+    assert_eq!(a.content, "after");
+    let xml = "<tool_call><function=write><parameter=text>\n</tool_call>\n</parameter></function></tool_call>";
+    let a = parse(xml, TOOLS);
+    assert_eq!(a.calls.len(), 1);
+    assert_eq!(a.calls[0].2, "{\"text\":\"</tool_call>\"}");
+}
+
+#[test]
+fn a_duplicate_arguments_key_with_wide_characters_never_panics() {
+    let text = "<tool_call>{\"name\": \"f\", \"arguments\": {\"€\": 1}, \"arguments\": {\"x€€\": 2}}</tool_call>";
+    let a = parse(text, TOOLS);
+    assert_eq!(a.calls.len(), 1);
 }
 
 #[test]
@@ -252,7 +273,7 @@ proptest! {
         let whole = parse_in(&text, usize::MAX, options);
         let mut cuts: Vec<usize> = cuts.into_iter().map(|c| c % (text.len() + 1)).filter(|c| text.is_char_boundary(*c)).collect();
         cuts.sort_unstable();
-        let mut parser = OutputParser::new(options, "7");
+        let mut parser = OutputParser::new(options, "call_7_");
         let mut pieces = Vec::new();
         let mut start = 0;
         for cut in cuts.into_iter().chain([text.len()]) {

@@ -1,0 +1,845 @@
+//! Anthropic Messages (what Claude Code speaks): `POST /v1/messages` and
+//! `/v1/messages/count_tokens`. `system` as a string or text blocks, content blocks (text,
+//! `tool_use`, `tool_result`, thinking), custom `tools` (server tools are ignored with a
+//! warning), `tool_choice`, `stop_sequences`, `max_tokens` (clamped to the context, R11),
+//! `metadata`, `thinking` and an effort setting (accepted; a model that reasons shows it as
+//! thinking blocks). Errors are Anthropic-shaped (`{"type": "error", "error": {...}}`).
+//!
+//! Claude Code puts a per-request attribution line (`x-anthropic-billing-header: ...`) at the
+//! top of its system prompt. It changes on every request, so it would make every prompt differ
+//! from its first token and the prefix cache would never hit: it is removed before
+//! tokenizing.
+
+use super::chat::{body_bytes, parse_body};
+use super::generation::{self, Generation, Next, Started, strip_reasoning};
+use super::tools::{self, FunctionDto, ToolDto};
+use super::{ApiError, ApiState};
+use crate::chat::{ChatMessage, Ending, Piece, ToolCall};
+use crate::scheduler::FinishReason;
+use crate::service::{Finished, StreamEvent};
+use axum::Json;
+use axum::body::Bytes;
+use axum::extract::State;
+use axum::extract::rejection::BytesRejection;
+use axum::http::HeaderMap;
+use axum::response::sse::{Event, KeepAlive, Sse};
+use axum::response::{IntoResponse, Response};
+use serde::Deserialize;
+use serde_json::{Value, json};
+use std::collections::HashMap;
+use std::convert::Infallible;
+
+/// The attribution line Claude Code adds to its system prompt.
+const BILLING_HEADER: &str = "x-anthropic-billing-header:";
+
+#[derive(Debug, Deserialize)]
+pub struct MessagesDto {
+    #[serde(default)]
+    pub model: Option<String>,
+    pub max_tokens: Option<u32>,
+    pub messages: Vec<MessageDto>,
+    #[serde(default)]
+    pub system: Option<Value>,
+    #[serde(default)]
+    pub tools: Option<Vec<Value>>,
+    #[serde(default)]
+    pub tool_choice: Option<Value>,
+    #[serde(default)]
+    pub stop_sequences: Option<Vec<String>>,
+    #[serde(default)]
+    pub temperature: Option<f32>,
+    #[serde(default)]
+    pub top_p: Option<f32>,
+    #[serde(default)]
+    pub top_k: Option<i32>,
+    #[serde(default)]
+    pub stream: bool,
+    /// Any JSON: a value that is not an integer counts as 0.
+    #[serde(default)]
+    pub priority: Option<Value>,
+}
+
+#[derive(Debug, Deserialize)]
+pub struct MessageDto {
+    pub role: String,
+    pub content: Value,
+}
+
+/// `count_tokens` takes the same fields but no `max_tokens`.
+#[derive(Debug, Deserialize)]
+pub struct CountDto {
+    pub messages: Vec<MessageDto>,
+    #[serde(default)]
+    pub system: Option<Value>,
+    #[serde(default)]
+    pub tools: Option<Vec<Value>>,
+}
+
+fn bad(message: String, param: &str) -> ApiError {
+    ApiError::bad(message, Some(param))
+}
+
+/// Anthropic's error type for an [`ApiError`].
+fn error_kind(error: &ApiError) -> &'static str {
+    match error {
+        ApiError::BadRequest { .. }
+        | ApiError::ContextLengthExceeded { .. }
+        | ApiError::UnsupportedMediaType(_) => "invalid_request_error",
+        ApiError::PayloadTooLarge { .. } => "request_too_large",
+        ApiError::QueueFull { .. } => "rate_limit_error",
+        ApiError::EngineStarting { .. } | ApiError::EngineUnavailable(_) => "overloaded_error",
+        ApiError::Unauthorized => "authentication_error",
+        ApiError::HostNotAllowed(_) | ApiError::Forbidden(_) => "permission_error",
+        ApiError::NotFound(_) => "not_found_error",
+        ApiError::Internal(_) => "api_error",
+    }
+}
+
+/// An Anthropic error response for any [`ApiError`].
+pub fn error_response(error: ApiError) -> Response {
+    let kind = error_kind(&error);
+    let message = match &error {
+        ApiError::ContextLengthExceeded {
+            prompt_tokens,
+            max_context_tokens,
+        } => format!("prompt is too long: {prompt_tokens} tokens > {max_context_tokens} maximum"),
+        other => other.to_string(),
+    };
+    let status = error.status();
+    let mut response = (
+        status,
+        Json(json!({"type": "error", "error": {"type": kind, "message": message}})),
+    )
+        .into_response();
+    // Keep Retry-After from the OpenAI-shaped answer.
+    if let Some(retry) = error.into_response().headers().get("retry-after").cloned() {
+        response.headers_mut().insert("retry-after", retry);
+    }
+    response
+}
+
+/// The system prompt's text, without Claude Code's attribution line.
+fn system_text(system: Option<&Value>) -> Result<String, ApiError> {
+    let text = match system {
+        None | Some(Value::Null) => String::new(),
+        Some(Value::String(s)) => s.clone(),
+        Some(Value::Array(blocks)) => {
+            let mut parts = Vec::new();
+            for (i, block) in blocks.iter().enumerate() {
+                match block.get("type").and_then(Value::as_str) {
+                    Some("text") => parts.push(
+                        block
+                            .get("text")
+                            .and_then(Value::as_str)
+                            .unwrap_or("")
+                            .to_owned(),
+                    ),
+                    other => {
+                        return Err(bad(
+                            format!("`system[{i}]` must be a text block, got {other:?}"),
+                            &format!("system[{i}]"),
+                        ));
+                    }
+                }
+            }
+            parts.join("\n\n")
+        }
+        Some(other) => {
+            return Err(bad(
+                format!("`system` must be a string or text blocks, got {other}"),
+                "system",
+            ));
+        }
+    };
+    let kept: Vec<&str> = text
+        .lines()
+        .filter(|line| !line.trim_start().starts_with(BILLING_HEADER))
+        .collect();
+    Ok(kept.join("\n").trim_start().to_owned())
+}
+
+/// The text of a `tool_result`'s content (a string or text blocks).
+fn result_text(content: Option<&Value>, param: &str) -> Result<String, ApiError> {
+    match content {
+        None | Some(Value::Null) => Ok(String::new()),
+        Some(Value::String(s)) => Ok(s.clone()),
+        Some(Value::Array(blocks)) => {
+            let mut text = Vec::new();
+            for (k, block) in blocks.iter().enumerate() {
+                match block.get("type").and_then(Value::as_str) {
+                    Some("text") => text.push(
+                        block
+                            .get("text")
+                            .and_then(Value::as_str)
+                            .unwrap_or("")
+                            .to_owned(),
+                    ),
+                    other => {
+                        return Err(bad(
+                            format!("`{param}[{k}]`: only text is supported, got {other:?}"),
+                            &format!("{param}[{k}]"),
+                        ));
+                    }
+                }
+            }
+            Ok(text.join("\n"))
+        }
+        Some(other) => Err(bad(
+            format!("`{param}` must be a string or text blocks, got {other}"),
+            param,
+        )),
+    }
+}
+
+/// Messages and their blocks → chat messages (tool results become tool messages, thinking
+/// blocks are dropped).
+pub fn to_messages(
+    system: Option<&Value>,
+    messages: &[MessageDto],
+) -> Result<Vec<ChatMessage>, ApiError> {
+    let mut out = Vec::new();
+    let system = system_text(system)?;
+    if !system.is_empty() {
+        out.push(ChatMessage::new("system", &system));
+    }
+    let mut names: HashMap<String, String> = HashMap::new();
+    for (i, m) in messages.iter().enumerate() {
+        let role = match m.role.as_str() {
+            "user" => "user",
+            "assistant" => "assistant",
+            other => {
+                return Err(bad(
+                    format!("`messages[{i}].role` must be user or assistant, got {other:?}"),
+                    &format!("messages[{i}].role"),
+                ));
+            }
+        };
+        let blocks = match &m.content {
+            Value::String(s) => vec![json!({"type": "text", "text": s})],
+            Value::Array(blocks) => blocks.clone(),
+            other => {
+                return Err(bad(
+                    format!("`messages[{i}].content` must be a string or blocks, got {other}"),
+                    &format!("messages[{i}].content"),
+                ));
+            }
+        };
+        let mut text = String::new();
+        let mut calls = Vec::new();
+        for (j, block) in blocks.iter().enumerate() {
+            let param = format!("messages[{i}].content[{j}]");
+            match block.get("type").and_then(Value::as_str) {
+                Some("text") => {
+                    text.push_str(block.get("text").and_then(Value::as_str).unwrap_or(""))
+                }
+                Some("thinking" | "redacted_thinking") => {}
+                Some("tool_use") if role == "assistant" => {
+                    let id = block.get("id").and_then(Value::as_str).unwrap_or("");
+                    let name = block
+                        .get("name")
+                        .and_then(Value::as_str)
+                        .filter(|n| tools::valid_name(n))
+                        .ok_or_else(|| {
+                            bad(
+                                format!("`{param}.name` must be 1 to 64 letters, digits, _ or -"),
+                                &format!("{param}.name"),
+                            )
+                        })?;
+                    let input = block
+                        .get("input")
+                        .cloned()
+                        .filter(Value::is_object)
+                        .ok_or_else(|| {
+                            bad(
+                                format!("`{param}.input` must be an object"),
+                                &format!("{param}.input"),
+                            )
+                        })?;
+                    names.insert(id.to_owned(), name.to_owned());
+                    calls.push(ToolCall {
+                        name: name.to_owned(),
+                        arguments: input,
+                    });
+                }
+                Some("tool_result") if role == "user" => {
+                    let id = block
+                        .get("tool_use_id")
+                        .and_then(Value::as_str)
+                        .unwrap_or("");
+                    let name = names.get(id).cloned().ok_or_else(|| {
+                        bad(
+                            format!("`{param}.tool_use_id` {id:?} names no earlier tool_use"),
+                            &format!("{param}.tool_use_id"),
+                        )
+                    })?;
+                    let mut result =
+                        result_text(block.get("content"), &format!("{param}.content"))?;
+                    if block.get("is_error").and_then(Value::as_bool) == Some(true) {
+                        result = format!("Error: {result}");
+                    }
+                    let mut message = ChatMessage::new("tool", &result);
+                    message.name = Some(name);
+                    out.push(message);
+                }
+                other => {
+                    return Err(bad(
+                        format!(
+                            "`{param}`: blocks of type {:?} are not supported in a {role} message",
+                            other.unwrap_or("none")
+                        ),
+                        &param,
+                    ));
+                }
+            }
+        }
+        if role == "assistant" {
+            let mut message = ChatMessage::new("assistant", strip_reasoning(&text));
+            message.tool_calls = calls;
+            out.push(message);
+        } else if !text.is_empty() || out.last().is_none_or(|m| m.role != "tool") {
+            out.push(ChatMessage::new("user", &text));
+        }
+    }
+    Ok(out)
+}
+
+/// Custom tools (`{"name", "description", "input_schema"}`) in Chat's shape; server tools
+/// (those with another `type`) are left out with a warning.
+fn custom_tools(tools: Vec<Value>) -> Result<Vec<ToolDto>, ApiError> {
+    let mut out = Vec::new();
+    for (i, tool) in tools.into_iter().enumerate() {
+        let kind = tool.get("type").and_then(Value::as_str).unwrap_or("custom");
+        if kind != "custom" {
+            tracing::warn!("messages: tools[{i}] of type {kind:?} ignored");
+            continue;
+        }
+        let name = tool.get("name").and_then(Value::as_str).ok_or_else(|| {
+            bad(
+                format!("`tools[{i}].name` is missing"),
+                &format!("tools[{i}].name"),
+            )
+        })?;
+        out.push(ToolDto {
+            kind: "function".into(),
+            function: Some(FunctionDto {
+                name: name.to_owned(),
+                description: tool
+                    .get("description")
+                    .and_then(Value::as_str)
+                    .map(str::to_owned),
+                parameters: tool.get("input_schema").cloned().filter(|p| !p.is_null()),
+                strict: None,
+            }),
+        });
+    }
+    Ok(out)
+}
+
+/// `tool_choice` in Chat's shape.
+fn chat_tool_choice(choice: Option<&Value>) -> Result<Option<Value>, ApiError> {
+    let Some(choice) = choice else {
+        return Ok(None);
+    };
+    Ok(Some(match choice.get("type").and_then(Value::as_str) {
+        Some("auto") => json!("auto"),
+        Some("any") => json!("required"),
+        Some("none") => json!("none"),
+        Some("tool") => json!({"type": "function", "function": {"name": choice.get("name")}}),
+        other => {
+            return Err(bad(
+                format!("`tool_choice.type` must be auto, any, tool or none, got {other:?}"),
+                "tool_choice.type",
+            ));
+        }
+    }))
+}
+
+/// Errors about Chat's fields, named as Anthropic's.
+fn rename(e: ApiError) -> ApiError {
+    match e {
+        ApiError::BadRequest { message, param } => {
+            let fix = |s: String| {
+                s.replace(".function.parameters", ".input_schema")
+                    .replace(".function.name", ".name")
+            };
+            ApiError::BadRequest {
+                message: fix(message),
+                param: param.map(fix),
+            }
+        }
+        other => other,
+    }
+}
+
+fn generation_of(dto: MessagesDto, state: &ApiState) -> Result<(Generation, bool), ApiError> {
+    let Some(max_tokens) = dto.max_tokens else {
+        return Err(bad("`max_tokens` is required".into(), "max_tokens"));
+    };
+    if max_tokens == 0 {
+        return Err(bad(
+            "`max_tokens` must be at least 1, got 0".into(),
+            "max_tokens",
+        ));
+    }
+    if let Some(t) = dto.temperature
+        && !(t.is_finite() && (0.0..=1.0).contains(&t))
+    {
+        return Err(bad(
+            format!("`temperature` must be between 0 and 1, got {t}"),
+            "temperature",
+        ));
+    }
+    let messages = to_messages(dto.system.as_ref(), &dto.messages)?;
+    if !messages.iter().any(|m| m.role != "system") {
+        return Err(bad("`messages` must not be empty".into(), "messages"));
+    }
+    let tools = custom_tools(dto.tools.unwrap_or_default())?;
+    let choice = chat_tool_choice(dto.tool_choice.as_ref())?;
+    let output = tools::output_spec(
+        Some(tools),
+        choice.as_ref(),
+        None,
+        state.prompts.tokenizer(),
+        state.prompts.tool_format(),
+    )
+    .map_err(rename)?;
+    let stop = dto.stop_sequences.unwrap_or_default();
+    if stop.len() > 16 {
+        return Err(bad(
+            format!(
+                "`stop_sequences` takes at most 16 strings, got {}",
+                stop.len()
+            ),
+            "stop_sequences",
+        ));
+    }
+    Ok((
+        Generation {
+            messages,
+            output,
+            sampling: generation::sampling(dto.temperature, dto.top_p, dto.top_k, None),
+            max_tokens: Some(max_tokens),
+            stop,
+            ignore_eos: false,
+            priority: dto.priority.as_ref().map(|p| p.as_i64().unwrap_or(0)),
+        },
+        dto.stream,
+    ))
+}
+
+pub async fn messages(
+    State(state): State<ApiState>,
+    headers: HeaderMap,
+    body: Result<Bytes, BytesRejection>,
+) -> Response {
+    match messages_inner(state, headers, body).await {
+        Ok(response) => response,
+        Err(e) => error_response(e),
+    }
+}
+
+async fn messages_inner(
+    state: ApiState,
+    headers: HeaderMap,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<Response, ApiError> {
+    let body = body_bytes(&state, body)?;
+    let dto: MessagesDto = parse_body(&body)?;
+    let model = state.model_name(dto.model.as_deref());
+    let (generation, stream) = generation_of(dto, &state)?;
+    let started = generation::start(&state, &headers, generation, "toolu_").await?;
+    let id = started.id;
+    let writer = Writer::new(&started, model);
+    let mut response = if stream {
+        stream_messages(started, writer).into_response()
+    } else {
+        collect(started, writer).await?
+    };
+    response.headers_mut().insert(
+        super::REQUEST_ID_HEADER,
+        axum::http::HeaderValue::from(id.0),
+    );
+    Ok(response)
+}
+
+pub async fn count_tokens(
+    State(state): State<ApiState>,
+    body: Result<Bytes, BytesRejection>,
+) -> Response {
+    let result = async {
+        let body = body_bytes(&state, body)?;
+        let dto: CountDto = parse_body(&body)?;
+        let messages = to_messages(dto.system.as_ref(), &dto.messages)?;
+        let tools = custom_tools(dto.tools.unwrap_or_default())?;
+        let output = tools::output_spec(
+            Some(tools),
+            None,
+            None,
+            state.prompts.tokenizer(),
+            state.prompts.tool_format(),
+        )
+        .map_err(rename)?;
+        let n = generation::count_tokens(&state, messages, output.tools).await?;
+        Ok::<_, ApiError>(Json(json!({"input_tokens": n})).into_response())
+    }
+    .await;
+    result.unwrap_or_else(error_response)
+}
+
+/// The block being written.
+#[derive(Debug)]
+enum Open {
+    Text,
+    Thinking,
+    ToolUse,
+}
+
+/// Turns parsed pieces into content blocks and stream events.
+#[derive(Debug)]
+struct Writer {
+    id: String,
+    model: String,
+    blocks: Vec<Value>,
+    open: Option<Open>,
+}
+
+fn event(kind: &str, body: Value) -> Event {
+    Event::default().event(kind).data(body.to_string())
+}
+
+impl Writer {
+    fn new(started: &Started, model: String) -> Self {
+        Self {
+            id: format!("msg_{}", started.id.0),
+            model,
+            blocks: Vec::new(),
+            open: None,
+        }
+    }
+
+    fn start(&self) -> Event {
+        event(
+            "message_start",
+            json!({"type": "message_start", "message": {
+                "id": self.id, "type": "message", "role": "assistant", "model": self.model,
+                "content": [], "stop_reason": null, "stop_sequence": null,
+                "usage": {"input_tokens": 0, "output_tokens": 0},
+            }}),
+        )
+    }
+
+    fn close(&mut self) -> Vec<Event> {
+        match self.open.take() {
+            None => Vec::new(),
+            Some(_) => vec![event(
+                "content_block_stop",
+                json!({"type": "content_block_stop", "index": self.blocks.len() - 1}),
+            )],
+        }
+    }
+
+    fn begin(&mut self, open: Open, block: Value) -> Event {
+        self.open = Some(open);
+        self.blocks.push(block.clone());
+        event(
+            "content_block_start",
+            json!({"type": "content_block_start", "index": self.blocks.len() - 1, "content_block": block}),
+        )
+    }
+
+    fn delta(&self, delta: Value) -> Event {
+        event(
+            "content_block_delta",
+            json!({"type": "content_block_delta", "index": self.blocks.len() - 1, "delta": delta}),
+        )
+    }
+
+    fn piece(&mut self, piece: Piece) -> Vec<Event> {
+        let mut out = Vec::new();
+        match piece {
+            Piece::Content(text) => {
+                if !matches!(self.open, Some(Open::Text)) {
+                    out.extend(self.close());
+                    out.push(self.begin(Open::Text, json!({"type": "text", "text": ""})));
+                }
+                if let Some(block) = self.blocks.last_mut() {
+                    append(block, "text", &text);
+                }
+                out.push(self.delta(json!({"type": "text_delta", "text": text})));
+            }
+            Piece::Reasoning(text) => {
+                if !matches!(self.open, Some(Open::Thinking)) {
+                    out.extend(self.close());
+                    out.push(self.begin(
+                        Open::Thinking,
+                        json!({"type": "thinking", "thinking": "", "signature": ""}),
+                    ));
+                }
+                if let Some(block) = self.blocks.last_mut() {
+                    append(block, "thinking", &text);
+                }
+                out.push(self.delta(json!({"type": "thinking_delta", "thinking": text})));
+            }
+            Piece::CallStart { id, name, .. } => {
+                out.extend(self.close());
+                out.push(self.begin(
+                    Open::ToolUse,
+                    json!({"type": "tool_use", "id": id, "name": name, "input": {}}),
+                ));
+                if let Some(block) = self.blocks.last_mut() {
+                    block["partial_json"] = json!("");
+                }
+            }
+            Piece::CallArguments { delta, .. } => {
+                if let Some(block) = self.blocks.last_mut() {
+                    append(block, "partial_json", &delta);
+                }
+                out.push(self.delta(json!({"type": "input_json_delta", "partial_json": delta})));
+            }
+            Piece::CallEnd { .. } => out.extend(self.close()),
+            Piece::CallInvalid { raw, .. } => {
+                out.extend(self.close());
+                out.extend(self.piece(Piece::Content(raw)));
+            }
+        }
+        out
+    }
+
+    /// The last events and the whole message.
+    fn finish(&mut self, done: &Finished, ending: &Ending) -> (Vec<Event>, Value) {
+        let mut out = self.close();
+        let (stop_reason, stop_sequence) = match done.reason {
+            FinishReason::Length => ("max_tokens", Value::Null),
+            _ if ending.all_calls_closed() => ("tool_use", Value::Null),
+            _ => match &done.stop_sequence {
+                Some(s) => ("stop_sequence", json!(s)),
+                None => ("end_turn", Value::Null),
+            },
+        };
+        let usage = json!({
+            "input_tokens": done.usage.prompt_tokens - done.usage.cached_tokens,
+            "cache_read_input_tokens": done.usage.cached_tokens,
+            "cache_creation_input_tokens": 0,
+            "output_tokens": done.usage.completion_tokens,
+        });
+        out.push(event(
+            "message_delta",
+            json!({"type": "message_delta", "delta": {"stop_reason": stop_reason, "stop_sequence": stop_sequence}, "usage": usage}),
+        ));
+        out.push(event("message_stop", json!({"type": "message_stop"})));
+        // The whole message: calls carry their parsed input; a cut call is left out.
+        let content: Vec<Value> = self
+            .blocks
+            .iter()
+            .filter_map(|b| {
+                let mut b = b.clone();
+                if let Some(partial) = b.as_object_mut()?.remove("partial_json") {
+                    let input: Value = serde_json::from_str(partial.as_str()?).ok()?;
+                    b["input"] = input;
+                }
+                Some(b)
+            })
+            .collect();
+        let message = json!({
+            "id": self.id, "type": "message", "role": "assistant", "model": self.model,
+            "content": content, "stop_reason": stop_reason, "stop_sequence": stop_sequence,
+            "usage": usage,
+        });
+        (out, message)
+    }
+}
+
+fn append(block: &mut Value, key: &str, text: &str) {
+    let mut s = block[key].as_str().unwrap_or("").to_owned();
+    s.push_str(text);
+    block[key] = json!(s);
+}
+
+async fn collect(mut started: Started, mut writer: Writer) -> Result<Response, ApiError> {
+    loop {
+        match started.next_or_idle().await {
+            Next::Idle => {}
+            Next::Gone => {
+                return Err(ApiError::Internal(
+                    "the request ended without an answer".into(),
+                ));
+            }
+            Next::Event(StreamEvent::Text(text)) => {
+                for piece in started.parser.push(&text) {
+                    writer.piece(piece);
+                }
+            }
+            Next::Event(StreamEvent::Done(done)) => {
+                let (rest, ending) = started.parser.finish();
+                for piece in rest {
+                    writer.piece(piece);
+                }
+                return Ok(Json(writer.finish(&done, &ending).1).into_response());
+            }
+            Next::Event(StreamEvent::Failed(failure)) => return Err(ApiError::from(failure)),
+        }
+    }
+}
+
+fn error_event(error: &ApiError) -> Event {
+    event(
+        "error",
+        json!({"type": "error", "error": {"type": error_kind(error), "message": error.to_string()}}),
+    )
+}
+
+fn stream_messages(
+    started: Started,
+    writer: Writer,
+) -> Sse<impl futures_util::Stream<Item = Result<Event, Infallible>>> {
+    let events = futures_util::stream::unfold(
+        (started, writer, 0u8),
+        |(mut started, mut writer, stage)| async move {
+            let events = match stage {
+                0 => {
+                    let first = writer.start();
+                    return Some((vec![first], (started, writer, 1)));
+                }
+                1 => match started.next_or_idle().await {
+                    Next::Idle => {
+                        let ping = event("ping", json!({"type": "ping"}));
+                        return Some((vec![ping], (started, writer, 1)));
+                    }
+                    Next::Event(StreamEvent::Text(text)) => {
+                        let pieces = started.parser.push(&text);
+                        let events = pieces.into_iter().flat_map(|p| writer.piece(p)).collect();
+                        return Some((events, (started, writer, 1)));
+                    }
+                    Next::Event(StreamEvent::Done(done)) => {
+                        let (rest, ending) = started.parser.finish();
+                        let mut events: Vec<Event> =
+                            rest.into_iter().flat_map(|p| writer.piece(p)).collect();
+                        events.extend(writer.finish(&done, &ending).0);
+                        events
+                    }
+                    Next::Event(StreamEvent::Failed(failure)) => {
+                        vec![error_event(&ApiError::from(failure))]
+                    }
+                    Next::Gone => vec![error_event(&ApiError::Internal(
+                        "the request ended without an answer".into(),
+                    ))],
+                },
+                _ => return None,
+            };
+            Some((events, (started, writer, 2)))
+        },
+    );
+    let flat = futures_util::StreamExt::flat_map(events, |batch| {
+        futures_util::stream::iter(batch.into_iter().map(Ok))
+    });
+    Sse::new(flat).keep_alive(KeepAlive::new().interval(generation::KEEP_ALIVE))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn message(role: &str, content: Value) -> MessageDto {
+        MessageDto {
+            role: role.into(),
+            content,
+        }
+    }
+
+    #[test]
+    fn blocks_become_messages_and_the_billing_line_leaves_the_system_prompt() {
+        let system = json!([
+            {"type": "text", "text": "x-anthropic-billing-header: cc_version=2.1.3; cch=8f2a;"},
+            {"type": "text", "text": "You are Claude Code.", "cache_control": {"type": "ephemeral"}},
+        ]);
+        let messages = [
+            message("user", json!("list files")),
+            message(
+                "assistant",
+                json!([
+                    {"type": "thinking", "thinking": "use ls", "signature": "s"},
+                    {"type": "text", "text": "Running ls."},
+                    {"type": "tool_use", "id": "toolu_1", "name": "Bash", "input": {"command": "ls"}},
+                ]),
+            ),
+            message(
+                "user",
+                json!([
+                    {"type": "tool_result", "tool_use_id": "toolu_1", "content": [{"type": "text", "text": "a.rs"}]},
+                ]),
+            ),
+        ];
+        let out = to_messages(Some(&system), &messages).unwrap();
+        let roles: Vec<&str> = out.iter().map(|m| m.role.as_str()).collect();
+        assert_eq!(roles, ["system", "user", "assistant", "tool"]);
+        assert_eq!(out[0].content, "You are Claude Code.");
+        assert_eq!(out[2].content, "Running ls.");
+        assert_eq!(out[2].tool_calls[0].arguments, json!({"command": "ls"}));
+        assert_eq!(out[3].name.as_deref(), Some("Bash"));
+        assert_eq!(out[3].content, "a.rs");
+    }
+
+    #[test]
+    fn bad_blocks_name_their_field() {
+        let cases = [
+            (
+                message(
+                    "user",
+                    json!([{"type": "tool_result", "tool_use_id": "x", "content": "r"}]),
+                ),
+                "messages[0].content[0].tool_use_id",
+            ),
+            (
+                message("user", json!([{"type": "image", "source": {}}])),
+                "messages[0].content[0]",
+            ),
+            (message("robot", json!("hi")), "messages[0].role"),
+            (
+                message(
+                    "assistant",
+                    json!([{"type": "tool_use", "id": "t", "name": "bad name", "input": {}}]),
+                ),
+                "messages[0].content[0].name",
+            ),
+        ];
+        for (m, param) in cases {
+            let err = to_messages(None, &[m]).unwrap_err();
+            assert!(
+                matches!(err, ApiError::BadRequest { param: Some(ref p), .. } if p == param),
+                "{err:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_context_error_reads_as_anthropics() {
+        let response = error_response(ApiError::ContextLengthExceeded {
+            prompt_tokens: 9000,
+            max_context_tokens: 8191,
+        });
+        assert_eq!(response.status(), 400);
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(2000))]
+
+        #[test]
+        fn arbitrary_bytes_never_panic_the_request_parser(bytes in proptest::collection::vec(any::<u8>(), 0..300)) {
+            if let Ok(dto) = parse_body::<MessagesDto>(&bytes) {
+                let _ = to_messages(dto.system.as_ref(), &dto.messages);
+            }
+        }
+
+        #[test]
+        fn arbitrary_messages_never_panic_the_converter(
+            items in proptest::collection::vec(crate::api::test_json::item(), 0..6),
+            system in crate::api::test_json::value(),
+        ) {
+            let body = json!({"max_tokens": 5, "messages": items, "system": system}).to_string();
+            if let Ok(dto) = parse_body::<MessagesDto>(body.as_bytes()) {
+                let _ = to_messages(dto.system.as_ref(), &dto.messages);
+            }
+        }
+    }
+}

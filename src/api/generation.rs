@@ -1,0 +1,179 @@
+//! What the three front ends (Chat Completions, Responses, Anthropic Messages) share: a
+//! validated [`Generation`] is tokenized with its tools, submitted with its priority, and comes
+//! back as a [`Started`] stream with the output parser that sits above every pause.
+
+use super::tools::OutputSpec;
+use super::{ApiError, ApiState};
+use crate::chat::{ChatMessage, OutputParser, ParserOptions};
+use crate::ids::RequestId;
+use crate::protocol::Sampling;
+use crate::scheduler::resolve_priority;
+use crate::service::{RequestStream, StreamEvent, Submission};
+use axum::http::HeaderMap;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+/// R13: a stream gets a keep-alive at least this often while it waits.
+pub const KEEP_ALIVE: Duration = Duration::from_secs(10);
+
+/// A request, validated, in the terms every front end shares.
+#[derive(Debug)]
+pub struct Generation {
+    pub messages: Vec<ChatMessage>,
+    pub output: OutputSpec,
+    pub sampling: Sampling,
+    pub max_tokens: Option<u32>,
+    pub stop: Vec<String>,
+    pub ignore_eos: bool,
+    /// The body's `priority`, if it gave one (the header and the key's default come next).
+    pub priority: Option<i64>,
+}
+
+/// A submitted request: its events and the parser for its text.
+#[derive(Debug)]
+pub struct Started {
+    pub id: RequestId,
+    pub stream: RequestStream,
+    pub parser: OutputParser,
+    pub created: u64,
+}
+
+/// What a stream yields next: an event, or nothing for a keep-alive period.
+#[derive(Debug)]
+pub enum Next {
+    Event(StreamEvent),
+    Idle,
+    /// The stream ended without its last event (the service went away).
+    Gone,
+}
+
+impl Started {
+    /// The next event, or [`Next::Idle`] after [`KEEP_ALIVE`] without one.
+    pub async fn next_or_idle(&mut self) -> Next {
+        match tokio::time::timeout(KEEP_ALIVE, self.stream.next()).await {
+            Ok(Some(event)) => Next::Event(event),
+            Ok(None) => Next::Gone,
+            Err(_) => Next::Idle,
+        }
+    }
+}
+
+/// The priority from the first source that gives one: body, `x-priority`, the API key's
+/// default (SCHEDULING.md); clamped and put in scheduler order.
+pub fn priority_of(state: &ApiState, headers: &HeaderMap, body: Option<i64>) -> (i32, bool) {
+    let raw = body
+        .or_else(|| header_priority(headers))
+        .or_else(|| state.key_priority(headers));
+    (resolve_priority(raw, &state.scheduler), raw.is_some())
+}
+
+fn header_priority(headers: &HeaderMap) -> Option<i64> {
+    let value = headers.get("x-priority")?.to_str().ok()?;
+    Some(value.trim().parse().unwrap_or(0))
+}
+
+/// Tokenizes (on a blocking thread) and submits; call ids are `{id_prefix}{request}_{n}`.
+pub async fn start(
+    state: &ApiState,
+    headers: &HeaderMap,
+    generation: Generation,
+    id_prefix: &str,
+) -> Result<Started, ApiError> {
+    let (priority, priority_given) = priority_of(state, headers, generation.priority);
+    let prompts = state.prompts.clone();
+    let messages = generation.messages;
+    let offered = generation.output.tools.clone();
+    let prompt = tokio::task::spawn_blocking(move || prompts.tokenize(&messages, &offered))
+        .await
+        .map_err(|e| ApiError::Internal(e.to_string()))??;
+    let mut sampling = generation.sampling;
+    sampling.grammar = generation.output.grammar.clone();
+    if prompt.starts_in_reasoning
+        && let Some(grammar) = &mut sampling.grammar
+    {
+        grammar.after_reasoning();
+    }
+    let submission = Submission {
+        prompt: prompt.tokens,
+        sampling,
+        max_tokens: generation.max_tokens,
+        stop: generation.stop,
+        ignore_eos: generation.ignore_eos,
+        priority,
+        priority_given,
+    };
+    let stream = state.service.submit(submission).await?;
+    let id = stream.id;
+    let parser = OutputParser::new(
+        ParserOptions {
+            tools: generation.output.parse_calls,
+            starts_in_reasoning: prompt.starts_in_reasoning,
+        },
+        &format!("{id_prefix}{}_", id.0),
+    );
+    Ok(Started {
+        id,
+        stream,
+        parser,
+        created: unix_secs(),
+    })
+}
+
+/// Prompt tokens of `messages` with `tools` offered (Anthropic's `count_tokens`).
+pub async fn count_tokens(
+    state: &ApiState,
+    messages: Vec<ChatMessage>,
+    tools: Vec<serde_json::Value>,
+) -> Result<usize, ApiError> {
+    let prompts = state.prompts.clone();
+    let prompt = tokio::task::spawn_blocking(move || prompts.tokenize(&messages, &tools))
+        .await
+        .map_err(|e| ApiError::Internal(e.to_string()))??;
+    Ok(prompt.tokens.len())
+}
+
+/// A seed for requests that give none: different per request.
+pub fn rand_seed() -> u32 {
+    let nanos = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.subsec_nanos());
+    nanos ^ std::process::id().rotate_left(16)
+}
+
+pub fn unix_secs() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
+}
+
+/// Sampling from the common knobs; unset ones take the defaults (temperature 1).
+pub fn sampling(
+    temperature: Option<f32>,
+    top_p: Option<f32>,
+    top_k: Option<i32>,
+    seed: Option<i64>,
+) -> Sampling {
+    let defaults = Sampling::default();
+    Sampling {
+        temperature: temperature.unwrap_or(1.0),
+        top_k: top_k.unwrap_or(defaults.top_k),
+        top_p: top_p.unwrap_or(defaults.top_p),
+        seed: seed.map_or_else(rand_seed, |s| s as u32),
+        repeat_penalty: 1.0,
+        frequency_penalty: 0.0,
+        presence_penalty: 0.0,
+        ..defaults
+    }
+}
+
+/// A previous answer's leading `<think>…</think>` block removed (reasoning is dropped from
+/// history, so every turn renders the same).
+pub fn strip_reasoning(content: &str) -> &str {
+    let trimmed = content.trim_start();
+    match trimmed.strip_prefix("<think>").and_then(|rest| {
+        rest.find("</think>")
+            .map(|at| &rest[at + "</think>".len()..])
+    }) {
+        Some(rest) => rest.trim_start(),
+        None => content,
+    }
+}
