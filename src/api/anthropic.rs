@@ -95,16 +95,21 @@ fn error_kind(error: &ApiError) -> &'static str {
     }
 }
 
-/// An Anthropic error response for any [`ApiError`].
-pub fn error_response(error: ApiError) -> Response {
-    let kind = error_kind(&error);
-    let message = match &error {
+/// The message, in Anthropic's words where clients match on them.
+fn error_message(error: &ApiError) -> String {
+    match error {
         ApiError::ContextLengthExceeded {
             prompt_tokens,
             max_context_tokens,
         } => format!("prompt is too long: {prompt_tokens} tokens > {max_context_tokens} maximum"),
         other => other.to_string(),
-    };
+    }
+}
+
+/// An Anthropic error response for any [`ApiError`].
+pub fn error_response(error: ApiError) -> Response {
+    let kind = error_kind(&error);
+    let message = error_message(&error);
     let status = error.status();
     let mut response = (
         status,
@@ -174,6 +179,10 @@ fn result_text(content: Option<&Value>, param: &str) -> Result<String, ApiError>
                             .unwrap_or("")
                             .to_owned(),
                     ),
+                    Some("image" | "document") => {
+                        tracing::warn!("messages: {param}[{k}] is not text and was left out");
+                        text.push("[image omitted]".to_owned());
+                    }
                     other => {
                         return Err(bad(
                             format!("`{param}[{k}]`: only text is supported, got {other:?}"),
@@ -224,15 +233,24 @@ pub fn to_messages(
                 ));
             }
         };
-        let mut text = String::new();
+        let mut texts: Vec<String> = Vec::new();
         let mut calls = Vec::new();
         for (j, block) in blocks.iter().enumerate() {
             let param = format!("messages[{i}].content[{j}]");
             match block.get("type").and_then(Value::as_str) {
-                Some("text") => {
-                    text.push_str(block.get("text").and_then(Value::as_str).unwrap_or(""))
-                }
+                Some("text") => texts.push(
+                    block
+                        .get("text")
+                        .and_then(Value::as_str)
+                        .unwrap_or("")
+                        .to_owned(),
+                ),
                 Some("thinking" | "redacted_thinking") => {}
+                // A screenshot in an agent's history: this engine reads text only.
+                Some("image" | "document") => {
+                    tracing::warn!("messages: {param} is not text and was left out");
+                    texts.push("[image omitted]".into());
+                }
                 Some("tool_use") if role == "assistant" => {
                     let id = block.get("id").and_then(Value::as_str).unwrap_or("");
                     let name = block
@@ -292,6 +310,8 @@ pub fn to_messages(
                 }
             }
         }
+        // Separate blocks stay separate paragraphs.
+        let text = texts.join("\n\n");
         if role == "assistant" {
             let mut message = ChatMessage::new("assistant", strip_reasoning(&text));
             message.tool_calls = calls;
@@ -498,6 +518,7 @@ enum Open {
 #[derive(Debug)]
 struct Writer {
     id: String,
+    prompt_tokens: usize,
     model: String,
     blocks: Vec<Value>,
     open: Option<Open>,
@@ -511,6 +532,7 @@ impl Writer {
     fn new(started: &Started, model: String) -> Self {
         Self {
             id: format!("msg_{}", started.id.0),
+            prompt_tokens: started.prompt_tokens,
             model,
             blocks: Vec::new(),
             open: None,
@@ -523,7 +545,7 @@ impl Writer {
             json!({"type": "message_start", "message": {
                 "id": self.id, "type": "message", "role": "assistant", "model": self.model,
                 "content": [], "stop_reason": null, "stop_sequence": null,
-                "usage": {"input_tokens": 0, "output_tokens": 0},
+                "usage": {"input_tokens": self.prompt_tokens, "output_tokens": 0},
             }}),
         )
     }
@@ -590,12 +612,13 @@ impl Writer {
                     block["partial_json"] = json!("");
                 }
             }
-            Piece::CallArguments { delta, .. } => {
+            Piece::CallArguments { delta, .. } if matches!(self.open, Some(Open::ToolUse)) => {
                 if let Some(block) = self.blocks.last_mut() {
                     append(block, "partial_json", &delta);
                 }
                 out.push(self.delta(json!({"type": "input_json_delta", "partial_json": delta})));
             }
+            Piece::CallArguments { .. } => {}
             Piece::CallEnd { .. } => out.extend(self.close()),
             Piece::CallInvalid { raw, .. } => {
                 out.extend(self.close());
@@ -617,7 +640,7 @@ impl Writer {
             },
         };
         let usage = json!({
-            "input_tokens": done.usage.prompt_tokens - done.usage.cached_tokens,
+            "input_tokens": done.usage.prompt_tokens.saturating_sub(done.usage.cached_tokens),
             "cache_read_input_tokens": done.usage.cached_tokens,
             "cache_creation_input_tokens": 0,
             "output_tokens": done.usage.completion_tokens,
@@ -684,7 +707,7 @@ async fn collect(mut started: Started, mut writer: Writer) -> Result<Response, A
 fn error_event(error: &ApiError) -> Event {
     event(
         "error",
-        json!({"type": "error", "error": {"type": error_kind(error), "message": error.to_string()}}),
+        json!({"type": "error", "error": {"type": error_kind(error), "message": error_message(error)}}),
     )
 }
 
@@ -791,7 +814,7 @@ mod tests {
                 "messages[0].content[0].tool_use_id",
             ),
             (
-                message("user", json!([{"type": "image", "source": {}}])),
+                message("user", json!([{"type": "container_upload", "file_id": "f"}])),
                 "messages[0].content[0]",
             ),
             (message("robot", json!("hi")), "messages[0].role"),

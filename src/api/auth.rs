@@ -51,14 +51,23 @@ fn host_allowed(state: &ApiState, headers: &HeaderMap) -> Result<(), ApiError> {
 }
 
 pub async fn guard(State(state): State<ApiState>, request: Request, next: Next) -> Response {
+    // Anthropic's clients read Anthropic-shaped errors.
+    let anthropic = request.uri().path().starts_with("/v1/messages");
+    let refuse = |e: ApiError| {
+        if anthropic {
+            super::anthropic::error_response(e)
+        } else {
+            e.into_response()
+        }
+    };
     if let Err(e) = host_allowed(&state, request.headers()) {
-        return e.into_response();
+        return refuse(e);
     }
     if !state.app.api_keys.is_empty() && request.uri().path() != "/health" {
         let ok = presented_key(request.headers())
             .is_some_and(|key| state.app.api_keys.iter().any(|k| same_key(k.key(), key)));
         if !ok {
-            return ApiError::Unauthorized.into_response();
+            return refuse(ApiError::Unauthorized);
         }
     }
     next.run(request).await

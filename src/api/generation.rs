@@ -32,6 +32,7 @@ pub struct Generation {
 #[derive(Debug)]
 pub struct Started {
     pub id: RequestId,
+    pub prompt_tokens: usize,
     pub stream: RequestStream,
     pub parser: OutputParser,
     pub created: u64,
@@ -80,7 +81,7 @@ pub async fn start(
 ) -> Result<Started, ApiError> {
     let (priority, priority_given) = priority_of(state, headers, generation.priority);
     let prompts = state.prompts.clone();
-    let messages = generation.messages;
+    let messages = normalize(generation.messages);
     let offered = generation.output.tools.clone();
     let prompt = tokio::task::spawn_blocking(move || prompts.tokenize(&messages, &offered))
         .await
@@ -101,6 +102,7 @@ pub async fn start(
         priority,
         priority_given,
     };
+    let prompt_tokens = submission.prompt.len();
     let stream = state.service.submit(submission).await?;
     let id = stream.id;
     let parser = OutputParser::new(
@@ -108,10 +110,11 @@ pub async fn start(
             tools: generation.output.parse_calls,
             starts_in_reasoning: prompt.starts_in_reasoning,
         },
-        &format!("{id_prefix}{}_", id.0),
+        &format!("{id_prefix}{}{}_", boot_nonce(), id.0),
     );
     Ok(Started {
         id,
+        prompt_tokens,
         stream,
         parser,
         created: unix_secs(),
@@ -125,10 +128,36 @@ pub async fn count_tokens(
     tools: Vec<serde_json::Value>,
 ) -> Result<usize, ApiError> {
     let prompts = state.prompts.clone();
+    let messages = normalize(messages);
     let prompt = tokio::task::spawn_blocking(move || prompts.tokenize(&messages, &tools))
         .await
         .map_err(|e| ApiError::Internal(e.to_string()))??;
     Ok(prompt.tokens.len())
+}
+
+/// One system message first (templates often refuse several, or one later on): leading
+/// system messages are joined; a later one (an agent's mid-conversation developer note)
+/// becomes a user turn.
+pub fn normalize(messages: Vec<ChatMessage>) -> Vec<ChatMessage> {
+    let mut out: Vec<ChatMessage> = Vec::with_capacity(messages.len());
+    for message in messages {
+        let only_system_so_far = out.len() == 1 && out[0].role == "system";
+        if message.role == "system" && only_system_so_far {
+            out[0].content.push_str("\n\n");
+            out[0].content.push_str(&message.content);
+        } else if message.role == "system" && !out.is_empty() {
+            out.push(ChatMessage::new("user", &message.content));
+        } else {
+            out.push(message);
+        }
+    }
+    out
+}
+
+/// Differs between runs of the server, so call ids from an earlier run never repeat.
+fn boot_nonce() -> &'static str {
+    static NONCE: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    NONCE.get_or_init(|| format!("{:x}", rand_seed() % 0x1000_0000))
 }
 
 /// A seed for requests that give none: different per request.

@@ -99,6 +99,11 @@ fn text_of(value: &Value, param: &str) -> Result<String, ApiError> {
                         text.push_str(part.get("text").and_then(Value::as_str).unwrap_or(""));
                     }
                     Some("refusal") => {}
+                    // An agent's history may hold screenshots: this engine reads text only.
+                    Some("input_image" | "input_file") => {
+                        tracing::warn!("responses: an {param} part that is not text was left out");
+                        text.push_str("[image omitted]");
+                    }
                     other => {
                         return Err(bad(
                             format!(
@@ -162,15 +167,25 @@ pub fn items_to_messages(items: &[Value]) -> Result<Vec<ChatMessage>, ApiError> 
                 };
                 let (call_id, name, arguments) =
                     (field("call_id")?, field("name")?, field("arguments")?);
+                // History is replayed as the client kept it: a call whose arguments were cut
+                // (an incomplete item) must not make every later turn fail.
                 let arguments: Value = serde_json::from_str(arguments)
                     .ok()
                     .filter(Value::is_object)
-                    .ok_or_else(|| {
-                        bad(
-                            format!("`input[{i}].arguments` must be a JSON object"),
-                            &format!("input[{i}].arguments"),
-                        )
-                    })?;
+                    .unwrap_or_else(|| {
+                        tracing::warn!(
+                            "responses: input[{i}].arguments is not a JSON object; replayed as {{}}"
+                        );
+                        json!({})
+                    });
+                if !tools::valid_name(name) {
+                    return Err(bad(
+                        format!(
+                            "`input[{i}].name` must be 1 to 64 letters, digits, _ or -, got {name:?}"
+                        ),
+                        &format!("input[{i}].name"),
+                    ));
+                }
                 names.insert(call_id.to_owned(), name.to_owned());
                 let call = ToolCall {
                     name: name.to_owned(),
@@ -214,11 +229,28 @@ pub fn items_to_messages(items: &[Value]) -> Result<Vec<ChatMessage>, ApiError> 
     Ok(messages)
 }
 
-/// The Responses tool shape (`{"type": "function", "name", "parameters", ...}`) as Chat's;
-/// other types (web search, namespaces, ...) are left out with a warning.
+/// The Responses tool shape (`{"type": "function", "name", "parameters", ...}`) as Chat's.
+/// The functions inside a `namespace` tool (Codex's MCP tools) are offered under their own
+/// names; other types (web search, ...) are left out with a warning.
 fn function_tools(tools: Vec<Value>) -> Result<Vec<ToolDto>, ApiError> {
-    let mut out = Vec::new();
+    let mut flat = Vec::new();
     for (i, tool) in tools.into_iter().enumerate() {
+        match tool.get("type").and_then(Value::as_str) {
+            Some("namespace") => {
+                for inner in tool
+                    .get("tools")
+                    .and_then(Value::as_array)
+                    .into_iter()
+                    .flatten()
+                {
+                    flat.push((i, inner.clone()));
+                }
+            }
+            _ => flat.push((i, tool)),
+        }
+    }
+    let mut out = Vec::new();
+    for (i, tool) in flat {
         let kind = tool.get("type").and_then(Value::as_str).unwrap_or("");
         if kind != "function" {
             tracing::warn!("responses: tools[{i}] of type {kind:?} ignored");
@@ -773,12 +805,12 @@ mod tests {
                 "input[0].call_id",
             ),
             (
-                json!([{"type": "function_call", "call_id": "c", "name": "f", "arguments": "[1]"}]),
-                "input[0].arguments",
+                json!([{"type": "function_call", "call_id": "c", "name": "f g", "arguments": "{}"}]),
+                "input[0].name",
             ),
             (json!([{"role": "robot", "content": "x"}]), "input[0].role"),
             (
-                json!([{"role": "user", "content": [{"type": "input_image", "image_url": "x"}]}]),
+                json!([{"role": "user", "content": [{"type": "input_audio", "data": "x"}]}]),
                 "input[0].content[0]",
             ),
         ];

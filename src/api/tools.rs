@@ -68,12 +68,7 @@ fn bad(message: String, param: &str) -> ApiError {
 
 /// A function name: 1 to 64 letters, digits, `_` or `-` (OpenAI's rule; it also keeps names,
 /// which templates render as markup, free of special-token text).
-pub fn valid_name(name: &str) -> bool {
-    (1..=64).contains(&name.len())
-        && name
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
-}
+pub use crate::chat::valid_name;
 
 fn choice(raw: Option<&Value>, has_tools: bool) -> Result<Choice, ApiError> {
     let choice = match raw {

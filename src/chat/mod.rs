@@ -12,5 +12,5 @@ pub use stop::{Released, StopMatcher};
 pub use template::{
     ChatMessage, ChatTemplate, RenderOptions, Segment, TemplateError, ToolCall, ToolFormat,
 };
-pub use tools::{Ending, OutputParser, ParserOptions, Piece};
+pub use tools::{Ending, OutputParser, ParserOptions, Piece, valid_name};
 pub use utf8::Utf8Stream;

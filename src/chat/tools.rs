@@ -113,6 +113,10 @@ pub struct OutputParser {
     ending: Ending,
     /// A reasoning block ended and no content followed yet: leading whitespace is dropped.
     after_reasoning: bool,
+    /// Trailing whitespace of the content so far: released with the next text, dropped
+    /// before a call (so whitespace between calls is no content), kept at the end when no
+    /// call was made.
+    held_ws: String,
 }
 
 impl OutputParser {
@@ -130,6 +134,7 @@ impl OutputParser {
             next_index: 0,
             ending: Ending::default(),
             after_reasoning: false,
+            held_ws: String::new(),
         }
     }
 
@@ -161,6 +166,13 @@ impl OutputParser {
             State::Start | State::Text => {
                 let rest = std::mem::take(&mut self.pending);
                 self.content(&mut out, rest);
+            }
+        }
+        let tail = std::mem::take(&mut self.held_ws);
+        if self.next_index == 0 && !tail.is_empty() && !self.after_reasoning {
+            match out.last_mut() {
+                Some(Piece::Content(last)) => last.push_str(&tail),
+                _ => out.push(Piece::Content(tail)),
             }
         }
         (out, self.ending)
@@ -217,6 +229,7 @@ impl OutputParser {
                     let skip = if bare { at } else { at + tag.len() };
                     self.pending.drain(..skip);
                     self.content(out, before);
+                    self.held_ws.clear();
                     self.state = State::Call(Call {
                         bare,
                         ..Call::default()
@@ -245,13 +258,18 @@ impl OutputParser {
         } else {
             text
         };
-        if text.is_empty() {
+        let body_end = text.trim_end().len();
+        if body_end == 0 {
+            self.held_ws.push_str(&text);
             return;
         }
         self.after_reasoning = false;
+        let mut emit = std::mem::take(&mut self.held_ws);
+        emit.push_str(&text[..body_end]);
+        self.held_ws = text[body_end..].to_owned();
         match out.last_mut() {
-            Some(Piece::Content(last)) => last.push_str(&text),
-            _ => out.push(Piece::Content(text)),
+            Some(Piece::Content(last)) => last.push_str(&emit),
+            _ => out.push(Piece::Content(emit)),
         }
     }
 
@@ -431,6 +449,9 @@ fn stream_json(
     let (Some(name), Some(found_at)) = (scan.name, scan.args_start) else {
         return;
     };
+    if !valid_name(&name) {
+        return;
+    }
     // A later duplicate `arguments` key does not move what is being streamed.
     let args_start = *call.args_at.get_or_insert(found_at);
     if args_start != found_at || !call.raw[args_start..].starts_with('{') {
@@ -453,6 +474,16 @@ fn stream_json(
         });
         call.args_sent = end - args_start;
     }
+}
+
+/// A function name: 1 to 64 letters, digits, `_` or `-` (OpenAI's rule). A call with any
+/// other name is not a call: its text is content, and it never reaches a client's history
+/// (where a replay would be refused), nor a template (which renders names as markup).
+pub fn valid_name(name: &str) -> bool {
+    (1..=64).contains(&name.len())
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
 }
 
 /// Scans the top level of a JSON object for `name` and `arguments` (or `parameters`).
@@ -567,6 +598,9 @@ fn value_end(bytes: &[u8], i: usize) -> Option<usize> {
 fn finish_json(raw: &str) -> Option<Finished> {
     let value: Value = serde_json::from_str(raw.trim()).ok()?;
     let name = value.get("name")?.as_str()?.to_owned();
+    if !valid_name(&name) {
+        return None;
+    }
     // The first arguments value, as the model wrote it (what was streamed).
     let scan = scan_json(raw);
     let arguments = match (scan.args_start, scan.args_end) {
@@ -599,7 +633,7 @@ fn stream_xml(
         return;
     };
     let name = after[..name_end].trim().to_owned();
-    if name.is_empty() || name.contains(['<', '\n']) {
+    if !valid_name(&name) {
         return;
     }
     let index = match call.index {
@@ -662,7 +696,7 @@ fn finish_xml(raw: &str) -> Option<Finished> {
     let after = body.strip_prefix(FUNCTION_OPEN)?;
     let name_end = after.find('>')?;
     let name = after[..name_end].trim().to_owned();
-    if name.is_empty() || name.contains(['<', '\n']) || !body.ends_with(FUNCTION_CLOSE) {
+    if !valid_name(&name) || !body.ends_with(FUNCTION_CLOSE) {
         return None;
     }
     let params = xml_params(&after[name_end + 1..]);

@@ -357,6 +357,23 @@ async fn anthropic_text_tool_use_and_thinking_follow_the_event_grammar_streamed_
     );
     assert_eq!(evs[1].1["content_block"]["type"], "thinking");
     assert_eq!(evs[2].1["delta"]["type"], "thinking_delta");
+    let starts: Vec<(u64, &str)> = evs
+        .iter()
+        .filter(|(n, _)| n == "content_block_start")
+        .map(|(_, d)| {
+            (
+                d["index"].as_u64().unwrap(),
+                d["content_block"]["type"].as_str().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(starts, [(0, "thinking"), (1, "text")]);
+    assert!(
+        evs[0].1["message"]["usage"]["input_tokens"]
+            .as_u64()
+            .unwrap()
+            > 0
+    );
 
     let whole: Value = post(&server, "/v1/messages", &body("weather in Paris?", false))
         .await
@@ -573,4 +590,57 @@ async fn the_official_clients_run_a_tool_round_trip_on_responses_and_messages() 
     assert_eq!(v["messages"]["call"]["input"], json!({"city": "Paris"}));
     assert_eq!(v["messages"]["stop_reason"], "tool_use");
     assert_eq!(v["messages"]["final"], "It is sunny in Paris.");
+}
+
+#[tokio::test]
+async fn a_codex_shaped_history_and_a_claude_code_shaped_one_replay_without_a_400() {
+    let server = server(Setup {
+        fake: FakeOptions {
+            script: Some(script(&[
+                ("mcp_search", "Searched."),
+                ("screenshot", "Seen."),
+            ])),
+            ..FakeOptions::instant()
+        },
+        ..Setup::default()
+    })
+    .await;
+    // A developer note mid-history, a namespace of MCP tools, a call cut before its arguments
+    // closed (kept by the client as an incomplete item), text parts of both kinds.
+    let body = json!({
+        "model": "gpt-5-codex", "stream": false, "store": false,
+        "instructions": "You are Codex.",
+        "tools": [{"type": "namespace", "name": "mcp", "tools": [
+            {"type": "function", "name": "mcp_search", "parameters": {"type": "object", "properties": {"q": {"type": "string"}}}},
+        ]}],
+        "input": [
+            {"type": "message", "role": "developer", "content": [{"type": "input_text", "text": "Sandbox: read-only."}]},
+            {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "find it"}]},
+            {"type": "function_call", "call_id": "c1", "name": "mcp_search", "arguments": "{\"q\": \"it"},
+            {"type": "function_call_output", "call_id": "c1", "output": "nothing"},
+            {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "Nothing found."}]},
+            {"type": "message", "role": "developer", "content": [{"type": "input_text", "text": "Approval policy changed."}]},
+            {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "again"}, {"type": "input_image", "image_url": "data:image/png;base64,AAAA"}]},
+        ],
+    });
+    let response = post(&server, "/v1/responses", &body).await;
+    assert_eq!(response.status(), 200, "{}", response.text().await.unwrap());
+    let answer: Value = response.json().await.unwrap();
+    assert_eq!(
+        answer["output"][0]["content"][0]["text"], "Searched.",
+        "the namespace's tool was offered"
+    );
+
+    let claude = json!({
+        "model": "claude", "max_tokens": 100,
+        "messages": [{"role": "user", "content": [
+            {"type": "text", "text": "<system-reminder>ctx</system-reminder>"},
+            {"type": "text", "text": "what is on this screenshot?"},
+            {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": "AAAA"}},
+        ]}],
+    });
+    let response = post(&server, "/v1/messages", &claude).await;
+    assert_eq!(response.status(), 200);
+    let answer: Value = response.json().await.unwrap();
+    assert_eq!(answer["content"][0]["text"], "Seen.");
 }

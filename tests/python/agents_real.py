@@ -18,7 +18,7 @@ created = openai.responses.create(
     temperature=0,
 )
 with openai.responses.stream(
-    model="smollm2", input="Name a colour.", max_output_tokens=16, temperature=0,
+    model="smollm2", input="Name a colour.", max_output_tokens=200, temperature=0,
     instructions="Answer briefly.",
 ) as stream:
     deltas = "".join(e.delta for e in stream if e.type == "response.output_text.delta")

@@ -95,7 +95,7 @@ fn text_without_tags_passes_through_unchanged() {
 fn a_hermes_call_streams_its_name_first_then_its_arguments_and_closes() {
     let text = "Let me look.\n<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\", \"days\": [1, 2]}}\n</tool_call>";
     let a = parse(text, TOOLS);
-    assert_eq!(a.content, "Let me look.\n");
+    assert_eq!(a.content, "Let me look.");
     assert_eq!(a.calls.len(), 1);
     let (id, name, args, ended) = &a.calls[0];
     assert_eq!(
@@ -126,7 +126,8 @@ fn parallel_calls_get_their_own_index_and_id() {
         calls,
         [("call_7_0", "a", "{}"), ("call_7_1", "b", "{\"x\":1}")]
     );
-    assert_eq!(a.content, "\n");
+    // Whitespace between calls is no content.
+    assert_eq!(a.content, "");
     assert_eq!(a.ending.calls_closed, 2);
 }
 
@@ -136,6 +137,7 @@ fn a_block_that_is_not_a_call_is_content() {
         "<tool_call>not json</tool_call>",
         "<tool_call>{\"arguments\": {}}</tool_call>",
         "<tool_call>{\"name\": 3}</tool_call>",
+        "<tool_call>{\"name\": \"get weather\", \"arguments\": {}}</tool_call>",
     ] {
         let a = parse(text, TOOLS);
         assert_eq!(a.content, text);
