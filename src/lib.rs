@@ -29,6 +29,8 @@
 //! - [`api`]: axum routes, DTOs, validation, one error type mapped to HTTP in one place.
 //!   [sees only the service handle and snapshot types]
 //! - [`generate`]: `strata-desk generate`, the simplest driver of the engine.
+//! - [`gui`]: the desktop window (eframe/egui): panels over the service snapshot, commands
+//!   drained once per frame. [sees only the service handle and snapshot types]
 //! - [`headless`]: `--headless`: config → engine launch, service, HTTP server; signals.
 //! - [`cli`]: the command line.
 //!
@@ -42,6 +44,7 @@ pub mod engine;
 pub mod engine_worker;
 pub mod generate;
 pub mod grammar;
+pub mod gui;
 pub mod headless;
 pub mod ids;
 pub mod metrics;

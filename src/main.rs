@@ -47,10 +47,15 @@ fn main() -> anyhow::Result<()> {
             runtime.block_on(strata_desk::headless::run(config, exe))?;
         }
         None => {
-            eprintln!(
-                "The desktop window is not built yet: run `strata-desk --headless` to serve."
-            );
-            std::process::exit(2);
+            let config = strata_desk::config::Config::load(
+                cli.serve.config.as_deref(),
+                &cli.serve.overrides(),
+            )?;
+            let exe = std::env::current_exe().context("locating this program")?;
+            if let Err(e) = strata_desk::gui::run(config, cli.serve.config.clone(), exe) {
+                eprintln!("strata-desk: {e}");
+                std::process::exit(2);
+            }
         }
     }
     Ok(())

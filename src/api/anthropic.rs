@@ -814,7 +814,10 @@ mod tests {
                 "messages[0].content[0].tool_use_id",
             ),
             (
-                message("user", json!([{"type": "container_upload", "file_id": "f"}])),
+                message(
+                    "user",
+                    json!([{"type": "container_upload", "file_id": "f"}]),
+                ),
                 "messages[0].content[0]",
             ),
             (message("robot", json!("hi")), "messages[0].role"),

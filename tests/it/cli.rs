@@ -98,3 +98,17 @@ fn sigterm_stops_the_headless_server_and_its_worker_and_exits_zero() {
         .success();
     assert!(!worker_alive, "the engine worker outlived the server");
 }
+
+#[test]
+fn without_a_display_the_app_says_so_and_suggests_headless() {
+    let output = Command::new(worker_exe())
+        .args(["--engine", "sim", "--port", "18431"])
+        .env_remove("DISPLAY")
+        .env_remove("WAYLAND_DISPLAY")
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("no display"), "{stderr}");
+    assert!(stderr.contains("--headless"), "{stderr}");
+}

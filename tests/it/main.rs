@@ -14,4 +14,5 @@ mod cli;
 mod engine_fake;
 mod engine_park;
 mod engine_real;
+mod gui;
 mod support;

@@ -1,0 +1,182 @@
+//! The desktop app: the service and the HTTP server on a background tokio runtime, and an
+//! egui window that shows the scheduler live and steers it.
+//!
+//! - `app`: [`Dashboard`], the window's state and frame;
+//! - `panels`: one `*_ui` function per panel, reading the snapshot;
+//! - `commands`: user actions, queued in a frame and drained once at its end.
+//!
+//! Closing the window (or SIGTERM, which closes it) shuts the server and the engine down
+//! cleanly. One instance per config file: a second start names the process that holds it.
+
+mod app;
+mod commands;
+mod panels;
+
+pub use app::Dashboard;
+pub use commands::{Command, CommandQueue};
+pub use panels::percentiles;
+
+use crate::config::Config;
+use crate::headless::HeadlessError;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+#[derive(Debug, thiserror::Error)]
+pub enum GuiError {
+    #[error(
+        "no display: neither DISPLAY nor WAYLAND_DISPLAY is set; run `strata-desk --headless` to serve without a window"
+    )]
+    NoDisplay,
+    #[error(
+        "another Strata Desk (process {pid}) is running with this config ({path}); close it first"
+    )]
+    AlreadyRunning { pid: String, path: String },
+    #[error("cannot lock {path}: {source}")]
+    Lock {
+        path: String,
+        source: std::io::Error,
+    },
+    #[error(transparent)]
+    Server(#[from] HeadlessError),
+    #[error("the window failed: {0}")]
+    Window(String),
+    #[error("cannot start the background runtime: {0}")]
+    Runtime(std::io::Error),
+}
+
+/// Which OpenGL-or-GPU backend draws the window.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
+pub enum Renderer {
+    /// OpenGL (glow): about a quarter of the CPU of wgpu under software rendering.
+    #[default]
+    Glow,
+}
+
+fn has_display() -> bool {
+    if cfg!(target_os = "linux") {
+        std::env::var_os("DISPLAY").is_some() || std::env::var_os("WAYLAND_DISPLAY").is_some()
+    } else {
+        true
+    }
+}
+
+/// Holds the instance lock for a config while the app runs.
+struct InstanceLock {
+    _file: std::fs::File,
+}
+
+fn lock_instance(config_path: Option<&Path>) -> Result<InstanceLock, GuiError> {
+    let key = config_path.map_or_else(|| "default".to_owned(), |p| p.display().to_string());
+    let digest = {
+        use sha2::Digest;
+        let hash = sha2::Sha256::digest(key.as_bytes());
+        hash.iter()
+            .take(8)
+            .map(|b| format!("{b:02x}"))
+            .collect::<String>()
+    };
+    let dir = directories::ProjectDirs::from("", "", "strata-desk")
+        .map_or_else(std::env::temp_dir, |d| d.data_local_dir().to_path_buf());
+    let _ = std::fs::create_dir_all(&dir);
+    let path = dir.join(format!("instance-{digest}.lock"));
+    let lock_err = |source| GuiError::Lock {
+        path: path.display().to_string(),
+        source,
+    };
+    let mut file = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(&path)
+        .map_err(lock_err)?;
+    if file.try_lock().is_err() {
+        let pid = std::fs::read_to_string(&path).unwrap_or_default();
+        return Err(GuiError::AlreadyRunning {
+            pid: pid.trim().to_owned(),
+            path: key,
+        });
+    }
+    use std::io::Write;
+    file.set_len(0).map_err(lock_err)?;
+    write!(file, "{}", std::process::id()).map_err(lock_err)?;
+    Ok(InstanceLock { _file: file })
+}
+
+/// Runs the window until it is closed; the server runs meanwhile on `config`'s address.
+pub fn run(config: Config, config_path: Option<PathBuf>, exe: PathBuf) -> Result<(), GuiError> {
+    if !has_display() {
+        return Err(GuiError::NoDisplay);
+    }
+    let _lock = lock_instance(config_path.as_deref())?;
+    let runtime = tokio::runtime::Runtime::new().map_err(GuiError::Runtime)?;
+    let addr = std::net::SocketAddr::new(config.app.host, config.app.port);
+    let listener = runtime
+        .block_on(tokio::net::TcpListener::bind(addr))
+        .map_err(|source| HeadlessError::Bind {
+            addr: addr.to_string(),
+            source,
+        })?;
+    let (service, state) = {
+        let _enter = runtime.enter();
+        crate::headless::start(&config, exe)?
+    };
+    eprintln!("strata-desk: serving on http://{addr}; the window shows the scheduler");
+    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
+    let server = runtime.spawn(crate::api::serve(listener, state, async move {
+        let _ = stop_rx.await;
+    }));
+    let options = eframe::NativeOptions {
+        renderer: eframe::Renderer::Glow,
+        viewport: egui::ViewportBuilder::default()
+            .with_title("Strata Desk")
+            .with_inner_size([1100.0, 720.0]),
+        ..Default::default()
+    };
+    let handle = runtime.handle().clone();
+    let watched = service.clone();
+    let result = eframe::run_native(
+        "Strata Desk",
+        options,
+        Box::new(move |cc| {
+            let ctx = cc.egui_ctx.clone();
+            // Repaint on change, at most ten times a second; SIGTERM closes the window.
+            handle.spawn(repaint_on_change(watched.watch(), ctx.clone()));
+            handle.spawn(close_on_signal(ctx));
+            Ok(Box::new(Dashboard::new(watched, handle)))
+        }),
+    );
+    let _ = stop_tx.send(());
+    runtime.block_on(async {
+        service.shutdown().await;
+        let _ = tokio::time::timeout(Duration::from_secs(5), server).await;
+    });
+    runtime.shutdown_timeout(Duration::from_secs(2));
+    result.map_err(|e| GuiError::Window(e.to_string()))
+}
+
+async fn repaint_on_change(
+    mut snapshots: tokio::sync::watch::Receiver<crate::service::ServiceSnapshot>,
+    ctx: egui::Context,
+) {
+    while snapshots.changed().await.is_ok() {
+        ctx.request_repaint();
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+async fn close_on_signal(ctx: egui::Context) {
+    #[cfg(unix)]
+    if let Ok(mut term) = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+    {
+        term.recv().await;
+        ctx.send_viewport_cmd(egui::ViewportCommand::Close);
+        ctx.request_repaint();
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = tokio::signal::ctrl_c().await;
+        ctx.send_viewport_cmd(egui::ViewportCommand::Close);
+        ctx.request_repaint();
+    }
+}

@@ -1,0 +1,352 @@
+//! The dashboard's panels: each a `*_ui` function that reads the snapshot and queues
+//! commands; none waits on anything.
+
+use super::commands::{Command, CommandQueue};
+use crate::scheduler::GiveWay;
+use crate::service::{EngineStatus, ServiceSnapshot};
+use egui::{Color32, RichText, Ui};
+
+const STARVING: Color32 = Color32::from_rgb(220, 60, 40);
+
+/// Model, state, KV use and the Restart button (which first says what a restart does to the
+/// requests in flight, R10).
+pub fn engine_ui(
+    ui: &mut Ui,
+    s: &ServiceSnapshot,
+    confirm_restart: &mut bool,
+    q: &mut CommandQueue,
+) {
+    ui.horizontal(|ui| {
+        ui.strong("Engine");
+        let state = match &s.engine.status {
+            EngineStatus::Loading => "loading".to_owned(),
+            EngineStatus::Ready => "ready".to_owned(),
+            EngineStatus::Restarting => "restarting".to_owned(),
+            EngineStatus::Failed(reason) => format!("failed: {reason}"),
+        };
+        ui.label(format!("{} - {state}", display_model(s)));
+        if s.engine.simulated {
+            ui.colored_label(Color32::YELLOW, "SIMULATED engine");
+        }
+        ui.label(format!(
+            "KV {} / {} cells, {} slot(s), chunk {} tokens",
+            s.engine.kv_cells_used, s.engine.kv_cells_total, s.engine.parallel, s.chunk_tokens
+        ));
+        if ui.button("Restart engine").clicked() {
+            let in_flight =
+                s.slots.iter().filter(|x| x.request_id.is_some()).count() + s.parked.len();
+            if in_flight == 0 {
+                q.send(Command::RestartEngine);
+            } else {
+                *confirm_restart = true;
+            }
+        }
+    });
+    if *confirm_restart {
+        let running = s.slots.iter().filter(|x| x.request_id.is_some()).count();
+        ui.horizontal(|ui| {
+            ui.colored_label(
+                STARVING,
+                format!(
+                    "A restart fails {running} running and {} parked request(s) with \"engine restarted\"; {} waiting stay queued.",
+                    s.parked.len(),
+                    s.waiting.len()
+                ),
+            );
+            if ui.button("Restart now").clicked() {
+                q.send(Command::RestartEngine);
+                *confirm_restart = false;
+            }
+            if ui.button("Keep running").clicked() {
+                *confirm_restart = false;
+            }
+        });
+    }
+}
+
+fn display_model(s: &ServiceSnapshot) -> &str {
+    if s.engine.model.is_empty() {
+        "(no model yet)"
+    } else {
+        &s.engine.model
+    }
+}
+
+/// The live switches (R12): `solo_priority` and `give_way`.
+pub fn controls_ui(ui: &mut Ui, s: &ServiceSnapshot, q: &mut CommandQueue) {
+    ui.horizontal(|ui| {
+        let mut solo = s.solo_priority;
+        let batch = s.engine.parallel >= 2;
+        let response = ui.add_enabled(!batch, egui::Checkbox::new(&mut solo, "solo_priority"));
+        if response.changed() {
+            q.send(Command::SetSoloPriority(solo));
+        }
+        if batch {
+            ui.label("(off with parallel >= 2)");
+        }
+        ui.separator();
+        ui.label("give_way:");
+        let mut give_way = s.give_way;
+        for (value, name) in [
+            (GiveWay::Left, "left"),
+            (GiveWay::Whole, "whole"),
+            (GiveWay::Off, "off"),
+        ] {
+            if ui.radio_value(&mut give_way, value, name).changed() {
+                q.send(Command::SetGiveWay(give_way));
+            }
+        }
+        ui.separator();
+        ui.label(format!("mode: {:?}", s.mode).to_lowercase());
+    });
+}
+
+/// Each slot: state, request, priority, read progress or tokens/s.
+pub fn slots_ui(ui: &mut Ui, s: &ServiceSnapshot) {
+    ui.heading("Slots");
+    egui::Grid::new("slots")
+        .striped(true)
+        .num_columns(5)
+        .show(ui, |ui| {
+            for slot in &s.slots {
+                ui.label(format!("slot {}", slot.id.0));
+                let state = if slot.state == "empty" {
+                    "idle"
+                } else {
+                    &slot.state
+                };
+                ui.label(state);
+                match slot.request_id {
+                    Some(id) => ui.label(format!("{id} (priority {})", slot.priority.unwrap_or(0))),
+                    None if slot.state == "conversation" => {
+                        ui.label(format!("holds {} tokens", slot.held_tokens))
+                    }
+                    None => ui.label(""),
+                };
+                match slot.state.as_str() {
+                    "reading" => {
+                        let total = slot.prompt_tokens.max(1) as f32;
+                        let done = (slot.held_tokens as f32 / total).clamp(0.0, 1.0);
+                        let lane = if slot.has_lane {
+                            ""
+                        } else {
+                            " (waiting for the lane)"
+                        };
+                        ui.add(egui::ProgressBar::new(done).text(format!(
+                            "read {} of {}{lane}",
+                            slot.held_tokens, slot.prompt_tokens
+                        )));
+                    }
+                    "decoding" => {
+                        let rate = slot
+                            .tokens_per_sec
+                            .map_or("...".to_owned(), |r| format!("{r:.1} tok/s"));
+                        ui.label(format!("{} tokens, {rate}", slot.generated_tokens));
+                    }
+                    _ => {
+                        ui.label("");
+                    }
+                }
+                ui.end_row();
+            }
+        });
+}
+
+/// The parked streams (solo_priority's paused decode, reads that gave way).
+pub fn parked_ui(ui: &mut Ui, s: &ServiceSnapshot) {
+    ui.heading("Parked");
+    if s.parked.is_empty() {
+        ui.label("nothing parked");
+        return;
+    }
+    egui::Grid::new("parked")
+        .striped(true)
+        .num_columns(5)
+        .show(ui, |ui| {
+            for p in &s.parked {
+                ui.label(format!("{}", p.request_id));
+                ui.label(if p.kind == "decode" {
+                    "paused stream"
+                } else {
+                    "read gave way"
+                });
+                ui.label(format!(
+                    "priority {} (effective {})",
+                    p.priority, p.effective_priority
+                ));
+                ui.label(format!("{} tokens so far", p.generated_tokens));
+                ui.label(format!(
+                    "parked {:.1} s, {} pause(s)",
+                    p.parked_secs, p.pauses
+                ));
+                ui.end_row();
+            }
+        });
+}
+
+/// The waiting queue with each request's effective priority, age and what is left to read;
+/// a request waiting longer than `starving_secs` is highlighted. Per row: priority up/down
+/// and Cancel.
+pub fn waiting_ui(ui: &mut Ui, s: &ServiceSnapshot, starving_secs: f64, q: &mut CommandQueue) {
+    ui.heading("Waiting");
+    if s.waiting.is_empty() {
+        ui.label("nobody waits");
+        return;
+    }
+    egui::Grid::new("waiting")
+        .striped(true)
+        .num_columns(6)
+        .show(ui, |ui| {
+            for w in &s.waiting {
+                let starving = w.waited_secs > starving_secs;
+                let age = format!("waited {:.1} s", w.waited_secs);
+                ui.label(format!("{}", w.request_id));
+                ui.label(format!(
+                    "priority {} -> {} (boost +{}, aging +{})",
+                    w.priority, w.effective_priority, w.boost, w.aging
+                ));
+                if starving {
+                    ui.label(
+                        RichText::new(format!("{age} - starving"))
+                            .color(STARVING)
+                            .strong(),
+                    );
+                } else {
+                    ui.label(age);
+                }
+                ui.label(format!("{} tokens to read", w.tokens_left_to_read));
+                ui.horizontal(|ui| {
+                    if ui
+                        .small_button("+1")
+                        .on_hover_text("raise priority")
+                        .clicked()
+                    {
+                        q.send(Command::SetPriority(
+                            w.request_id,
+                            w.priority.saturating_add(1),
+                        ));
+                    }
+                    if ui
+                        .small_button("-1")
+                        .on_hover_text("lower priority")
+                        .clicked()
+                    {
+                        q.send(Command::SetPriority(
+                            w.request_id,
+                            w.priority.saturating_sub(1),
+                        ));
+                    }
+                });
+                if ui.button("Cancel").clicked() {
+                    q.send(Command::Cancel(w.request_id));
+                }
+                ui.end_row();
+            }
+        });
+}
+
+/// Totals since start.
+pub fn counters_ui(ui: &mut Ui, s: &ServiceSnapshot) {
+    ui.heading("Counters");
+    let c = &s.counters;
+    let rows = [
+        ("give-ways to higher priority", c.give_ways_higher_priority),
+        ("give-ways to shorter left", c.give_ways_shorter_left),
+        ("pauses", c.pauses),
+        ("resumes", c.resumes),
+        ("processed-prefix losses", c.processed_prefix_losses),
+        ("cancellations", c.cancellations),
+        ("engine restarts", c.engine_restarts),
+        ("conversation-cache hits", s.conversation_cache.hits),
+    ];
+    egui::Grid::new("counters").num_columns(2).show(ui, |ui| {
+        for (name, value) in rows {
+            ui.label(name);
+            ui.label(value.to_string());
+            ui.end_row();
+        }
+    });
+}
+
+/// p50 and p95 of some TTFT samples (nearest rank).
+pub fn percentiles(samples: &mut [f64]) -> Option<(f64, f64)> {
+    if samples.is_empty() {
+        return None;
+    }
+    samples.sort_by(f64::total_cmp);
+    let at =
+        |q: f64| samples[((q * samples.len() as f64).ceil() as usize).clamp(1, samples.len()) - 1];
+    Some((at(0.5), at(0.95)))
+}
+
+/// Recent time to first token by priority class, with p50/p95.
+pub fn ttft_ui(ui: &mut Ui, s: &ServiceSnapshot) {
+    ui.heading("Time to first token");
+    let classes = [
+        ("low", Color32::GRAY),
+        ("normal", Color32::LIGHT_BLUE),
+        ("high", Color32::GOLD),
+    ];
+    let mut summary = Vec::new();
+    let mut series = Vec::new();
+    for (class, color) in classes {
+        let points: Vec<[f64; 2]> = s
+            .ttft
+            .iter()
+            .filter(|t| crate::metrics::priority_class(t.priority) == class)
+            .map(|t| [t.at_secs, t.ttft_secs])
+            .collect();
+        let mut values: Vec<f64> = points.iter().map(|p| p[1]).collect();
+        if let Some((p50, p95)) = percentiles(&mut values) {
+            summary.push(format!(
+                "{class}: p50 {p50:.2} s, p95 {p95:.2} s ({} samples)",
+                values.len()
+            ));
+        }
+        series.push((class, color, points));
+    }
+    ui.label(if summary.is_empty() {
+        "no samples yet".to_owned()
+    } else {
+        summary.join("   ")
+    });
+    egui_plot::Plot::new("ttft")
+        .height(160.0)
+        .legend(egui_plot::Legend::default())
+        .x_axis_label("seconds since start")
+        .show(ui, |plot| {
+            for (class, color, points) in series {
+                plot.points(
+                    egui_plot::Points::new(class, points)
+                        .color(color)
+                        .radius(3.0),
+                );
+            }
+        });
+}
+
+/// The last scheduler events, newest last.
+pub fn log_ui(ui: &mut Ui, log: &std::collections::VecDeque<(f64, String)>) {
+    ui.heading("Events");
+    egui::ScrollArea::vertical()
+        .max_height(120.0)
+        .stick_to_bottom(true)
+        .show(ui, |ui| {
+            for (at, line) in log {
+                ui.label(format!("{at:8.1} s  {line}"));
+            }
+        });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::percentiles;
+
+    #[test]
+    fn percentiles_are_nearest_rank() {
+        let mut v: Vec<f64> = (1..=100).map(f64::from).collect();
+        assert_eq!(percentiles(&mut v), Some((50.0, 95.0)));
+        assert_eq!(percentiles(&mut [3.0]), Some((3.0, 3.0)));
+        assert_eq!(percentiles(&mut []), None);
+    }
+}
