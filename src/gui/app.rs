@@ -37,6 +37,12 @@ impl Dashboard {
     pub fn ui(&mut self, ui: &mut egui::Ui) {
         let s = self.service.snapshot();
         self.note_events(&s);
+        // Ages and parked times move with the clock alone: keep them (and the starving
+        // highlight) current while anyone waits or is parked.
+        if !s.waiting.is_empty() || !s.parked.is_empty() {
+            ui.ctx()
+                .request_repaint_after(std::time::Duration::from_millis(500));
+        }
         egui::Panel::top("engine").show(ui, |ui| {
             panels::engine_ui(ui, &s, &mut self.confirm_restart, &mut self.commands);
             panels::controls_ui(ui, &s, &mut self.commands);

@@ -44,14 +44,6 @@ pub enum GuiError {
     Runtime(std::io::Error),
 }
 
-/// Which OpenGL-or-GPU backend draws the window.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
-pub enum Renderer {
-    /// OpenGL (glow): about a quarter of the CPU of wgpu under software rendering.
-    #[default]
-    Glow,
-}
-
 fn has_display() -> bool {
     if cfg!(target_os = "linux") {
         std::env::var_os("DISPLAY").is_some() || std::env::var_os("WAYLAND_DISPLAY").is_some()
