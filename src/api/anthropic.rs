@@ -12,7 +12,7 @@
 
 use super::chat::{body_bytes, parse_body};
 use super::generation::{self, Generation, Next, Started, strip_reasoning};
-use super::tools::{self, FunctionDto, ToolDto};
+use super::tools::{self, ToolDto};
 use super::{ApiError, ApiState};
 use crate::chat::{ChatMessage, Ending, Piece, ToolCall};
 use crate::scheduler::FinishReason;
@@ -333,24 +333,7 @@ fn custom_tools(tools: Vec<Value>) -> Result<Vec<ToolDto>, ApiError> {
             tracing::warn!("messages: tools[{i}] of type {kind:?} ignored");
             continue;
         }
-        let name = tool.get("name").and_then(Value::as_str).ok_or_else(|| {
-            bad(
-                format!("`tools[{i}].name` is missing"),
-                &format!("tools[{i}].name"),
-            )
-        })?;
-        out.push(ToolDto {
-            kind: "function".into(),
-            function: Some(FunctionDto {
-                name: name.to_owned(),
-                description: tool
-                    .get("description")
-                    .and_then(Value::as_str)
-                    .map(str::to_owned),
-                parameters: tool.get("input_schema").cloned().filter(|p| !p.is_null()),
-                strict: None,
-            }),
-        });
+        out.push(tools::tool_from_json(i, &tool, "input_schema")?);
     }
     Ok(out)
 }

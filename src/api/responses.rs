@@ -9,7 +9,7 @@
 
 use super::chat::{body_bytes, parse_body};
 use super::generation::{self, Generation, Next, Started, strip_reasoning};
-use super::tools::{self, FunctionDto, JsonSchemaDto, ResponseFormatDto, ToolDto};
+use super::tools::{self, JsonSchemaDto, ResponseFormatDto, ToolDto};
 use super::{ApiError, ApiState};
 use crate::chat::{ChatMessage, Ending, Piece, ToolCall};
 use crate::scheduler::FinishReason;
@@ -256,24 +256,7 @@ fn function_tools(tools: Vec<Value>) -> Result<Vec<ToolDto>, ApiError> {
             tracing::warn!("responses: tools[{i}] of type {kind:?} ignored");
             continue;
         }
-        let name = tool.get("name").and_then(Value::as_str).ok_or_else(|| {
-            bad(
-                format!("`tools[{i}].name` is missing"),
-                &format!("tools[{i}].name"),
-            )
-        })?;
-        out.push(ToolDto {
-            kind: "function".into(),
-            function: Some(FunctionDto {
-                name: name.to_owned(),
-                description: tool
-                    .get("description")
-                    .and_then(Value::as_str)
-                    .map(str::to_owned),
-                parameters: tool.get("parameters").cloned().filter(|p| !p.is_null()),
-                strict: tool.get("strict").and_then(Value::as_bool),
-            }),
-        });
+        out.push(tools::tool_from_json(i, &tool, "parameters")?);
     }
     Ok(out)
 }
@@ -301,14 +284,6 @@ impl ResponsesRequest {
         match &dto.input {
             InputDto::Text(text) => messages.push(ChatMessage::new("user", text)),
             InputDto::Items(items) => messages.extend(items_to_messages(items)?),
-        }
-        // One system message first: templates often refuse several.
-        let mut system: Vec<String> = Vec::new();
-        while messages.first().is_some_and(|m| m.role == "system") {
-            system.push(messages.remove(0).content);
-        }
-        if !system.is_empty() {
-            messages.insert(0, ChatMessage::new("system", &system.join("\n\n")));
         }
         if !messages.iter().any(|m| m.role != "system") {
             return Err(bad("`input` has no message".into(), "input"));

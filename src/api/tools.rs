@@ -43,6 +43,29 @@ pub struct JsonSchemaDto {
     pub schema: Option<Value>,
 }
 
+/// A tool given as one flat JSON object (`{"name", "description", SCHEMA_KEY, "strict"}`, the
+/// Responses and Anthropic shapes) in Chat's shape; `tools[i]` names it in errors.
+pub fn tool_from_json(i: usize, tool: &Value, schema_key: &str) -> Result<ToolDto, ApiError> {
+    let name = tool.get("name").and_then(Value::as_str).ok_or_else(|| {
+        bad(
+            format!("`tools[{i}].name` is missing"),
+            &format!("tools[{i}].name"),
+        )
+    })?;
+    Ok(ToolDto {
+        kind: "function".into(),
+        function: Some(FunctionDto {
+            name: name.to_owned(),
+            description: tool
+                .get("description")
+                .and_then(Value::as_str)
+                .map(str::to_owned),
+            parameters: tool.get(schema_key).cloned().filter(|p| !p.is_null()),
+            strict: tool.get("strict").and_then(Value::as_bool),
+        }),
+    })
+}
+
 /// What the request's tools and formats mean for the prompt, the sampler and the parser.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct OutputSpec {

@@ -3,26 +3,14 @@
 //! not; and tool round trips with the official `openai` and `anthropic` packages.
 
 use crate::api_fake::{Server, Setup, server};
+use crate::support::script;
 use serde_json::{Value, json};
-use std::path::PathBuf;
 use std::time::Duration;
 use strata_desk::engine_worker::FakeOptions;
 use strata_desk::scheduler::SchedulerSettings;
 
 const WEATHER_CALL: &str =
     "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}\n</tool_call>";
-
-fn script(rules: &[(&str, &str)]) -> PathBuf {
-    static N: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
-    let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    let path = std::env::temp_dir().join(format!("strata-agents-{}-{n}.json", std::process::id()));
-    let rules: Vec<Value> = rules
-        .iter()
-        .map(|(when, output)| json!({"prompt_contains": when, "output": output}))
-        .collect();
-    std::fs::write(&path, json!({ "rules": rules }).to_string()).unwrap();
-    path
-}
 
 fn rules() -> Vec<(&'static str, &'static str)> {
     vec![

@@ -2,27 +2,13 @@
 //! scripting outputs (one byte per token, so every call is split across many tokens).
 
 use crate::api_fake::{Server, Setup, chat, server, sse_data};
+use crate::support::script;
 use serde_json::{Value, json};
-use std::path::PathBuf;
 use strata_desk::engine_worker::FakeOptions;
 use strata_desk::scheduler::SchedulerSettings;
 
 const WEATHER_CALL: &str =
     "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}\n</tool_call>";
-
-/// A script file for the simulated engine: the first rule whose text the prompt contains
-/// gives the output.
-fn script(rules: &[(&str, &str)]) -> PathBuf {
-    static N: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
-    let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    let path = std::env::temp_dir().join(format!("strata-script-{}-{n}.json", std::process::id()));
-    let rules: Vec<Value> = rules
-        .iter()
-        .map(|(when, output)| json!({"prompt_contains": when, "output": output}))
-        .collect();
-    std::fs::write(&path, json!({ "rules": rules }).to_string()).unwrap();
-    path
-}
 
 async fn scripted(rules: &[(&str, &str)], decode_steps_per_sec: f64) -> Server {
     server(Setup {

@@ -214,3 +214,17 @@ pub fn test_python() -> String {
          ./scripts/test.sh makes one in .venv",
     )
 }
+
+/// A script file for the simulated engine: the first rule whose text the prompt contains
+/// gives the output.
+pub fn script(rules: &[(&str, &str)]) -> PathBuf {
+    static N: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+    let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let path = std::env::temp_dir().join(format!("strata-script-{}-{n}.json", std::process::id()));
+    let rules: Vec<serde_json::Value> = rules
+        .iter()
+        .map(|(when, output)| serde_json::json!({"prompt_contains": when, "output": output}))
+        .collect();
+    std::fs::write(&path, serde_json::json!({ "rules": rules }).to_string()).unwrap();
+    path
+}
