@@ -57,6 +57,15 @@ pub struct ServeArgs {
     /// Layers offloaded to the GPU [default: 0].
     #[arg(long)]
     pub gpu_layers: Option<u32>,
+    /// llama.cpp's flash attention [default: auto].
+    #[arg(long, value_enum)]
+    pub flash_attn: Option<crate::config::FlashAttn>,
+    /// The KV cache's element type [default: f16].
+    #[arg(long, value_enum)]
+    pub kv_type: Option<crate::config::KvType>,
+    /// How the window is drawn [default: glow; wgpu needs a build with `--features wgpu`].
+    #[arg(long, value_enum)]
+    pub renderer: Option<crate::config::Renderer>,
 }
 
 impl ServeArgs {
@@ -72,6 +81,9 @@ impl ServeArgs {
             chunk_tokens: self.chunk_tokens,
             threads: self.threads,
             gpu_layers: self.gpu_layers,
+            flash_attn: self.flash_attn,
+            kv_type: self.kv_type,
+            renderer: self.renderer,
         }
     }
 }

@@ -61,6 +61,8 @@ pub fn prepare(config: &Config, exe: PathBuf) -> Result<(WorkerLaunch, Prompts),
         slots: a.parallel,
         threads: a.threads,
         gpu_layers: a.gpu_layers,
+        flash_attn: a.flash_attn,
+        kv_type: a.kv_type,
         conversation_cache_mib: a.conversation_cache_mib,
         ..options
     };

@@ -2,6 +2,7 @@
 //! by command-line flags, parsed into a validated [`Config`]. Every error names the key, the
 //! bound and the value. Imports only the scheduler's settings type (which it embeds).
 
+pub use crate::engine_worker::{FlashAttn, KvType};
 use crate::scheduler::{ConfigError as SchedulerConfigError, SchedulerSettings};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -16,6 +17,19 @@ pub enum EngineKind {
     Llama,
     Sim,
 }
+
+/// How the window is drawn: glow (OpenGL, the default: under software rendering it costs about
+/// a quarter of wgpu's CPU) or wgpu (in builds with the `wgpu` feature).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "snake_case")]
+pub enum Renderer {
+    #[default]
+    Glow,
+    Wgpu,
+}
+
+/// Most models the dashboard's picker remembers.
+pub const RECENT_MODELS_MAX: usize = 8;
 
 /// An API key, with the priority its requests get when they state none.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -52,6 +66,10 @@ pub struct AppSettings {
     pub ctx: u32,
     pub threads: u32,
     pub gpu_layers: u32,
+    /// llama.cpp's flash attention: `auto`, `on` or `off`.
+    pub flash_attn: FlashAttn,
+    /// The KV cache's element type: `f16` or `q8_0` (about half the memory).
+    pub kv_type: KvType,
     pub conversation_cache_mib: u64,
     pub api_keys: Vec<ApiKeyEntry>,
     /// Model names clients may send, mapped to the loaded model (any name is served).
@@ -62,6 +80,10 @@ pub struct AppSettings {
     pub allowed_hosts: Vec<String>,
     /// Origins allowed by CORS; none by default.
     pub cors_origins: Vec<String>,
+    /// The window's renderer (the desktop app only).
+    pub renderer: Renderer,
+    /// Models opened in the dashboard, newest first (the desktop app only).
+    pub recent_models: Vec<PathBuf>,
 }
 
 impl Default for AppSettings {
@@ -75,12 +97,16 @@ impl Default for AppSettings {
             ctx: 0,
             threads: 0,
             gpu_layers: 0,
+            flash_attn: FlashAttn::Auto,
+            kv_type: KvType::F16,
             conversation_cache_mib: 1024,
             api_keys: Vec::new(),
             model_aliases: BTreeMap::new(),
             body_limit_mib: 32,
             allowed_hosts: Vec::new(),
             cors_origins: Vec::new(),
+            renderer: Renderer::Glow,
+            recent_models: Vec::new(),
         }
     }
 }
@@ -98,6 +124,8 @@ pub struct Config {
 pub enum ConfigError {
     #[error("cannot read the config file {path}: {message}")]
     Read { path: String, message: String },
+    #[error("cannot write the config file {path}: {message}")]
+    Write { path: String, message: String },
     #[error("config file {path}: {message}")]
     Parse { path: String, message: String },
     #[error("config file {path}: unknown key `{key}`")]
@@ -129,6 +157,9 @@ pub struct Overrides {
     pub chunk_tokens: Option<u32>,
     pub threads: Option<u32>,
     pub gpu_layers: Option<u32>,
+    pub flash_attn: Option<FlashAttn>,
+    pub kv_type: Option<KvType>,
+    pub renderer: Option<Renderer>,
 }
 
 /// The default config file path (it need not exist).
@@ -172,6 +203,9 @@ impl Config {
         a.ctx = o.ctx.unwrap_or(a.ctx);
         a.threads = o.threads.unwrap_or(a.threads);
         a.gpu_layers = o.gpu_layers.unwrap_or(a.gpu_layers);
+        a.flash_attn = o.flash_attn.unwrap_or(a.flash_attn);
+        a.kv_type = o.kv_type.unwrap_or(a.kv_type);
+        a.renderer = o.renderer.unwrap_or(a.renderer);
         if o.solo_priority {
             self.scheduler.solo_priority = true;
         }
@@ -242,6 +276,42 @@ impl Config {
         self.scheduler.validate_for(a.parallel)?;
         Ok(())
     }
+}
+
+/// Writes `changes` into the config file at `path`, keeping every other key the file holds (in
+/// its order); creates the file and its folder when missing. The text goes to a temporary file
+/// that is then renamed over the old one, so a crash never leaves half a file.
+pub fn persist(
+    path: &Path,
+    changes: serde_json::Map<String, serde_json::Value>,
+) -> Result<(), ConfigError> {
+    let shown = path.display().to_string();
+    let write_err = |e: std::io::Error| ConfigError::Write {
+        path: shown.clone(),
+        message: e.to_string(),
+    };
+    let mut map = match std::fs::read_to_string(path) {
+        Ok(text) => match serde_json::from_str(&text) {
+            Ok(serde_json::Value::Object(map)) => map,
+            _ => {
+                return Err(ConfigError::Parse {
+                    path: shown,
+                    message: "the file must hold one JSON object; not overwriting it".into(),
+                });
+            }
+        },
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => serde_json::Map::new(),
+        Err(e) => return Err(write_err(e)),
+    };
+    map.extend(changes);
+    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::create_dir_all(dir).map_err(write_err)?;
+    }
+    let text = serde_json::to_string_pretty(&serde_json::Value::Object(map))
+        .map_err(|e| write_err(std::io::Error::other(e)))?;
+    let temporary = path.with_extension("json.tmp");
+    std::fs::write(&temporary, text + "\n").map_err(write_err)?;
+    std::fs::rename(&temporary, path).map_err(write_err)
 }
 
 /// Splits the file's flat keys between the app's and the scheduler's, so an unknown key is
@@ -315,6 +385,44 @@ mod tests {
         assert_eq!(config.app.parallel, 2);
         assert_eq!(config.scheduler.queue_max, 7);
         assert_eq!(config.scheduler.give_way, crate::scheduler::GiveWay::Whole);
+    }
+
+    #[test]
+    fn persisting_keeps_the_files_other_keys_and_the_result_loads() {
+        let path = write(r#"{"port": 9001, "queue_max": 5}"#);
+        let mut changes = serde_json::Map::new();
+        changes.insert("parallel".into(), serde_json::json!(3));
+        changes.insert("kv_type".into(), serde_json::json!("q8_0"));
+        persist(&path, changes).unwrap();
+        let config = Config::load(Some(&path), &Overrides::default()).unwrap();
+        assert_eq!(config.app.port, 9001);
+        assert_eq!(config.scheduler.queue_max, 5);
+        assert_eq!(config.app.parallel, 3);
+        assert_eq!(config.app.kv_type, KvType::Q8_0);
+    }
+
+    #[test]
+    fn persisting_creates_a_missing_file_and_refuses_to_overwrite_a_broken_one() {
+        let dir = std::env::temp_dir().join(format!("strata-persist-{}", std::process::id()));
+        let path = dir.join("sub").join("config.json");
+        let mut changes = serde_json::Map::new();
+        changes.insert("solo_priority".into(), serde_json::json!(true));
+        persist(&path, changes.clone()).unwrap();
+        let config = Config::load(Some(&path), &Overrides::default()).unwrap();
+        assert!(config.scheduler.solo_priority);
+        std::fs::write(&path, "[1, 2").unwrap();
+        let err = persist(&path, changes).unwrap_err().to_string();
+        assert!(err.contains("not overwriting"), "{err}");
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), "[1, 2");
+    }
+
+    #[test]
+    fn a_file_from_an_older_version_without_the_newer_keys_still_loads() {
+        let path = write(r#"{"model": "/m.gguf", "parallel": 1}"#);
+        let config = Config::load(Some(&path), &Overrides::default()).unwrap();
+        assert_eq!(config.app.flash_attn, FlashAttn::Auto);
+        assert_eq!(config.app.renderer, Renderer::Glow);
+        assert!(config.app.recent_models.is_empty());
     }
 
     #[test]

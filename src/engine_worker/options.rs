@@ -3,7 +3,10 @@
 use clap::{Args, ValueEnum};
 use std::path::PathBuf;
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Default)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Default, serde::Serialize, serde::Deserialize,
+)]
+#[serde(rename_all = "snake_case")]
 pub enum FlashAttn {
     #[default]
     Auto,
@@ -11,11 +14,15 @@ pub enum FlashAttn {
     Off,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Default)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Default, serde::Serialize, serde::Deserialize,
+)]
 pub enum KvType {
     #[default]
+    #[serde(rename = "f16")]
     F16,
     #[value(name = "q8_0")]
+    #[serde(rename = "q8_0")]
     Q8_0,
 }
 

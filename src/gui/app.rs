@@ -1,8 +1,12 @@
 //! The dashboard: reads the service's snapshot each frame, queues the user's commands and
 //! drains them once per frame, and keeps an event log from what changed between snapshots.
 
-use super::commands::CommandQueue;
+use super::commands::{CommandQueue, Outcome};
+use super::host::ServerHost;
 use super::panels;
+use super::settings::{SettingsView, settings_ui};
+use super::timeline::{Timeline, timeline_ui};
+use super::tray::Tray;
 use crate::service::{CountersView, ServiceHandle, ServiceSnapshot};
 use std::collections::VecDeque;
 
@@ -11,6 +15,14 @@ const LOG_LINES_MAX: usize = 200;
 #[derive(Debug)]
 pub struct Dashboard {
     service: ServiceHandle,
+    /// The app's own server, when the dashboard runs it (the settings view needs it).
+    host: Option<ServerHost>,
+    /// Which of the host's servers `service` is (a new one after each apply).
+    generation: u64,
+    settings: SettingsView,
+    show_settings: bool,
+    timeline: Timeline,
+    tray: Option<Tray>,
     runtime: tokio::runtime::Handle,
     commands: CommandQueue,
     log: VecDeque<(f64, String)>,
@@ -24,6 +36,12 @@ impl Dashboard {
     pub fn new(service: ServiceHandle, runtime: tokio::runtime::Handle) -> Self {
         Self {
             service,
+            host: None,
+            generation: 0,
+            settings: SettingsView::default(),
+            show_settings: false,
+            timeline: Timeline::default(),
+            tray: None,
             runtime,
             commands: CommandQueue::default(),
             log: VecDeque::new(),
@@ -33,10 +51,35 @@ impl Dashboard {
         }
     }
 
+    /// A dashboard over the app's own server: with the settings view and model picker.
+    pub fn with_host(host: ServerHost, runtime: tokio::runtime::Handle) -> Self {
+        let mut dashboard = Self::new(host.service(), runtime);
+        dashboard.generation = host.generation();
+        dashboard.host = Some(host);
+        dashboard
+    }
+
+    /// Shows the state in a tray icon too.
+    pub fn set_tray(&mut self, tray: Option<Tray>) {
+        self.tray = tray;
+    }
+
     /// The whole window's content.
     pub fn ui(&mut self, ui: &mut egui::Ui) {
+        if let Some(host) = &self.host
+            && host.generation() != self.generation
+        {
+            // The settings view restarted the server: follow the new service.
+            self.generation = host.generation();
+            self.service = host.service();
+            self.last_counters = None;
+        }
         let s = self.service.snapshot();
         self.note_events(&s);
+        self.timeline.record(&s);
+        if let Some(tray) = &mut self.tray {
+            tray.update(&s);
+        }
         // Ages and parked times move with the clock alone: keep them (and the starving
         // highlight) current while anyone waits or is parked.
         if !s.waiting.is_empty() || !s.parked.is_empty() {
@@ -46,6 +89,27 @@ impl Dashboard {
         egui::Panel::top("engine").show(ui, |ui| {
             panels::engine_ui(ui, &s, &mut self.confirm_restart, &mut self.commands);
             panels::controls_ui(ui, &s, &mut self.commands);
+            if let Some(host) = &self.host {
+                ui.horizontal(|ui| {
+                    ui.toggle_value(&mut self.show_settings, "Settings and model");
+                    ui.label(format!("serving on http://{}", host.addr()));
+                    if let Some(path) = host.config_path() {
+                        ui.weak(format!("config: {}", path.display()));
+                    }
+                });
+                if self.show_settings {
+                    let in_flight = s.slots.iter().filter(|x| x.request_id.is_some()).count()
+                        + s.parked.len()
+                        + s.waiting.len();
+                    settings_ui(
+                        ui,
+                        &mut self.settings,
+                        &host.config(),
+                        in_flight,
+                        &mut self.commands,
+                    );
+                }
+            }
         });
         egui::Panel::bottom("events").show(ui, |ui| panels::log_ui(ui, &self.log));
         egui::CentralPanel::default().show(ui, |ui| {
@@ -57,11 +121,29 @@ impl Dashboard {
                     panels::counters_ui(&mut columns[1], &s);
                     panels::ttft_ui(&mut columns[1], &s);
                 });
+                ui.separator();
+                timeline_ui(ui, &self.timeline);
             });
         });
-        self.commands.drain(&self.service, &self.runtime);
-        for line in self.commands.outcomes() {
-            self.push(s.uptime_secs, line);
+        self.commands
+            .drain(&self.service, self.host.as_ref(), &self.runtime);
+        for outcome in self.commands.outcomes() {
+            match outcome {
+                Outcome::Line(line) => self.push(s.uptime_secs, line),
+                Outcome::Picked(path) => self.settings.picked(path),
+                Outcome::Applied(result) => {
+                    self.settings.applying = false;
+                    let line = match &result {
+                        Ok(line) => {
+                            self.settings.reset();
+                            line.clone()
+                        }
+                        Err(e) => format!("settings not applied: {e}"),
+                    };
+                    self.push(s.uptime_secs, line);
+                    self.settings.last_result = Some(result);
+                }
+            }
         }
     }
 

@@ -3,20 +3,32 @@
 //!
 //! - `app`: [`Dashboard`], the window's state and frame;
 //! - `panels`: one `*_ui` function per panel, reading the snapshot;
-//! - `commands`: user actions, queued in a frame and drained once at its end.
+//! - `settings`: the settings view (restart-only settings, the model picker);
+//! - `timeline`: who held the read lane and each slot, the last minutes;
+//! - `commands`: user actions, queued in a frame and drained once at its end;
+//! - `host`: the app's own server, which the settings view restarts;
+//! - `tray`: the tray icon and its menu.
 //!
-//! Closing the window (or SIGTERM, which closes it) shuts the server and the engine down
-//! cleanly. One instance per config file: a second start names the process that holds it.
+//! Closing the window (or Quit in the tray, or SIGTERM, which closes it) shuts the server and
+//! the engine down cleanly. One instance per config file: a second start names the process
+//! that holds it.
 
 mod app;
 mod commands;
+mod host;
 mod panels;
+mod settings;
+mod timeline;
+mod tray;
 
 pub use app::Dashboard;
-pub use commands::{Command, CommandQueue};
+pub use commands::{Command, CommandQueue, Outcome};
+pub use host::{HostError, RestartSettings, ServerHost};
 pub use panels::percentiles;
+pub use timeline::{Activity, Segment, TIMELINE_SECS, Timeline};
+pub use tray::TrayState;
 
-use crate::config::Config;
+use crate::config::{Config, Renderer};
 use crate::headless::HeadlessError;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -42,6 +54,20 @@ pub enum GuiError {
     Window(String),
     #[error("cannot start the background runtime: {0}")]
     Runtime(std::io::Error),
+    #[error(
+        "this build has no wgpu renderer: use `--renderer glow`, or build with `--features wgpu`"
+    )]
+    NoWgpu,
+}
+
+fn renderer(chosen: Renderer) -> Result<eframe::Renderer, GuiError> {
+    match chosen {
+        Renderer::Glow => Ok(eframe::Renderer::Glow),
+        #[cfg(feature = "wgpu")]
+        Renderer::Wgpu => Ok(eframe::Renderer::Wgpu),
+        #[cfg(not(feature = "wgpu"))]
+        Renderer::Wgpu => Err(GuiError::NoWgpu),
+    }
 }
 
 fn has_display() -> bool {
@@ -100,6 +126,7 @@ pub fn run(config: Config, config_path: Option<PathBuf>, exe: PathBuf) -> Result
     if !has_display() {
         return Err(GuiError::NoDisplay);
     }
+    let renderer = renderer(config.app.renderer)?;
     let _lock = lock_instance(config_path.as_deref())?;
     let runtime = tokio::runtime::Runtime::new().map_err(GuiError::Runtime)?;
     let addr = std::net::SocketAddr::new(config.app.host, config.app.port);
@@ -109,40 +136,39 @@ pub fn run(config: Config, config_path: Option<PathBuf>, exe: PathBuf) -> Result
             addr: addr.to_string(),
             source,
         })?;
-    let (service, state) = {
+    let host = {
         let _enter = runtime.enter();
-        crate::headless::start(&config, exe)?
+        ServerHost::start(listener, config, config_path, exe)?
     };
     eprintln!("strata-desk: serving on http://{addr}; the window shows the scheduler");
-    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
-    let server = runtime.spawn(crate::api::serve(listener, state, async move {
-        let _ = stop_rx.await;
-    }));
     let options = eframe::NativeOptions {
-        renderer: eframe::Renderer::Glow,
+        renderer,
         viewport: egui::ViewportBuilder::default()
             .with_title("Strata Desk")
             .with_inner_size([1100.0, 720.0]),
         ..Default::default()
     };
     let handle = runtime.handle().clone();
-    let watched = service.clone();
+    let served = host.clone();
     let result = eframe::run_native(
         "Strata Desk",
         options,
         Box::new(move |cc| {
             let ctx = cc.egui_ctx.clone();
-            // Repaint on change, at most ten times a second; SIGTERM closes the window.
-            handle.spawn(repaint_on_change(watched.watch(), ctx.clone()));
-            handle.spawn(close_on_signal(ctx));
-            Ok(Box::new(Dashboard::new(watched, handle)))
+            // Repaint on change (of each service the host starts), at most ten times a
+            // second; SIGTERM closes the window.
+            let (spawner, repainted) = (handle.clone(), ctx.clone());
+            served.on_start(move |service| {
+                spawner.spawn(repaint_on_change(service.watch(), repainted.clone()));
+            });
+            handle.spawn(close_on_signal(ctx.clone()));
+            let tray = tray::Tray::start(ctx, served.clone(), handle.clone());
+            let mut dashboard = Dashboard::with_host(served, handle);
+            dashboard.set_tray(tray);
+            Ok(Box::new(dashboard))
         }),
     );
-    let _ = stop_tx.send(());
-    runtime.block_on(async {
-        service.shutdown().await;
-        let _ = tokio::time::timeout(Duration::from_secs(5), server).await;
-    });
+    runtime.block_on(host.shutdown());
     runtime.shutdown_timeout(Duration::from_secs(2));
     result.map_err(|e| GuiError::Window(e.to_string()))
 }
@@ -151,6 +177,7 @@ async fn repaint_on_change(
     mut snapshots: tokio::sync::watch::Receiver<crate::service::ServiceSnapshot>,
     ctx: egui::Context,
 ) {
+    // Ends when its service stops (after an apply, a new one is watched).
     while snapshots.changed().await.is_ok() {
         ctx.request_repaint();
         tokio::time::sleep(Duration::from_millis(100)).await;

@@ -2,14 +2,17 @@
 //! label reach the service; rows and counters render from real snapshots.
 
 use crate::api_fake::{Server, Setup, chat, server};
+use crate::support::worker_exe;
 use egui_kittest::Harness;
 use egui_kittest::kittest::Queryable as _;
 use serde_json::json;
+use std::path::PathBuf;
 use std::time::{Duration, Instant};
+use strata_desk::config::{Config, KvType, Overrides};
 use strata_desk::engine_worker::FakeOptions;
-use strata_desk::gui::Dashboard;
+use strata_desk::gui::{Dashboard, RestartSettings, ServerHost};
 use strata_desk::scheduler::SchedulerSettings;
-use strata_desk::service::ServiceSnapshot;
+use strata_desk::service::{EngineStatus, ServiceSnapshot, SettingsChange};
 
 /// A runtime of its own: the harness runs frames on the test's thread.
 fn runtime() -> tokio::runtime::Runtime {
@@ -32,7 +35,8 @@ fn wait(
 fn frames(harness: &mut Harness<'_>, rt: &tokio::runtime::Runtime, secs: f64) {
     let started = Instant::now();
     while started.elapsed().as_secs_f64() < secs {
-        harness.run();
+        // One frame each (not `run`, which waits to settle: a spinner never does).
+        harness.step();
         rt.block_on(async { tokio::time::sleep(Duration::from_millis(20)).await });
     }
 }
@@ -155,4 +159,166 @@ fn parked_and_waiting_rows_render_a_starving_request_is_highlighted_and_cancel_w
     drop(waiter);
     long.abort();
     urgent.abort();
+}
+
+/// The app's own server over the simulated engine, with its config file in a fresh folder.
+fn hosted(rt: &tokio::runtime::Runtime, name: &str) -> (ServerHost, PathBuf) {
+    let dir = std::env::temp_dir().join(format!("strata-gui-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let config_path = dir.join("config.json");
+    std::fs::write(&config_path, r#"{"engine": "sim", "queue_max": 9}"#).unwrap();
+    let config = Config::load(Some(&config_path), &Overrides::default()).unwrap();
+    let _enter = rt.enter();
+    let listener = rt
+        .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))
+        .unwrap();
+    let host =
+        ServerHost::start(listener, config, Some(config_path.clone()), worker_exe()).unwrap();
+    (host, config_path)
+}
+
+fn until(what: &str, check: impl Fn() -> bool, mut step: impl FnMut()) {
+    let started = Instant::now();
+    while !check() {
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "timed out waiting until {what}"
+        );
+        step();
+    }
+}
+
+#[test]
+fn applying_settings_restarts_the_server_on_the_same_address_keeps_the_live_switches_and_saves_them()
+ {
+    let rt = runtime();
+    let (host, config_path) = hosted(&rt, "apply");
+    let mut dashboard = Dashboard::with_host(host.clone(), rt.handle().clone());
+    let mut harness = Harness::new_ui(|ui| dashboard.ui(ui));
+    let ready = |h: &ServerHost| h.service().snapshot().engine.status == EngineStatus::Ready;
+    until(
+        "the engine is ready",
+        || ready(&host),
+        || frames(&mut harness, &rt, 0.05),
+    );
+
+    // A live switch is saved to the same file headless mode reads.
+    harness.get_by_label("solo_priority").click();
+    until(
+        "solo_priority is saved",
+        || {
+            std::fs::read_to_string(&config_path)
+                .unwrap()
+                .contains("\"solo_priority\": true")
+        },
+        || frames(&mut harness, &rt, 0.05),
+    );
+
+    harness.get_by_label("Settings and model").click();
+    harness.run();
+    harness.get_by_label("q8_0").click();
+    harness.run();
+    assert!(
+        harness
+            .query_by_label_contains("applying restarts the server")
+            .is_some(),
+        "the view does not say what applying does"
+    );
+    harness.get_by_label("Apply and restart").click();
+    until(
+        "the server restarted",
+        || host.generation() == 2,
+        || frames(&mut harness, &rt, 0.05),
+    );
+    until(
+        "the new engine is ready",
+        || ready(&host),
+        || frames(&mut harness, &rt, 0.05),
+    );
+    frames(&mut harness, &rt, 0.2);
+
+    assert_eq!(host.config().app.kv_type, KvType::Q8_0);
+    assert!(
+        host.service().snapshot().solo_priority,
+        "the live switch was lost"
+    );
+    let saved: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&config_path).unwrap()).unwrap();
+    assert_eq!(saved["kv_type"], "q8_0");
+    assert_eq!(
+        saved["queue_max"], 9,
+        "a key the view does not edit was lost"
+    );
+    assert!(
+        harness
+            .query_all_by_label_contains("restarted with the new settings")
+            .next()
+            .is_some()
+    );
+    // The new server answers on the same address.
+    let answer = rt.block_on(async {
+        reqwest::Client::new()
+            .post(format!("http://{}/v1/chat/completions", host.addr()))
+            .json(&chat("hello", 4))
+            .send()
+            .await
+            .unwrap()
+    });
+    assert_eq!(answer.status(), 200);
+    rt.block_on(host.shutdown());
+}
+
+#[test]
+fn settings_that_do_not_validate_stop_nothing_and_name_the_keys() {
+    let rt = runtime();
+    let (host, _) = hosted(&rt, "invalid");
+    rt.block_on(async {
+        let service = host.service();
+        service
+            .change_settings(SettingsChange {
+                solo_priority: Some(true),
+                give_way: None,
+            })
+            .await
+            .unwrap();
+        let mut settings = RestartSettings::of(&host.config());
+        settings.parallel = 2;
+        let err = host.apply(&settings).await.unwrap_err().to_string();
+        assert!(
+            err.contains("solo_priority") && err.contains("parallel"),
+            "{err}"
+        );
+        assert_eq!(host.generation(), 1, "the server was restarted anyway");
+        host.shutdown().await;
+    });
+}
+
+#[test]
+fn models_applied_become_recent_models_newest_first_without_repeats() {
+    let rt = runtime();
+    let (host, config_path) = hosted(&rt, "recent");
+    rt.block_on(async {
+        for model in ["/models/a.gguf", "/models/b.gguf", "/models/a.gguf"] {
+            let mut settings = RestartSettings::of(&host.config());
+            settings.model = Some(PathBuf::from(model));
+            host.apply(&settings).await.unwrap();
+        }
+        let recent = host.config().app.recent_models;
+        assert_eq!(
+            recent,
+            [
+                PathBuf::from("/models/a.gguf"),
+                PathBuf::from("/models/b.gguf")
+            ]
+        );
+        let saved: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(&config_path).unwrap()).unwrap();
+        assert_eq!(
+            saved["recent_models"],
+            json!(["/models/a.gguf", "/models/b.gguf"])
+        );
+        assert_eq!(saved["model"], "/models/a.gguf");
+        host.shutdown().await;
+    });
 }

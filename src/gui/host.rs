@@ -1,0 +1,348 @@
+//! The app's own server: the service and the HTTP server on the background runtime, which the
+//! settings view can stop and start again with settings only a new engine takes (model,
+//! parallel, context, chunk size, threads, GPU layers, flash attention, KV type).
+//!
+//! [`ServerHost`] is a cloneable handle; the state (the config in force and what runs) sits
+//! behind one async lock, so an apply and a tray action never interleave.
+
+use crate::config::{self, Config, ConfigError, FlashAttn, KvType, RECENT_MODELS_MAX};
+use crate::headless::HeadlessError;
+use crate::service::ServiceHandle;
+use serde_json::json;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+/// The settings a new engine takes: what the settings view edits.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RestartSettings {
+    /// `None`: the default model (fetched on first use).
+    pub model: Option<PathBuf>,
+    pub parallel: u32,
+    pub ctx: u32,
+    /// `None`: the engine's measured figure (about one second of reading).
+    pub chunk_tokens: Option<u32>,
+    pub threads: u32,
+    pub gpu_layers: u32,
+    pub flash_attn: FlashAttn,
+    pub kv_type: KvType,
+}
+
+impl RestartSettings {
+    pub fn of(config: &Config) -> Self {
+        let a = &config.app;
+        Self {
+            model: a.model.clone(),
+            parallel: a.parallel,
+            ctx: a.ctx,
+            chunk_tokens: config.scheduler.chunk_tokens,
+            threads: a.threads,
+            gpu_layers: a.gpu_layers,
+            flash_attn: a.flash_attn,
+            kv_type: a.kv_type,
+        }
+    }
+
+    fn apply_to(&self, config: &mut Config) {
+        let a = &mut config.app;
+        a.model.clone_from(&self.model);
+        a.parallel = self.parallel;
+        a.ctx = self.ctx;
+        a.threads = self.threads;
+        a.gpu_layers = self.gpu_layers;
+        a.flash_attn = self.flash_attn;
+        a.kv_type = self.kv_type;
+        config.scheduler.chunk_tokens = self.chunk_tokens;
+    }
+
+    /// The config file's keys for these settings.
+    fn keys(&self) -> serde_json::Map<String, serde_json::Value> {
+        let mut map = serde_json::Map::new();
+        map.insert("model".into(), json!(self.model));
+        map.insert("parallel".into(), json!(self.parallel));
+        map.insert("ctx".into(), json!(self.ctx));
+        map.insert("chunk_tokens".into(), json!(self.chunk_tokens));
+        map.insert("threads".into(), json!(self.threads));
+        map.insert("gpu_layers".into(), json!(self.gpu_layers));
+        map.insert("flash_attn".into(), json!(self.flash_attn));
+        map.insert("kv_type".into(), json!(self.kv_type));
+        map
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum HostError {
+    /// The new settings do not validate; nothing was stopped.
+    #[error(transparent)]
+    Invalid(#[from] ConfigError),
+    /// The new settings failed to start; the previous ones run again.
+    #[error("{error}; the previous settings run again")]
+    RolledBack { error: HeadlessError },
+    /// Neither the new nor the previous settings started.
+    #[error("{error}; the previous settings failed too: {previous}")]
+    Down {
+        error: HeadlessError,
+        previous: HeadlessError,
+    },
+}
+
+/// What is running now.
+struct Running {
+    service: ServiceHandle,
+    server: tokio::task::JoinHandle<std::io::Result<()>>,
+    stop: tokio::sync::oneshot::Sender<()>,
+}
+
+struct HostState {
+    config: Config,
+    running: Option<Running>,
+}
+
+type OnStart = Arc<dyn Fn(&ServiceHandle) + Send + Sync>;
+
+/// A handle on the app's server; cheap to clone.
+#[derive(Clone)]
+pub struct ServerHost {
+    state: Arc<tokio::sync::Mutex<HostState>>,
+    /// The service now serving and the config in force (read by frames without waiting on
+    /// the lock above), and how many times the server was started.
+    current: Arc<Mutex<(ServiceHandle, Config, u64)>>,
+    addr: SocketAddr,
+    exe: PathBuf,
+    /// Where preferences are written: the config file the app read, or the default one.
+    config_path: Option<PathBuf>,
+    on_start: Arc<Mutex<Option<OnStart>>>,
+}
+
+impl std::fmt::Debug for ServerHost {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ServerHost")
+            .field("addr", &self.addr)
+            .field("config_path", &self.config_path)
+            .finish_non_exhaustive()
+    }
+}
+
+fn start_on(
+    listener: tokio::net::TcpListener,
+    config: &Config,
+    exe: PathBuf,
+) -> Result<Running, HeadlessError> {
+    let (service, state) = crate::headless::start(config, exe)?;
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let server = tokio::spawn(crate::api::serve(listener, state, async move {
+        let _ = stopped.await;
+    }));
+    Ok(Running {
+        service,
+        server,
+        stop,
+    })
+}
+
+impl ServerHost {
+    /// Starts serving `config` on `listener` (call within the background runtime).
+    pub fn start(
+        listener: tokio::net::TcpListener,
+        config: Config,
+        config_path: Option<PathBuf>,
+        exe: PathBuf,
+    ) -> Result<Self, HeadlessError> {
+        let addr = listener
+            .local_addr()
+            .map_err(|source| HeadlessError::Bind {
+                addr: "the listener".into(),
+                source,
+            })?;
+        let running = start_on(listener, &config, exe.clone())?;
+        let current = (running.service.clone(), config.clone(), 1);
+        Ok(Self {
+            state: Arc::new(tokio::sync::Mutex::new(HostState {
+                config,
+                running: Some(running),
+            })),
+            current: Arc::new(Mutex::new(current)),
+            addr,
+            exe,
+            config_path: config_path.or_else(config::default_path),
+            on_start: Arc::new(Mutex::new(None)),
+        })
+    }
+
+    /// Called with each service this host starts, now and after every apply (the window uses
+    /// it to repaint on the new service's changes).
+    pub fn on_start(&self, f: impl Fn(&ServiceHandle) + Send + Sync + 'static) {
+        let f: OnStart = Arc::new(f);
+        f(&self.service());
+        *self.on_start.lock().unwrap_or_else(|e| e.into_inner()) = Some(f);
+    }
+
+    /// The service serving now.
+    pub fn service(&self) -> ServiceHandle {
+        self.lock_current().0.clone()
+    }
+
+    /// The config in force.
+    pub fn config(&self) -> Config {
+        self.lock_current().1.clone()
+    }
+
+    /// How many times a server was started (1 until the first apply).
+    pub fn generation(&self) -> u64 {
+        self.lock_current().2
+    }
+
+    fn lock_current(&self) -> std::sync::MutexGuard<'_, (ServiceHandle, Config, u64)> {
+        self.current.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// Where preferences are written.
+    pub fn config_path(&self) -> Option<&std::path::Path> {
+        self.config_path.as_deref()
+    }
+
+    /// Writes preference keys to the config file (a failure is reported, not fatal: the
+    /// setting holds for this run either way).
+    pub fn remember(
+        &self,
+        keys: serde_json::Map<String, serde_json::Value>,
+    ) -> Result<(), ConfigError> {
+        match &self.config_path {
+            Some(path) => config::persist(path, keys),
+            None => Ok(()),
+        }
+    }
+
+    /// Restarts the server with `settings`: validates first (an invalid value stops nothing),
+    /// ends every request in flight or waiting with a shutdown error, starts the new engine on
+    /// the same address and writes the settings to the config file. If the new settings fail
+    /// to start, the previous ones run again and the error says so.
+    pub async fn apply(&self, settings: &RestartSettings) -> Result<ServiceHandle, HostError> {
+        let mut state = self.state.lock().await;
+        let previous = state.config.clone();
+        let mut next = previous.clone();
+        settings.apply_to(&mut next);
+        // The live switches as they are now, not as the app started (a change that changes
+        // nothing answers the settings in force, without the snapshot's lag).
+        let live = self
+            .service()
+            .change_settings(crate::service::SettingsChange {
+                solo_priority: None,
+                give_way: None,
+            })
+            .await
+            .unwrap_or_else(|_| self.service().snapshot().settings);
+        next.scheduler.solo_priority = live.solo_priority;
+        next.scheduler.give_way = live.give_way;
+        if let Some(model) = &settings.model {
+            let recent = &mut next.app.recent_models;
+            recent.retain(|m| m != model);
+            recent.insert(0, model.clone());
+            recent.truncate(RECENT_MODELS_MAX);
+        }
+        next.validate()?;
+        if let Some(running) = state.running.take() {
+            stop(running).await;
+        }
+        let started = match self.start_config(&next).await {
+            Ok(running) => running,
+            Err(error) => {
+                return match self.start_config(&previous).await {
+                    Ok(running) => {
+                        self.install(&mut state, running, previous);
+                        Err(HostError::RolledBack { error })
+                    }
+                    Err(previous) => Err(HostError::Down { error, previous }),
+                };
+            }
+        };
+        let mut keys = settings.keys();
+        keys.insert("recent_models".into(), json!(next.app.recent_models));
+        let service = started.service.clone();
+        self.install(&mut state, started, next);
+        if let Err(e) = self.remember(keys) {
+            tracing::warn!("the new settings run but were not saved: {e}");
+        }
+        Ok(service)
+    }
+
+    async fn start_config(&self, config: &Config) -> Result<Running, HeadlessError> {
+        let listener = bind_again(self.addr).await?;
+        let exe = self.exe.clone();
+        let config = config.clone();
+        // Loading the tokenizer reads the model file: off the async threads.
+        tokio::task::spawn_blocking(move || start_on_blocking(listener, &config, exe))
+            .await
+            .unwrap_or_else(|e| Err(HeadlessError::Serve(std::io::Error::other(e))))
+    }
+
+    fn install(&self, state: &mut HostState, running: Running, config: Config) {
+        let service = running.service.clone();
+        state.running = Some(running);
+        state.config = config.clone();
+        {
+            let mut current = self.lock_current();
+            let generation = current.2 + 1;
+            *current = (service.clone(), config, generation);
+        }
+        let on_start = self
+            .on_start
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone();
+        if let Some(f) = on_start {
+            f(&service);
+        }
+    }
+
+    /// Ends every request, stops the server and the engine.
+    pub async fn shutdown(&self) {
+        if let Some(running) = self.state.lock().await.running.take() {
+            stop(running).await;
+        }
+    }
+}
+
+fn start_on_blocking(
+    listener: tokio::net::TcpListener,
+    config: &Config,
+    exe: PathBuf,
+) -> Result<Running, HeadlessError> {
+    let runtime = tokio::runtime::Handle::current();
+    let _enter = runtime.enter();
+    start_on(listener, config, exe)
+}
+
+/// Binds the address the previous server just closed. The port can read as in use for a
+/// moment after the close (a process being forked at that instant holds a copy of the socket
+/// until it execs), so this tries again for up to two seconds.
+async fn bind_again(addr: SocketAddr) -> Result<tokio::net::TcpListener, HeadlessError> {
+    let mut tries = 0;
+    loop {
+        match tokio::net::TcpListener::bind(addr).await {
+            Ok(listener) => return Ok(listener),
+            Err(e) if e.kind() == std::io::ErrorKind::AddrInUse && tries < 40 => {
+                tries += 1;
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+            Err(source) => {
+                return Err(HeadlessError::Bind {
+                    addr: addr.to_string(),
+                    source,
+                });
+            }
+        }
+    }
+}
+
+/// The service first (it ends the open streams with an error), then the HTTP server.
+async fn stop(running: Running) {
+    running.service.shutdown().await;
+    let _ = running.stop.send(());
+    let _ = tokio::time::timeout(Duration::from_secs(5), running.server).await;
+}

@@ -1,0 +1,222 @@
+//! The settings view: what only a new engine takes (model, parallel, context, chunk size,
+//! threads, GPU layers, flash attention, KV type), edited as a draft and applied by restarting
+//! the server, which it says first. Includes the model picker: a GGUF by file dialog or path,
+//! the recent models, the default model.
+
+use super::commands::{Command, CommandQueue};
+use super::host::RestartSettings;
+use crate::config::{Config, FlashAttn, KvType};
+use egui::{Color32, Ui};
+use std::path::PathBuf;
+
+/// The view's state between frames.
+#[derive(Debug, Default)]
+pub struct SettingsView {
+    /// The draft; `None` until first shown (then taken from the config in force).
+    draft: Option<Draft>,
+    /// An apply is running.
+    pub applying: bool,
+    /// How the last apply ended.
+    pub last_result: Option<Result<String, String>>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+struct Draft {
+    model_path: String,
+    parallel: u32,
+    ctx: u32,
+    chunk_measured: bool,
+    chunk_tokens: u32,
+    threads: u32,
+    gpu_layers: u32,
+    flash_attn: FlashAttn,
+    kv_type: KvType,
+}
+
+impl Draft {
+    fn of(config: &Config) -> Self {
+        let s = RestartSettings::of(config);
+        Self {
+            model_path: s.model.map(|m| m.display().to_string()).unwrap_or_default(),
+            parallel: s.parallel,
+            ctx: s.ctx,
+            chunk_measured: s.chunk_tokens.is_none(),
+            chunk_tokens: s.chunk_tokens.unwrap_or(512),
+            threads: s.threads,
+            gpu_layers: s.gpu_layers,
+            flash_attn: s.flash_attn,
+            kv_type: s.kv_type,
+        }
+    }
+
+    fn settings(&self) -> RestartSettings {
+        let path = self.model_path.trim();
+        RestartSettings {
+            model: (!path.is_empty()).then(|| PathBuf::from(path)),
+            parallel: self.parallel,
+            ctx: self.ctx,
+            chunk_tokens: (!self.chunk_measured).then_some(self.chunk_tokens),
+            threads: self.threads,
+            gpu_layers: self.gpu_layers,
+            flash_attn: self.flash_attn,
+            kv_type: self.kv_type,
+        }
+    }
+}
+
+impl SettingsView {
+    /// A model chosen in the file dialog goes into the draft.
+    pub fn picked(&mut self, path: PathBuf) {
+        if let Some(draft) = &mut self.draft {
+            draft.model_path = path.display().to_string();
+        }
+    }
+
+    /// Forget the draft (after an apply, the config in force is the new starting point).
+    pub fn reset(&mut self) {
+        self.draft = None;
+    }
+}
+
+/// The settings view. `config` is the config in force; `in_flight` how many requests an apply
+/// would end.
+pub fn settings_ui(
+    ui: &mut Ui,
+    view: &mut SettingsView,
+    config: &Config,
+    in_flight: usize,
+    q: &mut CommandQueue,
+) {
+    let in_force = Draft::of(config);
+    let draft = view.draft.get_or_insert_with(|| in_force.clone());
+    egui::Grid::new("settings")
+        .num_columns(2)
+        .spacing([12.0, 6.0])
+        .show(ui, |ui| {
+            ui.label("Model");
+            ui.vertical(|ui| {
+                ui.horizontal(|ui| {
+                    ui.add(
+                        egui::TextEdit::singleline(&mut draft.model_path)
+                            .hint_text("default: SmolLM2-135M-Instruct, fetched on first use")
+                            .desired_width(360.0),
+                    );
+                    if ui.button("Open GGUF...").clicked() {
+                        q.send(Command::PickModel);
+                    }
+                    if ui.button("Default model").clicked() {
+                        draft.model_path.clear();
+                    }
+                });
+                if !config.app.recent_models.is_empty() {
+                    egui::ComboBox::from_label("Recent models")
+                        .selected_text("choose...")
+                        .show_ui(ui, |ui| {
+                            for model in &config.app.recent_models {
+                                let shown = model.display().to_string();
+                                if ui.selectable_label(false, &shown).clicked() {
+                                    draft.model_path = shown;
+                                }
+                            }
+                        });
+                }
+            });
+            ui.end_row();
+
+            let label = ui.label("parallel (slots)");
+            ui.add(egui::DragValue::new(&mut draft.parallel).range(1..=64))
+                .labelled_by(label.id);
+            ui.end_row();
+
+            let label = ui.label("ctx (tokens, 0 = the model's)");
+            ui.add(egui::DragValue::new(&mut draft.ctx).range(0..=1_048_576))
+                .labelled_by(label.id);
+            ui.end_row();
+
+            let label = ui.label("chunk_tokens");
+            ui.horizontal(|ui| {
+                ui.checkbox(&mut draft.chunk_measured, "measured (about 1 s of reading)");
+                ui.add_enabled(
+                    !draft.chunk_measured,
+                    egui::DragValue::new(&mut draft.chunk_tokens).range(64..=8192),
+                )
+                .labelled_by(label.id);
+            });
+            ui.end_row();
+
+            let label = ui.label("threads (0 = cores - 1)");
+            ui.add(egui::DragValue::new(&mut draft.threads).range(0..=1024))
+                .labelled_by(label.id);
+            ui.end_row();
+
+            let label = ui.label("gpu_layers");
+            ui.add(egui::DragValue::new(&mut draft.gpu_layers).range(0..=1000))
+                .labelled_by(label.id);
+            ui.end_row();
+
+            ui.label("flash_attn");
+            ui.horizontal(|ui| {
+                for (value, label) in [
+                    (FlashAttn::Auto, "auto"),
+                    (FlashAttn::On, "on"),
+                    (FlashAttn::Off, "off"),
+                ] {
+                    ui.radio_value(&mut draft.flash_attn, value, label);
+                }
+            });
+            ui.end_row();
+
+            ui.label("kv_type");
+            ui.horizontal(|ui| {
+                ui.radio_value(&mut draft.kv_type, KvType::F16, "f16");
+                ui.radio_value(&mut draft.kv_type, KvType::Q8_0, "q8_0");
+            });
+            ui.end_row();
+        });
+
+    let changed = *draft != in_force;
+    ui.horizontal(|ui| {
+        let apply = ui.add_enabled(
+            changed && !view.applying,
+            egui::Button::new("Apply and restart"),
+        );
+        if apply.clicked() {
+            q.send(Command::ApplySettings(Box::new(draft.settings())));
+            view.applying = true;
+            view.last_result = None;
+        }
+        if ui
+            .add_enabled(changed && !view.applying, egui::Button::new("Revert"))
+            .clicked()
+        {
+            *draft = in_force.clone();
+        }
+    });
+    if changed {
+        let ends = if in_flight == 0 {
+            "nothing is in flight now".to_owned()
+        } else {
+            format!(
+                "the {in_flight} request(s) in flight or waiting end with an error (clients retry)"
+            )
+        };
+        ui.label(format!(
+            "These settings take a new engine: applying restarts the server on the same address; {ends}. They are saved to the config file."
+        ));
+    }
+    if view.applying {
+        ui.horizontal(|ui| {
+            ui.spinner();
+            ui.label("restarting with the new settings...");
+        });
+    }
+    match &view.last_result {
+        Some(Ok(line)) => {
+            ui.label(line);
+        }
+        Some(Err(e)) => {
+            ui.colored_label(Color32::from_rgb(220, 60, 40), format!("not applied: {e}"));
+        }
+        None => {}
+    }
+}

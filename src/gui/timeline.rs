@@ -1,0 +1,258 @@
+//! Who held the prompt read lane and each slot over the last minutes: sampled from the
+//! snapshots the window draws (so it needs no history from the service) and painted as one
+//! row of segments per lane and slot.
+
+use crate::ids::RequestId;
+use crate::service::ServiceSnapshot;
+use egui::{Align2, Color32, FontId, Rect, Sense, Stroke, Ui, pos2, vec2};
+use std::collections::VecDeque;
+
+/// How far back the timeline reaches.
+pub const TIMELINE_SECS: f64 = 180.0;
+
+/// What a holder was doing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Activity {
+    Reading,
+    Decoding,
+    /// A free slot keeping a cached conversation.
+    Holding,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Segment {
+    pub request: Option<RequestId>,
+    pub activity: Activity,
+    pub from_secs: f64,
+    pub to_secs: f64,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Row {
+    pub name: String,
+    pub segments: VecDeque<Segment>,
+}
+
+#[derive(Debug, Clone, Default)]
+pub struct Timeline {
+    rows: Vec<Row>,
+    last_secs: f64,
+}
+
+impl Timeline {
+    /// Notes who holds what at the snapshot's time.
+    pub fn record(&mut self, s: &ServiceSnapshot) {
+        let now = s.uptime_secs;
+        if now < self.last_secs {
+            // A new service: its clock starts again.
+            self.rows.clear();
+        }
+        self.last_secs = now;
+        let lane = s
+            .slots
+            .iter()
+            .find(|slot| slot.has_lane)
+            .map(|slot| (slot.request_id, Activity::Reading));
+        let mut held = vec![("read lane".to_owned(), lane)];
+        for slot in &s.slots {
+            let activity = match slot.state.as_str() {
+                "reading" => Some(Activity::Reading),
+                "decoding" => Some(Activity::Decoding),
+                "conversation" => Some(Activity::Holding),
+                _ => None,
+            };
+            held.push((
+                format!("slot {}", slot.id),
+                activity.map(|a| (slot.request_id, a)),
+            ));
+        }
+        self.rows.resize_with(held.len(), || Row {
+            name: String::new(),
+            segments: VecDeque::new(),
+        });
+        for (row, (name, now_held)) in self.rows.iter_mut().zip(held) {
+            row.name = name;
+            extend(row, now_held, now);
+            while row
+                .segments
+                .front()
+                .is_some_and(|seg| seg.to_secs < now - TIMELINE_SECS)
+            {
+                row.segments.pop_front();
+            }
+        }
+    }
+
+    pub fn rows(&self) -> &[Row] {
+        &self.rows
+    }
+
+    pub fn now_secs(&self) -> f64 {
+        self.last_secs
+    }
+}
+
+fn extend(row: &mut Row, held: Option<(Option<RequestId>, Activity)>, now: f64) {
+    let Some((request, activity)) = held else {
+        return;
+    };
+    match row.segments.back_mut() {
+        // Still the same holder doing the same (sampled without a gap in between).
+        Some(last)
+            if last.request == request && last.activity == activity && now - last.to_secs < 1.0 =>
+        {
+            last.to_secs = now;
+        }
+        _ => row.segments.push_back(Segment {
+            request,
+            activity,
+            from_secs: now,
+            to_secs: now,
+        }),
+    }
+}
+
+/// A request's colour: stable per id, so one request reads the same across rows.
+fn colour(request: Option<RequestId>, activity: Activity) -> Color32 {
+    let Some(id) = request else {
+        return Color32::from_gray(90);
+    };
+    let hue = (id.0.wrapping_mul(0x9E37_79B9) % 360) as f32 / 360.0;
+    let value = match activity {
+        Activity::Reading => 0.95,
+        Activity::Decoding => 0.7,
+        Activity::Holding => 0.4,
+    };
+    egui::ecolor::Hsva::new(hue, 0.6, value, 1.0).into()
+}
+
+/// The timeline: a row per lane and slot, the last [`TIMELINE_SECS`], newest at the right.
+pub fn timeline_ui(ui: &mut Ui, timeline: &Timeline) {
+    ui.label(format!(
+        "Timeline: the read lane and each slot, last {} s (bright: reading, mid: decoding, dim: holding a conversation)",
+        TIMELINE_SECS as u32
+    ));
+    let rows = timeline.rows();
+    let row_height = 18.0;
+    let label_width = 70.0;
+    let size = vec2(ui.available_width(), row_height * rows.len().max(1) as f32);
+    let (rect, _) = ui.allocate_exact_size(size, Sense::hover());
+    let painter = ui.painter_at(rect);
+    let now = timeline.now_secs();
+    let start = now - TIMELINE_SECS;
+    let plot_left = rect.left() + label_width;
+    let x_of = |secs: f64| {
+        plot_left
+            + ((secs - start) / TIMELINE_SECS).clamp(0.0, 1.0) as f32 * (rect.right() - plot_left)
+    };
+    let font = FontId::proportional(11.0);
+    for (i, row) in rows.iter().enumerate() {
+        let top = rect.top() + i as f32 * row_height;
+        painter.text(
+            pos2(rect.left(), top + row_height / 2.0),
+            Align2::LEFT_CENTER,
+            &row.name,
+            font.clone(),
+            ui.visuals().text_color(),
+        );
+        painter.rect_stroke(
+            Rect::from_min_max(
+                pos2(plot_left, top + 2.0),
+                pos2(rect.right(), top + row_height - 2.0),
+            ),
+            0.0,
+            Stroke::new(1.0, ui.visuals().weak_text_color()),
+            egui::StrokeKind::Inside,
+        );
+        for seg in &row.segments {
+            let (left, right) = (
+                x_of(seg.from_secs),
+                x_of(seg.to_secs).max(x_of(seg.from_secs) + 2.0),
+            );
+            let bar =
+                Rect::from_min_max(pos2(left, top + 3.0), pos2(right, top + row_height - 3.0));
+            painter.rect_filled(bar, 2.0, colour(seg.request, seg.activity));
+            if let Some(id) = seg.request
+                && bar.width() > 40.0
+            {
+                painter.text(
+                    bar.center(),
+                    Align2::CENTER_CENTER,
+                    id.to_string(),
+                    font.clone(),
+                    Color32::BLACK,
+                );
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::scheduler::SchedulerSettings;
+    use crate::service::SlotView;
+
+    fn slot(state: &str, request: Option<u64>, lane: bool) -> SlotView {
+        SlotView {
+            id: crate::ids::SeqId(0),
+            state: state.to_owned(),
+            request_id: request.map(RequestId),
+            priority: None,
+            prompt_tokens: 0,
+            held_tokens: 0,
+            read_tokens: 0,
+            generated_tokens: 0,
+            tokens_per_sec: None,
+            has_lane: lane,
+        }
+    }
+
+    fn at(secs: f64, slot_view: SlotView) -> ServiceSnapshot {
+        let mut s = ServiceSnapshot::starting(SchedulerSettings::default(), 1, true);
+        s.uptime_secs = secs;
+        s.slots = vec![slot_view];
+        s
+    }
+
+    #[test]
+    fn a_holder_that_stays_extends_one_segment_and_a_change_starts_another() {
+        let mut t = Timeline::default();
+        t.record(&at(1.0, slot("reading", Some(7), true)));
+        t.record(&at(1.5, slot("reading", Some(7), true)));
+        t.record(&at(2.0, slot("decoding", Some(7), false)));
+        t.record(&at(2.5, slot("reading", Some(8), true)));
+        let lane = &t.rows()[0];
+        assert_eq!(lane.name, "read lane");
+        let lane_holders: Vec<_> = lane.segments.iter().map(|s| s.request).collect();
+        assert_eq!(lane_holders, [Some(RequestId(7)), Some(RequestId(8))]);
+        assert_eq!(lane.segments[0].to_secs, 1.5);
+        let slot_row = &t.rows()[1];
+        let acts: Vec<_> = slot_row
+            .segments
+            .iter()
+            .map(|s| (s.request, s.activity))
+            .collect();
+        assert_eq!(
+            acts,
+            [
+                (Some(RequestId(7)), Activity::Reading),
+                (Some(RequestId(7)), Activity::Decoding),
+                (Some(RequestId(8)), Activity::Reading),
+            ]
+        );
+    }
+
+    #[test]
+    fn segments_older_than_the_window_are_dropped_and_a_new_service_starts_afresh() {
+        let mut t = Timeline::default();
+        t.record(&at(1.0, slot("decoding", Some(1), false)));
+        t.record(&at(
+            1.0 + TIMELINE_SECS + 5.0,
+            slot("decoding", Some(2), false),
+        ));
+        assert_eq!(t.rows()[1].segments.len(), 1);
+        t.record(&at(0.5, slot("empty", None, false)));
+        assert!(t.rows()[1].segments.is_empty());
+    }
+}

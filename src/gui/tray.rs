@@ -1,0 +1,211 @@
+//! The tray icon: the state at a glance (idle, busy, parked, engine down) as the icon's colour
+//! and its tooltip, and a menu: Show/Hide, `solo_priority`, Quit. On Linux it is a D-Bus
+//! StatusNotifierItem (tray-icon's `ksni` backend, no GTK); with no session bus the app runs
+//! without it and says so once.
+//!
+//! Menu clicks act from tray-icon's own thread (the window may be hidden, when it draws no
+//! frames): they send viewport commands and run service commands on the background runtime.
+
+use super::commands::{self, Command};
+use super::host::ServerHost;
+use crate::service::{EngineStatus, ServiceSnapshot};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use tray_icon::menu::{CheckMenuItem, Menu, MenuEvent, MenuItem, PredefinedMenuItem};
+use tray_icon::{Icon, TrayIcon, TrayIconBuilder};
+
+/// The state the icon shows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TrayState {
+    Idle,
+    Busy,
+    Parked,
+    EngineDown,
+}
+
+impl TrayState {
+    pub fn of(s: &ServiceSnapshot) -> Self {
+        if !matches!(s.engine.status, EngineStatus::Ready) {
+            Self::EngineDown
+        } else if !s.parked.is_empty() {
+            Self::Parked
+        } else if s.slots.iter().any(|slot| slot.request_id.is_some()) || !s.waiting.is_empty() {
+            Self::Busy
+        } else {
+            Self::Idle
+        }
+    }
+
+    fn words(self) -> &'static str {
+        match self {
+            Self::Idle => "idle",
+            Self::Busy => "busy",
+            Self::Parked => "a stream is parked",
+            Self::EngineDown => "engine down",
+        }
+    }
+
+    fn rgb(self) -> [u8; 3] {
+        match self {
+            Self::Idle => [70, 170, 90],
+            Self::Busy => [60, 120, 220],
+            Self::Parked => [230, 160, 40],
+            Self::EngineDown => [210, 50, 40],
+        }
+    }
+}
+
+const SIZE: u32 = 32;
+
+/// A filled disc in the state's colour (drawn here: four colours need no image files).
+fn disc(rgb: [u8; 3]) -> Option<Icon> {
+    Icon::from_rgba(disc_rgba(rgb), SIZE, SIZE).ok()
+}
+
+fn disc_rgba(rgb: [u8; 3]) -> Vec<u8> {
+    let centre = (SIZE as f32 - 1.0) / 2.0;
+    let mut rgba = Vec::with_capacity((SIZE * SIZE * 4) as usize);
+    for y in 0..SIZE {
+        for x in 0..SIZE {
+            let d = ((x as f32 - centre).powi(2) + (y as f32 - centre).powi(2)).sqrt();
+            let alpha = ((centre + 0.5 - d).clamp(0.0, 1.0) * 255.0) as u8;
+            rgba.extend_from_slice(&[rgb[0], rgb[1], rgb[2], alpha]);
+        }
+    }
+    rgba
+}
+
+pub struct Tray {
+    icon: TrayIcon,
+    solo: CheckMenuItem,
+    shown: Option<(TrayState, bool, bool)>,
+}
+
+impl std::fmt::Debug for Tray {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Tray").field("shown", &self.shown).finish()
+    }
+}
+
+impl Tray {
+    /// The icon and its menu, or `None` (said once in the log) where there is no tray.
+    pub fn start(
+        ctx: egui::Context,
+        host: ServerHost,
+        runtime: tokio::runtime::Handle,
+    ) -> Option<Self> {
+        let show = MenuItem::new("Show/Hide", true, None);
+        let solo = CheckMenuItem::new("solo_priority", true, false, None);
+        let quit = MenuItem::new("Quit", true, None);
+        let menu = Menu::new();
+        let built = menu
+            .append(&show)
+            .and_then(|()| menu.append(&solo))
+            .and_then(|()| menu.append(&PredefinedMenuItem::separator()))
+            .and_then(|()| menu.append(&quit));
+        if let Err(e) = built {
+            tracing::warn!("no tray icon: its menu failed: {e}");
+            return None;
+        }
+        let mut builder = TrayIconBuilder::new()
+            .with_tooltip("Strata Desk")
+            .with_title("Strata Desk")
+            .with_menu(Box::new(menu));
+        if let Some(icon) = disc(TrayState::Idle.rgb()) {
+            builder = builder.with_icon(icon);
+        }
+        let icon = match builder.build() {
+            Ok(icon) => icon,
+            Err(e) => {
+                tracing::warn!(
+                    "no tray icon ({e}): no tray host or D-Bus session here; the app runs without it"
+                );
+                return None;
+            }
+        };
+        let visible = Arc::new(AtomicBool::new(true));
+        let (show_id, solo_id, quit_id) = (show.id().clone(), solo.id().clone(), quit.id().clone());
+        MenuEvent::set_event_handler(Some(move |event: MenuEvent| {
+            if event.id == show_id {
+                let now_visible = !visible.fetch_xor(true, Ordering::SeqCst);
+                ctx.send_viewport_cmd(egui::ViewportCommand::Visible(now_visible));
+                if now_visible {
+                    ctx.send_viewport_cmd(egui::ViewportCommand::Focus);
+                }
+            } else if event.id == solo_id {
+                let service = host.service();
+                let on = !service.snapshot().solo_priority;
+                let host = host.clone();
+                runtime.spawn(async move {
+                    let _ = commands::run(Command::SetSoloPriority(on), service, Some(host)).await;
+                });
+            } else if event.id == quit_id {
+                ctx.send_viewport_cmd(egui::ViewportCommand::Visible(true));
+                ctx.send_viewport_cmd(egui::ViewportCommand::Close);
+            }
+            ctx.request_repaint();
+        }));
+        Some(Self {
+            icon,
+            solo,
+            shown: None,
+        })
+    }
+
+    /// Shows the snapshot's state (only what changed).
+    pub fn update(&mut self, s: &ServiceSnapshot) {
+        let state = TrayState::of(s);
+        let solo_allowed = s.engine.parallel < 2;
+        let now = (state, s.solo_priority, solo_allowed);
+        if self.shown == Some(now) {
+            return;
+        }
+        self.shown = Some(now);
+        let _ = self.icon.set_icon(disc(state.rgb()));
+        let _ = self.icon.set_tooltip(Some(format!(
+            "Strata Desk: {}{}",
+            state.words(),
+            if s.solo_priority {
+                ", solo_priority on"
+            } else {
+                ""
+            }
+        )));
+        self.solo.set_checked(s.solo_priority);
+        self.solo.set_enabled(solo_allowed);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::scheduler::SchedulerSettings;
+
+    #[test]
+    fn the_tray_shows_engine_down_before_parked_before_busy() {
+        let mut s = ServiceSnapshot::starting(SchedulerSettings::default(), 1, true);
+        assert_eq!(TrayState::of(&s), TrayState::EngineDown);
+        s.engine.status = EngineStatus::Ready;
+        assert_eq!(TrayState::of(&s), TrayState::Idle);
+        s.waiting.push(crate::service::WaitingView {
+            request_id: crate::ids::RequestId(3),
+            priority: 0,
+            effective_priority: 0,
+            boost: 0,
+            aging: 0,
+            waited_secs: 1.0,
+            tokens_left_to_read: 10,
+        });
+        assert_eq!(TrayState::of(&s), TrayState::Busy);
+    }
+
+    #[test]
+    fn the_icon_is_a_disc_with_transparent_corners() {
+        let rgba = disc_rgba([1, 2, 3]);
+        let alpha = |x: u32, y: u32| rgba[((y * SIZE + x) * 4 + 3) as usize];
+        assert_eq!(alpha(0, 0), 0);
+        assert_eq!(alpha(SIZE / 2, SIZE / 2), 255);
+        assert_eq!(&rgba[..3], &[1, 2, 3]);
+        assert!(disc([1, 2, 3]).is_some());
+    }
+}
