@@ -146,7 +146,7 @@ def screenshot(path):
     while len(short_marks) < 60:
         time.sleep(0.02)
     time.sleep(0.5)
-    subprocess.run(["import", "-window", "root", path], check=True)
+    subprocess.run(["import", "-display", ":77", "-window", "root", path], check=True)
     for t in (long, waiter, short):
         t.join()
 

@@ -270,6 +270,14 @@ impl Config {
                 ),
             )?;
         }
+        if a.kv_type == KvType::Q8_0 && a.flash_attn == FlashAttn::Off {
+            bound(
+                "kv_type",
+                false,
+                "f16 when `flash_attn` is off (llama.cpp quantizes the V cache only with flash attention)",
+                "\"q8_0\"".into(),
+            )?;
+        }
         if !a.host.is_loopback() && a.api_keys.is_empty() {
             return Err(ConfigError::ExposedWithoutKeys { host: a.host });
         }
@@ -309,7 +317,10 @@ pub fn persist(
     }
     let text = serde_json::to_string_pretty(&serde_json::Value::Object(map))
         .map_err(|e| write_err(std::io::Error::other(e)))?;
-    let temporary = path.with_extension("json.tmp");
+    // A name of its own per write, so two writers never rename each other's file.
+    static WRITES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let n = WRITES.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let temporary = path.with_extension(format!("json.{}-{n}.tmp", std::process::id()));
     std::fs::write(&temporary, text + "\n").map_err(write_err)?;
     std::fs::rename(&temporary, path).map_err(write_err)
 }
@@ -399,6 +410,37 @@ mod tests {
         assert_eq!(config.scheduler.queue_max, 5);
         assert_eq!(config.app.parallel, 3);
         assert_eq!(config.app.kv_type, KvType::Q8_0);
+    }
+
+    #[test]
+    fn persisted_nulls_for_the_default_model_and_measured_chunks_load_again() {
+        let path = write(r#"{"ctx": 2048, "queue_max": 6, "parallel": 1, "threads": 1}"#);
+        let mut changes = serde_json::Map::new();
+        changes.insert("model".into(), serde_json::Value::Null);
+        changes.insert("chunk_tokens".into(), serde_json::Value::Null);
+        persist(&path, changes).unwrap();
+        let config = Config::load(Some(&path), &Overrides::default()).unwrap();
+        assert_eq!(config.app.model, None);
+        assert_eq!(config.scheduler.chunk_tokens, None);
+        assert_eq!(config.app.ctx, 2048);
+    }
+
+    #[test]
+    fn a_quantized_kv_cache_without_flash_attention_is_refused() {
+        let err = Config::load(
+            None,
+            &Overrides {
+                kv_type: Some(KvType::Q8_0),
+                flash_attn: Some(FlashAttn::Off),
+                ..Overrides::default()
+            },
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(
+            err.contains("kv_type") && err.contains("flash_attn"),
+            "{err}"
+        );
     }
 
     #[test]

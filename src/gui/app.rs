@@ -64,8 +64,10 @@ impl Dashboard {
         self.tray = tray;
     }
 
-    /// The whole window's content.
-    pub fn ui(&mut self, ui: &mut egui::Ui) {
+    /// The frame's work that does not draw: follow a restarted server, note events, sample
+    /// the timeline, update the tray, take the commands' outcomes. eframe calls it even while
+    /// the window is hidden (when it draws nothing), so the tray stays current.
+    pub fn tick(&mut self, ctx: &egui::Context) -> ServiceSnapshot {
         if let Some(host) = &self.host
             && host.generation() != self.generation
         {
@@ -73,6 +75,7 @@ impl Dashboard {
             self.generation = host.generation();
             self.service = host.service();
             self.last_counters = None;
+            self.timeline = Timeline::default();
         }
         let s = self.service.snapshot();
         self.note_events(&s);
@@ -80,12 +83,42 @@ impl Dashboard {
         if let Some(tray) = &mut self.tray {
             tray.update(&s);
         }
-        // Ages and parked times move with the clock alone: keep them (and the starving
-        // highlight) current while anyone waits or is parked.
         if !s.waiting.is_empty() || !s.parked.is_empty() {
-            ui.ctx()
-                .request_repaint_after(std::time::Duration::from_millis(500));
+            // Ages and parked times move with the clock alone: keep them (and the starving
+            // highlight) current while anyone waits or is parked.
+            ctx.request_repaint_after(std::time::Duration::from_millis(500));
+        } else if s.slots.iter().any(|slot| slot.state != "empty") {
+            // Keep the timeline's axis moving while anything is held.
+            ctx.request_repaint_after(std::time::Duration::from_secs(1));
         }
+        self.take_outcomes(s.uptime_secs);
+        s
+    }
+
+    fn take_outcomes(&mut self, now_secs: f64) {
+        for outcome in self.commands.outcomes() {
+            match outcome {
+                Outcome::Line(line) => self.push(now_secs, line),
+                Outcome::Picked(path) => self.settings.picked(path),
+                Outcome::Applied(result) => {
+                    self.settings.applying = false;
+                    let line = match &result {
+                        Ok(line) => {
+                            self.settings.reset();
+                            line.clone()
+                        }
+                        Err(e) => format!("settings not applied: {e}"),
+                    };
+                    self.push(now_secs, line);
+                    self.settings.last_result = Some(result);
+                }
+            }
+        }
+    }
+
+    /// The whole window's content.
+    pub fn ui(&mut self, ui: &mut egui::Ui) {
+        let s = self.tick(ui.ctx());
         egui::Panel::top("engine").show(ui, |ui| {
             panels::engine_ui(ui, &s, &mut self.confirm_restart, &mut self.commands);
             panels::controls_ui(ui, &s, &mut self.commands);
@@ -127,24 +160,6 @@ impl Dashboard {
         });
         self.commands
             .drain(&self.service, self.host.as_ref(), &self.runtime);
-        for outcome in self.commands.outcomes() {
-            match outcome {
-                Outcome::Line(line) => self.push(s.uptime_secs, line),
-                Outcome::Picked(path) => self.settings.picked(path),
-                Outcome::Applied(result) => {
-                    self.settings.applying = false;
-                    let line = match &result {
-                        Ok(line) => {
-                            self.settings.reset();
-                            line.clone()
-                        }
-                        Err(e) => format!("settings not applied: {e}"),
-                    };
-                    self.push(s.uptime_secs, line);
-                    self.settings.last_result = Some(result);
-                }
-            }
-        }
     }
 
     fn push(&mut self, at: f64, line: String) {
@@ -202,6 +217,10 @@ impl Dashboard {
 }
 
 impl eframe::App for Dashboard {
+    fn logic(&mut self, ctx: &egui::Context, _frame: &mut eframe::Frame) {
+        self.tick(ctx);
+    }
+
     fn ui(&mut self, ui: &mut egui::Ui, _frame: &mut eframe::Frame) {
         Dashboard::ui(self, ui);
     }

@@ -83,19 +83,6 @@ impl CommandQueue {
     }
 }
 
-/// Writes a live switch to the config file, so the next start (window or headless) keeps it.
-fn remember(host: Option<&ServerHost>, key: &str, value: serde_json::Value) -> String {
-    let Some(host) = host else {
-        return String::new();
-    };
-    let mut keys = serde_json::Map::new();
-    keys.insert(key.to_owned(), value);
-    match host.remember(keys) {
-        Ok(()) => String::new(),
-        Err(e) => format!(" (not saved: {e})"),
-    }
-}
-
 pub(super) async fn run(
     command: Command,
     service: ServiceHandle,
@@ -111,7 +98,12 @@ pub(super) async fn run(
             let applied = host.apply(settings).await;
             return Some(Outcome::Applied(
                 applied
-                    .map(|_| "the engine restarted with the new settings".to_owned())
+                    .map(|a| match a.not_saved {
+                        None => "the engine restarted with the new settings (saved)".to_owned(),
+                        Some(why) => {
+                            format!("the engine restarted with the new settings (not saved: {why})")
+                        }
+                    })
                     .map_err(|e| e.to_string()),
             ));
         }
@@ -130,43 +122,66 @@ pub(super) async fn run(
                 ),
             });
         }
-        Command::SetSoloPriority(on) => service
-            .change_settings(SettingsChange {
+        Command::SetSoloPriority(on) => {
+            let change = SettingsChange {
                 solo_priority: Some(*on),
                 give_way: None,
-            })
-            .await
-            .map(|_| {
-                let saved = remember(host.as_ref(), "solo_priority", json!(on));
-                format!("solo_priority {}{saved}", if *on { "on" } else { "off" })
-            }),
-        Command::SetGiveWay(g) => service
-            .change_settings(SettingsChange {
+            };
+            set_live(change, &service, host.as_ref()).await
+        }
+        Command::SetGiveWay(g) => {
+            let change = SettingsChange {
                 solo_priority: None,
                 give_way: Some(*g),
-            })
+            };
+            set_live(change, &service, host.as_ref()).await
+        }
+        Command::RestartEngine => service
+            .restart_engine()
             .await
-            .map(|_| {
-                let saved = remember(host.as_ref(), "give_way", json!(g));
-                format!("give_way {}{saved}", json!(g).as_str().unwrap_or("?"))
-            }),
-        Command::RestartEngine => service.restart_engine().await.map(|r| {
-            format!(
-                "engine restart: {} failed, {} kept waiting",
-                r.failed_requests.len(),
-                r.waiting_requests.len()
-            )
-        }),
+            .map(|r| {
+                format!(
+                    "engine restart: {} failed, {} kept waiting",
+                    r.failed_requests.len(),
+                    r.waiting_requests.len()
+                )
+            })
+            .map_err(|e| e.to_string()),
         Command::Cancel(id) => service
             .cancel_request(*id)
             .await
-            .map(|state| format!("cancelled {id} ({state})")),
+            .map(|state| format!("cancelled {id} ({state})"))
+            .map_err(|e| e.to_string()),
         Command::SetPriority(id, p) => service
             .set_priority(*id, *p)
             .await
-            .map(|state| format!("{id} priority {p} ({state})")),
+            .map(|state| format!("{id} priority {p} ({state})"))
+            .map_err(|e| e.to_string()),
     };
     Some(Outcome::Line(
         line.unwrap_or_else(|e| format!("{command:?} failed: {e}")),
     ))
+}
+
+/// A live switch (R12): through the host when there is one (kept across an apply and saved to
+/// the config file), else straight to the service.
+async fn set_live(
+    change: SettingsChange,
+    service: &ServiceHandle,
+    host: Option<&ServerHost>,
+) -> Result<String, String> {
+    match host {
+        Some(host) => host.set_live(change).await,
+        None => service
+            .change_settings(change)
+            .await
+            .map(|s| {
+                format!(
+                    "solo_priority {}, give_way {}",
+                    if s.solo_priority { "on" } else { "off" },
+                    json!(s.give_way).as_str().unwrap_or("?")
+                )
+            })
+            .map_err(|e| e.to_string()),
+    }
 }

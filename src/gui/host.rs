@@ -7,7 +7,7 @@
 
 use crate::config::{self, Config, ConfigError, FlashAttn, KvType, RECENT_MODELS_MAX};
 use crate::headless::HeadlessError;
-use crate::service::ServiceHandle;
+use crate::service::{EngineStatus, ServiceHandle};
 use serde_json::json;
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -56,20 +56,41 @@ impl RestartSettings {
         config.scheduler.chunk_tokens = self.chunk_tokens;
     }
 
-    /// The config file's keys for these settings.
-    fn keys(&self) -> serde_json::Map<String, serde_json::Value> {
-        let mut map = serde_json::Map::new();
-        map.insert("model".into(), json!(self.model));
-        map.insert("parallel".into(), json!(self.parallel));
-        map.insert("ctx".into(), json!(self.ctx));
-        map.insert("chunk_tokens".into(), json!(self.chunk_tokens));
-        map.insert("threads".into(), json!(self.threads));
-        map.insert("gpu_layers".into(), json!(self.gpu_layers));
-        map.insert("flash_attn".into(), json!(self.flash_attn));
-        map.insert("kv_type".into(), json!(self.kv_type));
-        map
+    /// The config file's keys for these settings: only those that differ from `before` (so a
+    /// one-run command-line flag is not written to the file by an unrelated change).
+    fn changed_keys(&self, before: &Self) -> serde_json::Map<String, serde_json::Value> {
+        let pairs = [
+            ("model", json!(self.model), json!(before.model)),
+            ("parallel", json!(self.parallel), json!(before.parallel)),
+            ("ctx", json!(self.ctx), json!(before.ctx)),
+            (
+                "chunk_tokens",
+                json!(self.chunk_tokens),
+                json!(before.chunk_tokens),
+            ),
+            ("threads", json!(self.threads), json!(before.threads)),
+            (
+                "gpu_layers",
+                json!(self.gpu_layers),
+                json!(before.gpu_layers),
+            ),
+            (
+                "flash_attn",
+                json!(self.flash_attn),
+                json!(before.flash_attn),
+            ),
+            ("kv_type", json!(self.kv_type), json!(before.kv_type)),
+        ];
+        pairs
+            .into_iter()
+            .filter(|(_, now, was)| now != was)
+            .map(|(key, now, _)| (key.to_owned(), now))
+            .collect()
     }
 }
+
+/// How long a new engine may take to load before an apply counts it as failed.
+const ENGINE_READY_SECS: u64 = 600;
 
 #[derive(Debug, thiserror::Error)]
 pub enum HostError {
@@ -79,12 +100,23 @@ pub enum HostError {
     /// The new settings failed to start; the previous ones run again.
     #[error("{error}; the previous settings run again")]
     RolledBack { error: HeadlessError },
+    /// The new engine failed while loading; the previous settings run again.
+    #[error("the new engine failed: {reason}; the previous settings run again")]
+    EngineFailed { reason: String },
     /// Neither the new nor the previous settings started.
     #[error("{error}; the previous settings failed too: {previous}")]
     Down {
-        error: HeadlessError,
+        error: String,
         previous: HeadlessError,
     },
+}
+
+/// What an apply did.
+#[derive(Debug, Clone)]
+pub struct Applied {
+    pub service: ServiceHandle,
+    /// Why the settings were not saved to the config file, if they were not.
+    pub not_saved: Option<String>,
 }
 
 /// What is running now.
@@ -113,6 +145,8 @@ pub struct ServerHost {
     /// Where preferences are written: the config file the app read, or the default one.
     config_path: Option<PathBuf>,
     on_start: Arc<Mutex<Option<OnStart>>>,
+    /// One writer of the config file at a time.
+    file: Arc<Mutex<()>>,
 }
 
 impl std::fmt::Debug for ServerHost {
@@ -167,6 +201,7 @@ impl ServerHost {
             exe,
             config_path: config_path.or_else(config::default_path),
             on_start: Arc::new(Mutex::new(None)),
+            file: Arc::new(Mutex::new(())),
         })
     }
 
@@ -212,33 +247,70 @@ impl ServerHost {
         &self,
         keys: serde_json::Map<String, serde_json::Value>,
     ) -> Result<(), ConfigError> {
+        let _one_writer = self.file.lock().unwrap_or_else(|e| e.into_inner());
         match &self.config_path {
             Some(path) => config::persist(path, keys),
-            None => Ok(()),
+            None => Err(ConfigError::Write {
+                path: "(none)".into(),
+                message: "this platform has no config folder".into(),
+            }),
         }
+    }
+
+    /// Changes the live switches (R12) of the service serving now, keeps them for the next
+    /// apply and saves them. Waits for an apply in progress, so a switch is never lost to it.
+    /// Answers what to log: the settings in force, and why they were not saved, if not.
+    pub async fn set_live(&self, change: crate::service::SettingsChange) -> Result<String, String> {
+        let mut state = self.state.lock().await;
+        let settings = self
+            .service()
+            .change_settings(change)
+            .await
+            .map_err(|e| e.to_string())?;
+        state.config.scheduler.solo_priority = settings.solo_priority;
+        state.config.scheduler.give_way = settings.give_way;
+        self.lock_current().1 = state.config.clone();
+        let mut keys = serde_json::Map::new();
+        if change.solo_priority.is_some() {
+            keys.insert("solo_priority".into(), json!(settings.solo_priority));
+        }
+        if change.give_way.is_some() {
+            keys.insert("give_way".into(), json!(settings.give_way));
+        }
+        let saved = match self.remember(keys) {
+            Ok(()) => String::new(),
+            Err(e) => format!(" (not saved: {e})"),
+        };
+        Ok(format!(
+            "solo_priority {}, give_way {}{saved}",
+            if settings.solo_priority { "on" } else { "off" },
+            json!(settings.give_way).as_str().unwrap_or("?")
+        ))
     }
 
     /// Restarts the server with `settings`: validates first (an invalid value stops nothing),
     /// ends every request in flight or waiting with a shutdown error, starts the new engine on
-    /// the same address and writes the settings to the config file. If the new settings fail
-    /// to start, the previous ones run again and the error says so.
-    pub async fn apply(&self, settings: &RestartSettings) -> Result<ServiceHandle, HostError> {
+    /// the same address and, once it is ready, writes the changed settings to the config file.
+    /// If the new settings fail to start or the new engine fails to load, the previous ones
+    /// run again and the error says so.
+    pub async fn apply(&self, settings: &RestartSettings) -> Result<Applied, HostError> {
         let mut state = self.state.lock().await;
-        let previous = state.config.clone();
-        let mut next = previous.clone();
-        settings.apply_to(&mut next);
-        // The live switches as they are now, not as the app started (a change that changes
-        // nothing answers the settings in force, without the snapshot's lag).
-        let live = self
+        // The live switches as they are now (the API may have changed them too): a change that
+        // changes nothing answers the settings in force, without the snapshot's lag.
+        if let Ok(live) = self
             .service()
             .change_settings(crate::service::SettingsChange {
                 solo_priority: None,
                 give_way: None,
             })
             .await
-            .unwrap_or_else(|_| self.service().snapshot().settings);
-        next.scheduler.solo_priority = live.solo_priority;
-        next.scheduler.give_way = live.give_way;
+        {
+            state.config.scheduler.solo_priority = live.solo_priority;
+            state.config.scheduler.give_way = live.give_way;
+        }
+        let previous = state.config.clone();
+        let mut next = previous.clone();
+        settings.apply_to(&mut next);
         if let Some(model) = &settings.model {
             let recent = &mut next.app.recent_models;
             recent.retain(|m| m != model);
@@ -249,26 +321,35 @@ impl ServerHost {
         if let Some(running) = state.running.take() {
             stop(running).await;
         }
-        let started = match self.start_config(&next).await {
-            Ok(running) => running,
-            Err(error) => {
-                return match self.start_config(&previous).await {
-                    Ok(running) => {
-                        self.install(&mut state, running, previous);
-                        Err(HostError::RolledBack { error })
+        let failure = match self.start_config(&next).await {
+            Ok(started) => match ready(&started.service).await {
+                Ok(()) => {
+                    let mut keys = settings.changed_keys(&RestartSettings::of(&previous));
+                    if next.app.recent_models != previous.app.recent_models {
+                        keys.insert("recent_models".into(), json!(next.app.recent_models));
                     }
-                    Err(previous) => Err(HostError::Down { error, previous }),
-                };
-            }
+                    let service = started.service.clone();
+                    self.install(&mut state, started, next);
+                    let not_saved = self.remember(keys).err().map(|e| e.to_string());
+                    return Ok(Applied { service, not_saved });
+                }
+                Err(reason) => {
+                    stop(started).await;
+                    HostError::EngineFailed { reason }
+                }
+            },
+            Err(error) => HostError::RolledBack { error },
         };
-        let mut keys = settings.keys();
-        keys.insert("recent_models".into(), json!(next.app.recent_models));
-        let service = started.service.clone();
-        self.install(&mut state, started, next);
-        if let Err(e) = self.remember(keys) {
-            tracing::warn!("the new settings run but were not saved: {e}");
+        match self.start_config(&previous).await {
+            Ok(running) => {
+                self.install(&mut state, running, previous);
+                Err(failure)
+            }
+            Err(previous) => Err(HostError::Down {
+                error: failure.to_string(),
+                previous,
+            }),
         }
-        Ok(service)
     }
 
     async fn start_config(&self, config: &Config) -> Result<Running, HeadlessError> {
@@ -340,9 +421,35 @@ async fn bind_again(addr: SocketAddr) -> Result<tokio::net::TcpListener, Headles
     }
 }
 
-/// The service first (it ends the open streams with an error), then the HTTP server.
+/// Waits until a new service's engine is ready; the reason when it fails or never loads.
+async fn ready(service: &ServiceHandle) -> Result<(), String> {
+    let mut snapshots = service.watch();
+    let outcome = tokio::time::timeout(Duration::from_secs(ENGINE_READY_SECS), async {
+        loop {
+            match &snapshots.borrow_and_update().engine.status {
+                EngineStatus::Ready => return Ok(()),
+                EngineStatus::Failed(reason) => return Err(reason.clone()),
+                EngineStatus::Loading | EngineStatus::Restarting => {}
+            }
+            if snapshots.changed().await.is_err() {
+                return Err("the service stopped".to_owned());
+            }
+        }
+    })
+    .await;
+    outcome.unwrap_or_else(|_| Err(format!("not ready after {ENGINE_READY_SECS} s")))
+}
+
+/// The service first (it ends the open streams with an error), then the HTTP server (cut off
+/// if it has not closed within five seconds).
 async fn stop(running: Running) {
     running.service.shutdown().await;
     let _ = running.stop.send(());
-    let _ = tokio::time::timeout(Duration::from_secs(5), running.server).await;
+    let mut server = running.server;
+    if tokio::time::timeout(Duration::from_secs(5), &mut server)
+        .await
+        .is_err()
+    {
+        server.abort();
+    }
 }

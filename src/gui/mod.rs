@@ -168,7 +168,12 @@ pub fn run(config: Config, config_path: Option<PathBuf>, exe: PathBuf) -> Result
             Ok(Box::new(dashboard))
         }),
     );
-    runtime.block_on(host.shutdown());
+    // An apply in progress holds the host; do not wait on it for ever.
+    let stopped = runtime
+        .block_on(async { tokio::time::timeout(Duration::from_secs(15), host.shutdown()).await });
+    if stopped.is_err() {
+        tracing::warn!("the server did not stop within 15 s; exiting anyway");
+    }
     runtime.shutdown_timeout(Duration::from_secs(2));
     result.map_err(|e| GuiError::Window(e.to_string()))
 }

@@ -18,6 +18,8 @@ pub struct SettingsView {
     pub applying: bool,
     /// How the last apply ended.
     pub last_result: Option<Result<String, String>>,
+    /// A model chosen in the file dialog before the draft existed.
+    picked: Option<PathBuf>,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -67,8 +69,9 @@ impl Draft {
 impl SettingsView {
     /// A model chosen in the file dialog goes into the draft.
     pub fn picked(&mut self, path: PathBuf) {
-        if let Some(draft) = &mut self.draft {
-            draft.model_path = path.display().to_string();
+        match &mut self.draft {
+            Some(draft) => draft.model_path = path.display().to_string(),
+            None => self.picked = Some(path),
         }
     }
 
@@ -89,6 +92,9 @@ pub fn settings_ui(
 ) {
     let in_force = Draft::of(config);
     let draft = view.draft.get_or_insert_with(|| in_force.clone());
+    if let Some(path) = view.picked.take() {
+        draft.model_path = path.display().to_string();
+    }
     egui::Grid::new("settings")
         .num_columns(2)
         .spacing([12.0, 6.0])
@@ -201,7 +207,7 @@ pub fn settings_ui(
             )
         };
         ui.label(format!(
-            "These settings take a new engine: applying restarts the server on the same address; {ends}. They are saved to the config file."
+            "These settings take a new engine: applying restarts the server on the same address; {ends}. Once the new engine is ready they are saved to the config file; if it fails, the previous settings run again."
         ));
     }
     if view.applying {

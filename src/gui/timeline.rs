@@ -31,6 +31,8 @@ pub struct Segment {
 pub struct Row {
     pub name: String,
     pub segments: VecDeque<Segment>,
+    /// Whether the last sample had a holder (the last segment is still open).
+    open: bool,
 }
 
 #[derive(Debug, Clone, Default)]
@@ -62,13 +64,14 @@ impl Timeline {
                 _ => None,
             };
             held.push((
-                format!("slot {}", slot.id),
+                format!("slot {}", slot.id.0),
                 activity.map(|a| (slot.request_id, a)),
             ));
         }
         self.rows.resize_with(held.len(), || Row {
             name: String::new(),
             segments: VecDeque::new(),
+            open: false,
         });
         for (row, (name, now_held)) in self.rows.iter_mut().zip(held) {
             row.name = name;
@@ -94,13 +97,23 @@ impl Timeline {
 
 fn extend(row: &mut Row, held: Option<(Option<RequestId>, Activity)>, now: f64) {
     let Some((request, activity)) = held else {
+        row.open = false;
         return;
     };
+    if !row.open {
+        row.open = true;
+        row.segments.push_back(Segment {
+            request,
+            activity,
+            from_secs: now,
+            to_secs: now,
+        });
+        return;
+    }
     match row.segments.back_mut() {
-        // Still the same holder doing the same (sampled without a gap in between).
-        Some(last)
-            if last.request == request && last.activity == activity && now - last.to_secs < 1.0 =>
-        {
+        // Still the same holder doing the same. Any change wakes the window, so two samples in
+        // a row with the same holder mean it held on in between.
+        Some(last) if last.request == request && last.activity == activity => {
             last.to_secs = now;
         }
         _ => row.segments.push_back(Segment {
@@ -254,5 +267,20 @@ mod tests {
         assert_eq!(t.rows()[1].segments.len(), 1);
         t.record(&at(0.5, slot("empty", None, false)));
         assert!(t.rows()[1].segments.is_empty());
+    }
+
+    #[test]
+    fn an_idle_sample_between_two_turns_of_one_request_splits_its_segment() {
+        let mut t = Timeline::default();
+        t.record(&at(1.0, slot("decoding", Some(4), false)));
+        t.record(&at(5.0, slot("decoding", Some(4), false)));
+        t.record(&at(6.0, slot("empty", None, false)));
+        t.record(&at(9.0, slot("decoding", Some(4), false)));
+        let spans: Vec<_> = t.rows()[1]
+            .segments
+            .iter()
+            .map(|s| (s.from_secs, s.to_secs))
+            .collect();
+        assert_eq!(spans, [(1.0, 5.0), (9.0, 9.0)]);
     }
 }

@@ -118,7 +118,7 @@ impl Tray {
             Ok(icon) => icon,
             Err(e) => {
                 tracing::warn!(
-                    "no tray icon ({e}): no tray host or D-Bus session here; the app runs without it"
+                    "no tray icon ({e}): no D-Bus session here; the app runs without it"
                 );
                 return None;
             }
@@ -137,7 +137,9 @@ impl Tray {
                 let on = !service.snapshot().solo_priority;
                 let host = host.clone();
                 runtime.spawn(async move {
-                    let _ = commands::run(Command::SetSoloPriority(on), service, Some(host)).await;
+                    let outcome =
+                        commands::run(Command::SetSoloPriority(on), service, Some(host)).await;
+                    tracing::info!("tray: {outcome:?}");
                 });
             } else if event.id == quit_id {
                 ctx.send_viewport_cmd(egui::ViewportCommand::Visible(true));
@@ -157,6 +159,10 @@ impl Tray {
         let state = TrayState::of(s);
         let solo_allowed = s.engine.parallel < 2;
         let now = (state, s.solo_priority, solo_allowed);
+        if self.solo.is_checked() != s.solo_priority {
+            // The menu flips its own check mark on a click the service may refuse.
+            self.solo.set_checked(s.solo_priority);
+        }
         if self.shown == Some(now) {
             return;
         }
