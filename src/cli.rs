@@ -9,6 +9,7 @@ use std::path::PathBuf;
     name = "strata-desk",
     version,
     about = "Serve a local LLM to coding agents, and see how the engine is shared",
+    after_help = "With no command: the window and the server. A flag overrides the config file's key of the same name; a default applies when neither sets it.",
     arg_required_else_help = true
 )]
 pub struct Cli {
@@ -21,16 +22,18 @@ pub struct Cli {
 /// Serving options (the config file's keys; a flag overrides the file).
 #[derive(Debug, Clone, Args, Default)]
 pub struct ServeArgs {
-    /// Run the server without the window (servers, CI).
+    /// Run the server without the window (servers, CI) [default: off: the window].
     #[arg(long)]
     pub headless: bool,
-    /// The JSON config file; default: config.json under the platform config dir, if present.
+    /// The JSON config file [default: config.json under the platform config dir (on Linux
+    /// ~/.config/strata-desk/), if present].
     #[arg(long)]
     pub config: Option<PathBuf>,
-    /// A GGUF model; by default the default model, fetched on first use.
+    /// A GGUF model [default: SmolLM2-135M-Instruct, fetched on first use].
     #[arg(long)]
     pub model: Option<PathBuf>,
-    /// `llama` (the real engine) or `sim` (the simulated engine, labelled as such everywhere).
+    /// `llama` (the real engine) or `sim` (the simulated engine, labelled as such everywhere)
+    /// [default: llama].
     #[arg(long, value_enum)]
     pub engine: Option<crate::config::EngineKind>,
     /// Address to bind [default: 127.0.0.1]; beyond loopback `api_keys` are required.
@@ -42,7 +45,7 @@ pub struct ServeArgs {
     /// Slots decoding together [default: 1].
     #[arg(long)]
     pub parallel: Option<u32>,
-    /// Opt-in solo preemption (needs parallel 1).
+    /// Opt-in solo preemption (needs parallel 1) [default: off].
     #[arg(long)]
     pub solo_priority: bool,
     /// Context size in tokens [default: the model's, at most 32768].
@@ -94,6 +97,8 @@ pub enum CliCommand {
     Generate(GenerateArgs),
     /// Fetch the default model (SmolLM2-135M-Instruct) if it is not here yet, and print its path.
     FetchModel,
+    /// Load a server with one of the seeds' scenarios and report TTFT and tokens/s.
+    Bench(crate::bench::BenchArgs),
     /// Run the engine worker (started by the app itself; speaks JSON lines on stdin/stdout).
     EngineWorker(WorkerOptions),
 }
@@ -102,10 +107,10 @@ pub enum CliCommand {
 pub struct GenerateArgs {
     /// The prompt, sent as one user message through the model's chat template.
     pub prompt: String,
-    /// A GGUF model; by default the default model, fetched on first use.
+    /// A GGUF model [default: SmolLM2-135M-Instruct, fetched on first use].
     #[arg(long)]
     pub model: Option<PathBuf>,
-    /// A system message before the prompt.
+    /// A system message before the prompt [default: none].
     #[arg(long)]
     pub system: Option<String>,
     /// Most tokens to generate.
@@ -139,6 +144,44 @@ mod tests {
     #[test]
     fn the_command_line_definition_is_consistent() {
         Cli::command().debug_assert();
+    }
+
+    /// `--help` names every flag's default (`--version` and `--help` aside).
+    #[test]
+    fn every_flag_of_the_app_and_of_generate_states_its_default() {
+        let app = Cli::command();
+        let generate = app.find_subcommand("generate").unwrap().clone();
+        for command in [&app, &generate] {
+            for arg in command.get_arguments() {
+                let id = arg.get_id().as_str();
+                if matches!(id, "help" | "version") || arg.is_positional() {
+                    continue;
+                }
+                let help = arg.get_help().map(|h| h.to_string()).unwrap_or_default();
+                assert!(
+                    help.contains("[default") || !arg.get_default_values().is_empty(),
+                    "`--{id}` of `{}` does not state its default: {help:?}",
+                    command.get_name()
+                );
+            }
+        }
+    }
+
+    /// Regression: the bench's global `--model` collided with the app's `--model` and every
+    /// `strata-desk bench ...` panicked in clap.
+    #[test]
+    fn a_bench_command_line_parses() {
+        let cli = Cli::try_parse_from([
+            "strata-desk",
+            "bench",
+            "solo-long-short",
+            "--base-url",
+            "http://127.0.0.1:1",
+            "--model-name",
+            "m",
+        ])
+        .unwrap();
+        assert!(matches!(cli.command, Some(super::CliCommand::Bench(_))));
     }
 
     #[test]

@@ -29,14 +29,19 @@
 //! - [`api`]: axum routes, DTOs, validation, one error type mapped to HTTP in one place.
 //!   [sees only the service handle and snapshot types]
 //! - [`generate`]: `strata-desk generate`, the simplest driver of the engine.
+//! - [`bench`]: `strata-desk bench`, a load client for any OpenAI-compatible server.
+//!   [HTTP only; imports nothing of the crate]
 //! - [`gui`]: the desktop window (eframe/egui): panels over the service snapshot, commands
-//!   drained once per frame. [sees only the service handle and snapshot types]
+//!   drained once per frame, the settings view, the timeline, the tray. [panels see only the
+//!   service handle and snapshot types; `gui::host`, the app's own server, starts it from the
+//!   config through `headless` as `main` does for `--headless`]
 //! - [`headless`]: `--headless`: config → engine launch, service, HTTP server; signals.
 //! - [`cli`]: the command line.
 //!
 //! `anyhow` is used only in `main.rs`; each module has its own error enum.
 
 pub mod api;
+pub mod bench;
 pub mod chat;
 pub mod cli;
 pub mod config;

@@ -15,6 +15,11 @@ fn main() -> anyhow::Result<()> {
                 std::process::exit(1);
             }
         }
+        Some(CliCommand::Bench(args)) => {
+            let runtime = tokio::runtime::Runtime::new()?;
+            let report = runtime.block_on(strata_desk::bench::run(&args))?;
+            print!("{}", report.table());
+        }
         Some(CliCommand::FetchModel) => {
             let path = strata_desk::models::ensure_default_model()?;
             println!("{}", path.display());

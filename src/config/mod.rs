@@ -1,8 +1,8 @@
 //! The app's configuration: a JSON file (default under the platform config dir) overridden
 //! by command-line flags, parsed into a validated [`Config`]. Every error names the key, the
-//! bound and the value. Imports only the scheduler's settings type (which it embeds).
+//! bound and the value. Imports only the scheduler's settings type (which it embeds); the
+//! engine's `FlashAttn` and `KvType` are defined here and re-exported by `engine_worker`.
 
-pub use crate::engine_worker::{FlashAttn, KvType};
 use crate::scheduler::{ConfigError as SchedulerConfigError, SchedulerSettings};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -16,6 +16,47 @@ pub enum EngineKind {
     #[default]
     Llama,
     Sim,
+}
+
+/// llama.cpp's flash attention.
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    clap::ValueEnum,
+    Default,
+    serde::Serialize,
+    serde::Deserialize,
+)]
+#[serde(rename_all = "snake_case")]
+pub enum FlashAttn {
+    #[default]
+    Auto,
+    On,
+    Off,
+}
+
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    clap::ValueEnum,
+    Default,
+    serde::Serialize,
+    serde::Deserialize,
+)]
+/// The KV cache's element type (q8_0 needs flash attention).
+pub enum KvType {
+    #[default]
+    #[serde(rename = "f16")]
+    F16,
+    #[value(name = "q8_0")]
+    #[serde(rename = "q8_0")]
+    Q8_0,
 }
 
 /// How the window is drawn: glow (OpenGL, the default: under software rendering it costs about
@@ -72,7 +113,8 @@ pub struct AppSettings {
     pub kv_type: KvType,
     pub conversation_cache_mib: u64,
     pub api_keys: Vec<ApiKeyEntry>,
-    /// Model names clients may send, mapped to the loaded model (any name is served).
+    /// Model names `/v1/models` lists besides the loaded model's (any name is served by the
+    /// loaded model; the values are not read).
     pub model_aliases: BTreeMap<String, String>,
     /// Request bodies above this get a 413.
     pub body_limit_mib: u64,

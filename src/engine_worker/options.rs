@@ -1,30 +1,10 @@
 //! The worker's command-line options (`strata-desk engine-worker ...`).
 
-use clap::{Args, ValueEnum};
+use clap::Args;
 use std::path::PathBuf;
 
-#[derive(
-    Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Default, serde::Serialize, serde::Deserialize,
-)]
-#[serde(rename_all = "snake_case")]
-pub enum FlashAttn {
-    #[default]
-    Auto,
-    On,
-    Off,
-}
-
-#[derive(
-    Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Default, serde::Serialize, serde::Deserialize,
-)]
-pub enum KvType {
-    #[default]
-    #[serde(rename = "f16")]
-    F16,
-    #[value(name = "q8_0")]
-    #[serde(rename = "q8_0")]
-    Q8_0,
-}
+// The engine's settings that the config file also names live with the config.
+pub use crate::config::{FlashAttn, KvType};
 
 #[derive(Debug, Clone, Args)]
 pub struct WorkerOptions {

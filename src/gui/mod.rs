@@ -93,7 +93,7 @@ fn lock_instance(config_path: Option<&Path>) -> Result<InstanceLock, GuiError> {
             .map(|b| format!("{b:02x}"))
             .collect::<String>()
     };
-    let dir = directories::ProjectDirs::from("", "", "strata-desk")
+    let dir = crate::models::project_dirs()
         .map_or_else(std::env::temp_dir, |d| d.data_local_dir().to_path_buf());
     let _ = std::fs::create_dir_all(&dir);
     let path = dir.join(format!("instance-{digest}.lock"));

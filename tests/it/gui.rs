@@ -322,3 +322,58 @@ fn models_applied_become_recent_models_newest_first_without_repeats() {
         host.shutdown().await;
     });
 }
+
+/// The real engine: a model file that does not load rolls the server back to the model that
+/// ran, on the same address, and saves nothing.
+#[test]
+fn settings_whose_model_fails_to_load_are_rolled_back_and_not_saved() {
+    let _serial = crate::support::real_model();
+    let rt = runtime();
+    let dir = std::env::temp_dir().join(format!("strata-gui-rollback-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let config_path = dir.join("config.json");
+    let model = crate::support::model_path();
+    std::fs::write(
+        &config_path,
+        json!({"model": model, "ctx": 2048, "threads": 1}).to_string(),
+    )
+    .unwrap();
+    let config = Config::load(Some(&config_path), &Overrides::default()).unwrap();
+    let host = {
+        let _enter = rt.enter();
+        let listener = rt
+            .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))
+            .unwrap();
+        ServerHost::start(listener, config, Some(config_path.clone()), worker_exe()).unwrap()
+    };
+    let before = std::fs::read_to_string(&config_path).unwrap();
+    rt.block_on(async {
+        let missing = dir.join("missing.gguf");
+        let mut settings = RestartSettings::of(&host.config());
+        settings.model = Some(missing.clone());
+        let err = host.apply(&settings).await.unwrap_err().to_string();
+        assert!(
+            err.contains("missing.gguf") && err.contains("previous settings run again"),
+            "{err}"
+        );
+        assert_eq!(host.config().app.model.as_deref(), Some(model.as_path()));
+        let started = Instant::now();
+        while host.service().snapshot().engine.status != EngineStatus::Ready {
+            assert!(
+                started.elapsed() < Duration::from_secs(60),
+                "never ready again"
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        let answer = reqwest::Client::new()
+            .post(format!("http://{}/v1/chat/completions", host.addr()))
+            .json(&chat("Say hi.", 4))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(answer.status(), 200);
+        host.shutdown().await;
+    });
+    assert_eq!(std::fs::read_to_string(&config_path).unwrap(), before);
+}

@@ -10,6 +10,7 @@ mod api_fake;
 mod api_observe;
 mod api_real;
 mod api_tools;
+mod bench;
 mod cli;
 mod engine_fake;
 mod engine_park;

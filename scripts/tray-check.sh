@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# Checks the tray icon over a private D-Bus session under Xvfb, with the simulated engine:
+# the StatusNotifierItem registers, its menu's solo_priority item turns the switch on (and saves
+# it), the tooltip says so, and Quit closes the app with exit status 0.
+#   scripts/tray-check.sh [path/to/strata-desk]     (needs Xvfb, dbus-daemon, curl)
+set -euo pipefail
+exe=${1:-target/debug/strata-desk}
+config=$(mktemp --suffix=.json)
+echo '{}' > "$config"
+Xvfb :79 -screen 0 1280x860x24 >/dev/null 2>&1 &
+xvfb=$!
+trap 'kill $xvfb 2>/dev/null; rm -f "$config"' EXIT
+sleep 1
+DISPLAY=:79 dbus-run-session -- bash -c '
+  set -euo pipefail
+  "$0" --engine sim --config "$1" --port 8099 2>/dev/null &
+  app=$!
+  sleep 8
+  names() { dbus-send --session --dest=org.freedesktop.DBus --print-reply /org/freedesktop/DBus org.freedesktop.DBus.ListNames; }
+  item=$(names | grep -o "org.kde.StatusNotifierItem[^\"]*" | head -1)
+  [ -n "$item" ] || { echo "FAIL: no StatusNotifierItem on the bus"; exit 1; }
+  echo "registered: $item"
+  click() { dbus-send --session --print-reply --dest="$item" /MenuBar com.canonical.dbusmenu.Event int32:"$1" string:clicked variant:int32:0 uint32:0 >/dev/null; }
+  click 2   # solo_priority
+  sleep 1
+  curl -s localhost:8099/v1/scheduler | grep -q "\"solo_priority\":true" || { echo "FAIL: solo_priority not on"; exit 1; }
+  grep -q "\"solo_priority\": true" "$1" || { echo "FAIL: not saved"; exit 1; }
+  dbus-send --session --print-reply --dest="$item" /StatusNotifierItem org.freedesktop.DBus.Properties.Get string:org.kde.StatusNotifierItem string:ToolTip | grep "Strata Desk:"
+  click 4   # Quit
+  for _ in $(seq 20); do kill -0 $app 2>/dev/null || break; sleep 0.5; done
+  if kill -0 $app 2>/dev/null; then echo "FAIL: Quit did not close the app"; exit 1; fi
+  wait $app && echo "OK: solo_priority toggled and saved from the tray; Quit exited 0"
+' "$exe" "$config"

@@ -1,0 +1,247 @@
+//! One streaming Chat Completions request, timed from the client's side: when it was sent,
+//! when the first content arrived, when each later piece arrived, how it ended.
+
+use futures_util::StreamExt;
+use serde::Serialize;
+use serde_json::{Value, json};
+use std::time::{Duration, Instant};
+
+/// The target server and the bench's clock.
+#[derive(Debug, Clone)]
+pub struct Target {
+    pub client: reqwest::Client,
+    /// `http://host:port` (no `/v1`).
+    pub base: String,
+    pub api_key: Option<String>,
+    pub model: String,
+    pub ignore_eos: bool,
+    /// Zero of every record's times.
+    pub started: Instant,
+    /// Whether the server answers `GET /v1/scheduler` (a Strata Desk server).
+    pub ours: bool,
+}
+
+/// A request to send.
+#[derive(Debug, Clone)]
+pub struct Ask {
+    /// What it is in the scenario (`long`, `short`, `b2`, `turn`, `side`, ...).
+    pub label: String,
+    pub messages: Vec<Value>,
+    pub max_tokens: u32,
+    pub priority: Option<i64>,
+    /// Stop reading (and drop the connection) after this many content pieces; `Some(0)`:
+    /// before the first.
+    pub disconnect_after: Option<u32>,
+}
+
+impl Ask {
+    pub fn user(label: &str, text: String, max_tokens: u32) -> Self {
+        Self {
+            label: label.to_owned(),
+            messages: vec![json!({"role": "user", "content": text})],
+            max_tokens,
+            priority: None,
+            disconnect_after: None,
+        }
+    }
+}
+
+/// What happened to one request (all times in seconds since the bench started).
+#[derive(Debug, Clone, Serialize, Default)]
+pub struct Record {
+    pub label: String,
+    pub priority: Option<i64>,
+    /// The server's `x-request-id`, when it sends one.
+    pub request_id: Option<String>,
+    pub sent_secs: f64,
+    pub ttft_secs: Option<f64>,
+    pub end_secs: f64,
+    /// Content pieces received (one per token on servers that stream token by token).
+    pub pieces: u32,
+    /// `usage` from the final chunk, when the server sends it.
+    pub prompt_tokens: Option<u64>,
+    pub completion_tokens: Option<u64>,
+    /// Pieces per second between the first and the last piece.
+    pub tokens_per_sec: Option<f64>,
+    pub finish_reason: Option<String>,
+    pub status: u16,
+    pub error: Option<String>,
+    pub disconnected: bool,
+    /// The streamed text, joined.
+    pub text: String,
+}
+
+impl Target {
+    pub fn now_secs(&self) -> f64 {
+        self.started.elapsed().as_secs_f64()
+    }
+
+    pub fn url(&self, path: &str) -> String {
+        format!("{}{path}", self.base)
+    }
+
+    fn authorised(&self, request: reqwest::RequestBuilder) -> reqwest::RequestBuilder {
+        match &self.api_key {
+            Some(key) => request.bearer_auth(key),
+            None => request,
+        }
+    }
+
+    pub async fn get_json(&self, path: &str) -> Option<Value> {
+        let response = self
+            .authorised(self.client.get(self.url(path)))
+            .timeout(Duration::from_secs(10))
+            .send()
+            .await
+            .ok()?;
+        if !response.status().is_success() {
+            return None;
+        }
+        response.json().await.ok()
+    }
+
+    pub async fn get_text(&self, path: &str) -> Option<String> {
+        let response = self
+            .authorised(self.client.get(self.url(path)))
+            .timeout(Duration::from_secs(10))
+            .send()
+            .await
+            .ok()?;
+        response.text().await.ok()
+    }
+
+    pub async fn post_json(&self, path: &str, body: &Value) -> Result<Value, String> {
+        let response = self
+            .authorised(self.client.post(self.url(path)))
+            .json(body)
+            .timeout(Duration::from_secs(600))
+            .send()
+            .await
+            .map_err(|e| e.to_string())?;
+        let status = response.status();
+        let value: Value = response.json().await.map_err(|e| e.to_string())?;
+        if status.is_success() {
+            Ok(value)
+        } else {
+            Err(format!("{status}: {value}"))
+        }
+    }
+
+    /// Sends `ask` as a streaming chat completion and reads it to the end (or to the
+    /// disconnect point).
+    pub async fn stream(&self, ask: &Ask) -> Record {
+        let mut body = json!({
+            "model": self.model,
+            "messages": ask.messages,
+            "max_tokens": ask.max_tokens,
+            "temperature": 0,
+            "stream": true,
+            "stream_options": {"include_usage": true},
+        });
+        if self.ignore_eos {
+            body["ignore_eos"] = json!(true);
+        }
+        if let Some(p) = ask.priority {
+            body["priority"] = json!(p);
+        }
+        let mut record = Record {
+            label: ask.label.clone(),
+            priority: ask.priority,
+            sent_secs: self.now_secs(),
+            ..Record::default()
+        };
+        let sent = self
+            .authorised(self.client.post(self.url("/v1/chat/completions")))
+            .json(&body)
+            .timeout(Duration::from_secs(1800))
+            .send()
+            .await;
+        let response = match sent {
+            Ok(response) => response,
+            Err(e) => {
+                record.error = Some(e.to_string());
+                record.end_secs = self.now_secs();
+                return record;
+            }
+        };
+        record.status = response.status().as_u16();
+        record.request_id = response
+            .headers()
+            .get("x-request-id")
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_owned);
+        if !response.status().is_success() {
+            record.error = Some(response.text().await.unwrap_or_default());
+            record.end_secs = self.now_secs();
+            return record;
+        }
+        if ask.disconnect_after == Some(0) {
+            record.disconnected = true;
+            record.end_secs = self.now_secs();
+            return record;
+        }
+        let mut bytes = response.bytes_stream();
+        let mut pending = String::new();
+        let (mut first, mut last) = (None, None);
+        'read: while let Some(chunk) = bytes.next().await {
+            let chunk = match chunk {
+                Ok(chunk) => chunk,
+                Err(e) => {
+                    record.error = Some(e.to_string());
+                    break;
+                }
+            };
+            pending.push_str(&String::from_utf8_lossy(&chunk));
+            while let Some(end) = pending.find("\n\n") {
+                let event: String = pending.drain(..end + 2).collect();
+                for line in event.lines() {
+                    let Some(data) = line.strip_prefix("data: ") else {
+                        continue;
+                    };
+                    if data == "[DONE]" {
+                        break 'read;
+                    }
+                    let Ok(value) = serde_json::from_str::<Value>(data) else {
+                        record.error = Some(format!("not JSON: {data}"));
+                        continue;
+                    };
+                    if let Some(error) = value.get("error") {
+                        record.error = Some(error.to_string());
+                    }
+                    if let Some(usage) = value.get("usage").filter(|u| !u.is_null()) {
+                        record.prompt_tokens = usage["prompt_tokens"].as_u64();
+                        record.completion_tokens = usage["completion_tokens"].as_u64();
+                    }
+                    let Some(choice) = value["choices"].get(0) else {
+                        continue;
+                    };
+                    if let Some(reason) = choice["finish_reason"].as_str() {
+                        record.finish_reason = Some(reason.to_owned());
+                    }
+                    if let Some(piece) = choice["delta"]["content"].as_str()
+                        && !piece.is_empty()
+                    {
+                        let now = self.now_secs();
+                        first.get_or_insert(now);
+                        last = Some(now);
+                        record.pieces += 1;
+                        record.text.push_str(piece);
+                        if ask.disconnect_after == Some(record.pieces) {
+                            record.disconnected = true;
+                            break 'read;
+                        }
+                    }
+                }
+            }
+        }
+        record.end_secs = self.now_secs();
+        record.ttft_secs = first.map(|f| f - record.sent_secs);
+        if let (Some(f), Some(l)) = (first, last)
+            && record.pieces > 1
+            && l > f
+        {
+            record.tokens_per_sec = Some(f64::from(record.pieces - 1) / (l - f));
+        }
+        record
+    }
+}
