@@ -43,29 +43,25 @@ bench() { # bench NAME SCENARIO [flags...]
         | tee "$out/$name.txt"
 }
 
-# The long request's read takes about LONG/read-speed seconds; the short one arrives 2 s into
-# the read, or 3 s after the read ended (during the decode).
-read_secs() { curl -sf "$base/v1/scheduler" >/dev/null; python3 - "$1" <<'EOF'
-import json, sys, urllib.request
-s = json.load(urllib.request.urlopen("http://127.0.0.1:8095/v1/scheduler"))
-chunk = s["chunk_tokens"]           # about one second of reading, measured by the engine
-print(round(int(sys.argv[1]) / max(chunk, 1) + 3.0, 1))
-EOF
-}
-
 LONG=1024
-if [ "$what" = solo ] || [ "$what" = all ]; then
+if [ "$what" = solo ] || [ "$what" = solo-decode ] || [ "$what" = all ]; then
+    # solo-small: small_request_tokens 256, so the 1024-token long prompt is not "small" too
+    # (with the default 2048 both get the +1 boost and R7 has no reason to pause the long).
     for setting in "solo-on|{\"solo_priority\": true}|" \
+                   "solo-small|{\"solo_priority\": true, \"small_request_tokens\": 256}|" \
                    "features-off|{\"solo_priority\": false, \"give_way\": \"off\"}|" \
                    "batch-4|{\"give_way\": \"off\"}|--parallel 4"; do
         IFS='|' read -r name config flags <<< "$setting"
         # shellcheck disable=SC2086
         serve "$name" "$config" $flags
-        decode_delay=$(read_secs $LONG)
-        bench "solo-long-short.read.$name" solo-long-short --long-prompt-tokens $LONG \
-            --long-max-tokens 256 --delay-secs 2 --rounds 3
+        if [ "$what" != solo-decode ]; then
+            bench "solo-long-short.read.$name" solo-long-short --long-prompt-tokens $LONG \
+                --long-max-tokens 256 --phase read --delay-secs 2 --rounds 3
+        fi
+        # 6 s into the decode: past the 5 s min_run_quantum_secs a stream runs before R7
+        # may pause it.
         bench "solo-long-short.decode.$name" solo-long-short --long-prompt-tokens $LONG \
-            --long-max-tokens 256 --delay-secs "$decode_delay" --rounds 3
+            --long-max-tokens 256 --phase decode --delay-secs 6 --rounds 3
         stop
     done
 fi

@@ -32,6 +32,8 @@ pub struct Ask {
     /// Stop reading (and drop the connection) after this many content pieces; `Some(0)`:
     /// before the first.
     pub disconnect_after: Option<u32>,
+    /// Notified when the first content piece arrives.
+    pub first_token: Option<std::sync::Arc<tokio::sync::Notify>>,
 }
 
 impl Ask {
@@ -42,6 +44,7 @@ impl Ask {
             max_tokens,
             priority: None,
             disconnect_after: None,
+            first_token: None,
         }
     }
 }
@@ -222,6 +225,11 @@ impl Target {
                         && !piece.is_empty()
                     {
                         let now = self.now_secs();
+                        if first.is_none()
+                            && let Some(notify) = &ask.first_token
+                        {
+                            notify.notify_one();
+                        }
                         first.get_or_insert(now);
                         last = Some(now);
                         record.pieces += 1;

@@ -19,9 +19,13 @@ pub struct SoloLongShort {
     pub short_prompt_tokens: u32,
     #[arg(long, default_value_t = 16)]
     pub short_max_tokens: u32,
-    /// Seconds between the long request and the short one.
+    /// Seconds between the long request (`--phase read`) or the long's first token
+    /// (`--phase decode`) and the short request.
     #[arg(long, default_value_t = 2.0)]
     pub delay_secs: f64,
+    /// When the short request is sent: during the long's prompt read or during its decode.
+    #[arg(long, value_enum, default_value_t = Phase::Read)]
+    pub phase: Phase,
     /// The short request's `priority` [default: none sent].
     #[arg(long)]
     pub short_priority: Option<i64>,
@@ -29,14 +33,22 @@ pub struct SoloLongShort {
     pub rounds: u32,
 }
 
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Phase {
+    Read,
+    Decode,
+}
+
 /// Conversation B's follow-up against a fresh long prompt A.
 #[derive(Debug, Clone, Args, Serialize)]
 pub struct FollowupVsFresh {
-    /// B's first turn.
-    #[arg(long, default_value_t = 512)]
+    /// B's first turn (longer than A's prompt, so that `give_way: whole` ranks B2 behind A
+    /// while `left` ranks it ahead: the case of the seed #1288).
+    #[arg(long, default_value_t = 2048)]
     pub history_tokens: u32,
     /// A's prompt.
-    #[arg(long, default_value_t = 1536)]
+    #[arg(long, default_value_t = 1024)]
     pub fresh_prompt_tokens: u32,
     /// B's new turn.
     #[arg(long, default_value_t = 40)]
@@ -205,11 +217,16 @@ pub async fn solo_long_short(target: &Target, p: &SoloLongShort, seed: u64) -> R
     for round in 0..p.rounds {
         until_idle(target).await;
         let seed = seed + u64::from(round) * 10;
-        let long = Ask::user("long", text(seed, p.long_prompt_tokens), p.long_max_tokens);
+        let mut long = Ask::user("long", text(seed, p.long_prompt_tokens), p.long_max_tokens);
+        let first_token = std::sync::Arc::new(tokio::sync::Notify::new());
+        long.first_token = Some(first_token.clone());
         let long_task = {
             let target = target.clone();
             tokio::spawn(async move { target.stream(&long).await })
         };
+        if p.phase == Phase::Decode {
+            first_token.notified().await;
+        }
         tokio::time::sleep(Duration::from_secs_f64(p.delay_secs)).await;
         let state = state_in_flight(target).await;
         let mut short = Ask::user(
@@ -291,6 +308,7 @@ pub async fn followup_vs_fresh(target: &Target, p: &FollowupVsFresh, seed: u64) 
             max_tokens: p.max_tokens,
             priority: None,
             disconnect_after: None,
+            first_token: None,
         };
         let b2 = target.stream(&b2).await;
         let a = a_task.await.unwrap_or_default();
@@ -401,6 +419,7 @@ pub async fn agent_replay(target: &Target, p: &AgentReplay, seed: u64) -> Report
                     max_tokens: p.max_tokens,
                     priority: None,
                     disconnect_after: None,
+                    first_token: None,
                 };
                 let record = target.stream(&ask).await;
                 history.push(json!({"role": "assistant", "content": record.text}));
