@@ -90,27 +90,23 @@ impl Target {
         }
     }
 
-    pub async fn get_json(&self, path: &str) -> Option<Value> {
+    /// A successful GET's response, or `None` (unreachable, error status).
+    async fn get(&self, path: &str) -> Option<reqwest::Response> {
         let response = self
             .authorised(self.client.get(self.url(path)))
             .timeout(Duration::from_secs(10))
             .send()
             .await
             .ok()?;
-        if !response.status().is_success() {
-            return None;
-        }
-        response.json().await.ok()
+        response.status().is_success().then_some(response)
+    }
+
+    pub async fn get_json(&self, path: &str) -> Option<Value> {
+        self.get(path).await?.json().await.ok()
     }
 
     pub async fn get_text(&self, path: &str) -> Option<String> {
-        let response = self
-            .authorised(self.client.get(self.url(path)))
-            .timeout(Duration::from_secs(10))
-            .send()
-            .await
-            .ok()?;
-        response.text().await.ok()
+        self.get(path).await?.text().await.ok()
     }
 
     pub async fn post_json(&self, path: &str, body: &Value) -> Result<Value, String> {
