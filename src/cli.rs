@@ -9,8 +9,7 @@ use std::path::PathBuf;
     name = "strata-desk",
     version,
     about = "Serve a local LLM to coding agents, and see how the engine is shared",
-    after_help = "With no command: the window and the server. A flag overrides the config file's key of the same name; a default applies when neither sets it.",
-    arg_required_else_help = true
+    after_help = "With no command: the window and the server. A flag overrides the config file's key of the same name; a default applies when neither sets it."
 )]
 pub struct Cli {
     #[command(subcommand)]

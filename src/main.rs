@@ -1,4 +1,4 @@
-//! Thin entry point: CLI → subcommand (later: the desktop app or the headless server).
+//! Thin entry point: CLI → a subcommand, the headless server, or the desktop app (no command).
 
 use anyhow::Context;
 use clap::Parser;
@@ -67,11 +67,14 @@ fn main() -> anyhow::Result<()> {
 }
 
 /// Logs go to stderr (stdout is the worker's protocol pipe); `STRATA_LOG` sets the filter.
+/// Colours only on a terminal: a log file or the journal (a systemd service) gets plain text.
 fn init_logging() {
+    use std::io::IsTerminal;
     let filter = tracing_subscriber::EnvFilter::try_from_env("STRATA_LOG")
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
     tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
+        .with_ansi(std::io::stderr().is_terminal())
         .init();
 }
