@@ -193,11 +193,11 @@ impl Scheduler {
         let Some(plain) = self.plain_free_slot() else {
             return false;
         };
-        // a prefix shorter than one block (a shared BOS or template start) does not justify
-        // overwriting a conversation when an empty slot exists
-        let plain_is_empty = matches!(self.slots[plain].state, SlotState::Empty);
+        // A prefix shorter than one block (a shared BOS or template header) does not choose the
+        // slot: the slot is then the plain one (empty, else the least recently used), so a
+        // recent conversation is not overwritten for a few header tokens.
         let (idx, mut keep, from_host) = match self.best_source(id) {
-            Some((_, u)) if plain_is_empty && (u as usize) < BLOCK => (plain, 0, None),
+            Some((_, u)) if (u as usize) < BLOCK => (plain, 0, None),
             Some((Source::Slot(i), u)) => (i, u, None),
             Some((Source::Host(h), u)) => (plain, u, Some(self.host_cache[h].0)),
             None => (plain, 0, None),

@@ -226,7 +226,13 @@ impl Scheduler {
             let u = self.usable_from(id, key, &tokens);
             let better = match best {
                 None => u > 0,
-                Some((Source::Slot(_), b)) => u > b,
+                // between slots offering the same prefix, overwrite the least recently used
+                Some((Source::Slot(j), b)) => {
+                    u > b
+                        || (u == b
+                            && matches!(src, Source::Slot(i)
+                                if self.slots[i].last_used < self.slots[j].last_used))
+                }
                 // a slot beats host RAM at equal length (no restore needed)
                 Some((Source::Host(_), b)) => u > b || (u == b && matches!(src, Source::Slot(_))),
             };

@@ -177,6 +177,53 @@ fn else_the_least_recently_used_conversation_is_overwritten() {
     assert_eq!(assigned_seq(&sim, 3).0, assigned_seq(&sim, 1).0);
 }
 
+/// A fresh request that shares only a short template header with two free conversations, then
+/// a follow-up of the more recent one: returns (the fresh one's slot, the slot the old
+/// conversation was in, the follow-up's kept tokens, the longer conversation's length).
+fn fresh_beside_two_conversations(shared: u32) -> (SeqId, SeqId, u32, u32) {
+    let mut sim = batch(2, 256);
+    // B's conversation lands in the first slot, A's in the second; B then gets a second turn,
+    // so A's is the least recently used when the fresh request arrives.
+    sim.arrive(0.0, 1, prompt(1, shared, 2000, 1), 0, 5, None);
+    sim.arrive(0.1, 2, prompt(1, shared, 1000, 2), 0, 5, None);
+    sim.follow_up(20.0, 3, 1, prompt(9, 0, 40, 3), 0, 5);
+    sim.arrive(40.0, 4, prompt(1, shared, 1000, 4), 0, 5, None);
+    sim.follow_up(40.5, 5, 3, prompt(9, 0, 40, 5), 0, 5);
+    sim.run(200.0);
+    sim.check_end();
+    // both turns' prompts and outputs, less the last sampled token (never decoded into the cache)
+    let conversation_len = 2000 + 5 + 40 + 5 - 1;
+    (
+        assigned_seq(&sim, 4).0,
+        assigned_seq(&sim, 2).0,
+        assigned_seq(&sim, 5).1,
+        conversation_len,
+    )
+}
+
+/// Regression (found by `bench followup-vs-fresh`, round 2): a fresh prompt whose only common
+/// prefix was a 24-token template header took the first slot with that prefix, overwriting a
+/// 2,400-token conversation whose follow-up arrived a second later and read it all again.
+#[test]
+fn a_prefix_shorter_than_a_block_does_not_choose_the_slot_the_least_recently_used_is_overwritten() {
+    let (fresh, old, follow_up_kept, conversation_len) = fresh_beside_two_conversations(24);
+    assert_eq!(
+        fresh, old,
+        "the fresh request overwrote the recent conversation"
+    );
+    assert!(follow_up_kept >= conversation_len, "{follow_up_kept}");
+}
+
+#[test]
+fn between_conversations_offering_the_same_prefix_the_least_recently_used_is_overwritten() {
+    let (fresh, old, follow_up_kept, conversation_len) = fresh_beside_two_conversations(200);
+    assert_eq!(
+        fresh, old,
+        "the fresh request overwrote the recent conversation"
+    );
+    assert!(follow_up_kept >= conversation_len, "{follow_up_kept}");
+}
+
 // ---------------------------------------------------------------- R2
 
 #[test]
