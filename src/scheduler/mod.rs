@@ -197,6 +197,12 @@ impl Scheduler {
             .map(|r| r.phase.name())
     }
 
+    /// Whether the engine is down with no start under way (R10: it died or its restarts ran
+    /// out with nothing waiting; the next request or a user restart starts it).
+    pub fn engine_down(&self) -> bool {
+        self.engine == EngineState::Down
+    }
+
     /// Whether any request is waiting, parked or running.
     pub fn has_work(&self) -> bool {
         !self.requests.is_empty()

@@ -380,8 +380,9 @@ impl Actor {
                 if self.scheduler.is_some() {
                     self.status = EngineStatus::Restarting;
                     self.feed(Event::EngineStartFailed {
-                        stderr_tail: reason,
+                        stderr_tail: reason.clone(),
                     });
+                    self.note_engine_down(&reason);
                 } else {
                     self.first_start_failures += 1;
                     if self.first_start_failures < FIRST_START_ATTEMPTS {
@@ -442,6 +443,18 @@ impl Actor {
         self.step_id = None;
         self.status = EngineStatus::Restarting;
         self.feed(Event::EngineDied);
+        self.note_engine_down(&reason);
+    }
+
+    /// After a death or a failed restart the scheduler restarts the engine only when work
+    /// waits (R10). When it did not, say the engine is down and why, rather than leave
+    /// `restarting` showing for an engine that nothing is starting.
+    fn note_engine_down(&mut self, reason: &str) {
+        if self.scheduler.as_ref().is_some_and(Scheduler::engine_down) {
+            self.status = EngineStatus::Failed(format!(
+                "{reason}; it starts again on the next request or a restart"
+            ));
+        }
     }
 
     fn start_engine(&mut self, delay: Duration) {

@@ -498,6 +498,21 @@ async fn the_engine_dying_mid_stream_gives_an_error_event_and_the_next_request_s
         error["error"]["message"].as_str().unwrap().contains("died"),
         "{error}"
     );
+    // Nothing waits, so nothing restarts the engine yet (R10): the status says it is down and
+    // why, not `restarting` (regression: it said `restarting` until the next request).
+    let deadline = Instant::now() + Duration::from_secs(5);
+    let status = loop {
+        let status = server.service.snapshot().engine.status;
+        if matches!(status, EngineStatus::Failed(_)) || Instant::now() > deadline {
+            break status;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    let EngineStatus::Failed(reason) = status else {
+        panic!("the idle dead engine shows {status:?}");
+    };
+    assert!(reason.contains("injected fault"), "{reason}");
+    assert!(reason.contains("next request"), "{reason}");
 
     // The next request (short enough to end before the new worker's own step 20) succeeds.
     let next = server.post(&chat("after", 5)).send().await.unwrap();
