@@ -1,5 +1,5 @@
-//! Identifier types shared by every module (the only thing `scheduler`, `protocol` and
-//! `config` may import from the rest of the crate).
+//! Identifier types shared by every module (the only thing `scheduler` and `protocol` may
+//! import from the rest of the crate).
 
 use serde::{Deserialize, Serialize};
 use std::fmt;

@@ -21,7 +21,7 @@
 //! - [`scheduler`]: the pure rules of SCHEDULING.md: events in, actions out, `now` passed in;
 //!   no I/O, no clock, no async. [imports only `ids`]
 //! - [`config`]: the JSON config file and flags → a validated `Config`. [imports only the
-//!   scheduler's settings]
+//!   scheduler's settings and `models::project_dirs`]
 //! - [`metrics`]: Prometheus metrics (prometheus-client), recorded by the service.
 //!   [imports only the scheduler's counters]
 //! - [`service`]: the one async actor: owns the scheduler, the engine worker and each live

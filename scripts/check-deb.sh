@@ -1,0 +1,65 @@
+#!/usr/bin/env bash
+# Installs the .deb that build-deb.sh made, checks it, and removes it again (as root):
+#   ./scripts/check-deb.sh [path/to/strata-desk_X_amd64.deb]
+# Checks: the desktop entry validates; `strata-desk --version`; `--headless` on the default
+# model answers /health and a chat completion and exits 0 on SIGTERM with no worker left; with no
+# arguments and no display it names `--headless` (it does not print the help); under Xvfb, if
+# xvfb-run is present, the window and its server start; `apt-get remove` leaves no file behind.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+deb=${1:-$(ls target/package/debian/strata-desk_*_amd64.deb | tail -1)}
+port=${STRATA_CHECK_PORT:-18555}
+fail() { echo "check-deb: FAILED: $*" >&2; exit 1; }
+
+wait_ready() { # PORT: waits up to 120 s for /health to answer 200
+    for _ in $(seq 1 120); do
+        curl -sf "localhost:$1/health" >/dev/null && return 0
+        sleep 1
+    done
+    return 1
+}
+
+DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "./$deb" >/dev/null
+files=$(dpkg -L strata-desk | grep -v '/$' | while read -r f; do [ -f "$f" ] && echo "$f"; done)
+echo "installed: $(echo "$files" | wc -l) files"
+
+desktop-file-validate /usr/share/applications/strata-desk.desktop || fail "desktop entry"
+version=$(/usr/bin/strata-desk --version)
+echo "version: $version"
+[[ $version == "strata-desk "* ]] || fail "--version said: $version"
+
+out=$(env -u DISPLAY -u WAYLAND_DISPLAY strata-desk 2>&1) && fail "no display: exit 0"
+[[ $out == *"--headless"* && $out != *"Usage:"* ]] || fail "no display said: $out"
+echo "no display: names --headless"
+
+log=$(mktemp)
+strata-desk --headless --port "$port" >"$log" 2>&1 &
+pid=$!
+start=$SECONDS
+wait_ready "$port" || { cat "$log"; fail "--headless never became ready"; }
+echo "headless: ready after $((SECONDS - start)) s: $(curl -s "localhost:$port/health")"
+reply=$(curl -s "localhost:$port/v1/chat/completions" -H 'content-type: application/json' \
+    -d '{"model": "any", "messages": [{"role": "user", "content": "Say hello."}], "max_tokens": 16, "temperature": 0}')
+echo "chat: $reply"
+[[ $reply == *'"finish_reason"'* ]] || fail "chat completion"
+kill -TERM "$pid"
+wait "$pid" || fail "headless exited $? on SIGTERM"
+pgrep -f "strata-desk engine-worker" >/dev/null && fail "a worker outlived the server"
+echo "headless: SIGTERM, exit 0, no worker left"
+
+if command -v xvfb-run >/dev/null 2>&1; then
+    xvfb-run -a strata-desk --port "$((port + 1))" >"$log" 2>&1 &
+    start=$SECONDS
+    wait_ready "$((port + 1))" || { cat "$log"; fail "the window's server never became ready"; }
+    echo "window (Xvfb): its server ready after $((SECONDS - start)) s"
+    pkill -TERM -x strata-desk
+    for _ in $(seq 1 20); do pgrep -x strata-desk >/dev/null || break; sleep 1; done
+    pgrep -x strata-desk >/dev/null && fail "the window did not exit on SIGTERM"
+    echo "window: exited on SIGTERM"
+fi
+rm -f "$log"
+
+DEBIAN_FRONTEND=noninteractive apt-get remove -y -qq strata-desk >/dev/null
+left=$(echo "$files" | while read -r f; do [ -e "$f" ] && echo "$f"; done)
+[ -z "$left" ] || fail "left after remove: $left"
+echo "removed: none of its files remain"
