@@ -20,7 +20,7 @@ wait_ready() { # PORT: waits up to 120 s for /health to answer 200
 }
 
 DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "./$deb" >/dev/null
-files=$(dpkg -L strata-desk | grep -v '/$' | while read -r f; do [ -f "$f" ] && echo "$f"; done)
+files=$(dpkg -L strata-desk | while read -r f; do if [ -f "$f" ]; then echo "$f"; fi; done)
 echo "installed: $(echo "$files" | wc -l) files"
 
 desktop-file-validate /usr/share/applications/strata-desk.desktop || fail "desktop entry"
@@ -44,7 +44,7 @@ echo "chat: $reply"
 [[ $reply == *'"finish_reason"'* ]] || fail "chat completion"
 kill -TERM "$pid"
 wait "$pid" || fail "headless exited $? on SIGTERM"
-pgrep -f "strata-desk engine-worker" >/dev/null && fail "a worker outlived the server"
+pgrep -f "^/usr/bin/strata-desk engine-worker" >/dev/null && fail "a worker outlived the server"
 echo "headless: SIGTERM, exit 0, no worker left"
 
 if command -v xvfb-run >/dev/null 2>&1; then
@@ -52,14 +52,16 @@ if command -v xvfb-run >/dev/null 2>&1; then
     start=$SECONDS
     wait_ready "$((port + 1))" || { cat "$log"; fail "the window's server never became ready"; }
     echo "window (Xvfb): its server ready after $((SECONDS - start)) s"
-    pkill -TERM -x strata-desk
-    for _ in $(seq 1 20); do pgrep -x strata-desk >/dev/null || break; sleep 1; done
-    pgrep -x strata-desk >/dev/null && fail "the window did not exit on SIGTERM"
+    window="^strata-desk --port $((port + 1))"
+    pkill -TERM -f "$window"
+    for _ in $(seq 1 20); do pgrep -f "$window" >/dev/null || break; sleep 1; done
+    pgrep -f "$window" >/dev/null && fail "the window did not exit on SIGTERM"
+    pgrep -f "^/usr/bin/strata-desk engine-worker" >/dev/null && fail "the window's worker outlived it"
     echo "window: exited on SIGTERM"
 fi
 rm -f "$log"
 
 DEBIAN_FRONTEND=noninteractive apt-get remove -y -qq strata-desk >/dev/null
-left=$(echo "$files" | while read -r f; do [ -e "$f" ] && echo "$f"; done)
+left=$(echo "$files" | while read -r f; do if [ -e "$f" ]; then echo "$f"; fi; done)
 [ -z "$left" ] || fail "left after remove: $left"
 echo "removed: none of its files remain"
