@@ -6,10 +6,25 @@
 # arguments and no display it names `--headless` (it does not print the help); under Xvfb, if
 # xvfb-run is present, the window and its server start; `apt-get remove` leaves no file behind.
 set -euo pipefail
+if [ $# -gt 0 ]; then deb=$(realpath "$1"); fi
 cd "$(dirname "$0")/.."
-deb=${1:-$(ls target/package/debian/strata-desk_*_amd64.deb | tail -1)}
+deb=${deb:-$(realpath "$(ls target/package/debian/strata-desk_*_amd64.deb | sort -V | tail -1)")}
 port=${STRATA_CHECK_PORT:-18555}
+window="^strata-desk --port $((port + 1))"
 fail() { echo "check-deb: FAILED: $*" >&2; exit 1; }
+command -v desktop-file-validate >/dev/null || fail "desktop-file-validate is missing (apt-get install desktop-file-utils)"
+
+# On any exit: stop what this script started and leave the package uninstalled.
+cleanup() {
+    if [ -n "${pid:-}" ]; then kill "$pid" 2>/dev/null || true; fi
+    pkill -f "$window" 2>/dev/null || true
+    if [ -n "${log:-}" ]; then rm -f "$log"; fi
+    if dpkg -s strata-desk >/dev/null 2>&1; then
+        DEBIAN_FRONTEND=noninteractive apt-get remove -y -qq strata-desk >/dev/null 2>&1 || true
+    fi
+    return 0
+}
+trap cleanup EXIT
 
 wait_ready() { # PORT: waits up to 120 s for /health to answer 200
     for _ in $(seq 1 120); do
@@ -19,7 +34,7 @@ wait_ready() { # PORT: waits up to 120 s for /health to answer 200
     return 1
 }
 
-DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "./$deb" >/dev/null
+DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$deb" >/dev/null
 files=$(dpkg -L strata-desk | while read -r f; do if [ -f "$f" ]; then echo "$f"; fi; done)
 echo "installed: $(echo "$files" | wc -l) files"
 
@@ -38,12 +53,14 @@ pid=$!
 start=$SECONDS
 wait_ready "$port" || { cat "$log"; fail "--headless never became ready"; }
 echo "headless: ready after $((SECONDS - start)) s: $(curl -s "localhost:$port/health")"
-reply=$(curl -s "localhost:$port/v1/chat/completions" -H 'content-type: application/json' \
-    -d '{"model": "any", "messages": [{"role": "user", "content": "Say hello."}], "max_tokens": 16, "temperature": 0}')
+reply=$(curl -s --max-time 120 "localhost:$port/v1/chat/completions" -H 'content-type: application/json' \
+    -d '{"model": "any", "messages": [{"role": "user", "content": "Say hello."}], "max_tokens": 16, "temperature": 0}') ||
+    fail "the chat completion request failed"
 echo "chat: $reply"
 [[ $reply == *'"finish_reason"'* ]] || fail "chat completion"
-kill -TERM "$pid"
+kill -TERM "$pid" || fail "the headless server was gone before SIGTERM"
 wait "$pid" || fail "headless exited $? on SIGTERM"
+pid=
 pgrep -f "^/usr/bin/strata-desk engine-worker" >/dev/null && fail "a worker outlived the server"
 echo "headless: SIGTERM, exit 0, no worker left"
 
@@ -52,14 +69,12 @@ if command -v xvfb-run >/dev/null 2>&1; then
     start=$SECONDS
     wait_ready "$((port + 1))" || { cat "$log"; fail "the window's server never became ready"; }
     echo "window (Xvfb): its server ready after $((SECONDS - start)) s"
-    window="^strata-desk --port $((port + 1))"
-    pkill -TERM -f "$window"
+    pkill -TERM -f "$window" || fail "the window was gone before SIGTERM"
     for _ in $(seq 1 20); do pgrep -f "$window" >/dev/null || break; sleep 1; done
     pgrep -f "$window" >/dev/null && fail "the window did not exit on SIGTERM"
     pgrep -f "^/usr/bin/strata-desk engine-worker" >/dev/null && fail "the window's worker outlived it"
     echo "window: exited on SIGTERM"
 fi
-rm -f "$log"
 
 DEBIAN_FRONTEND=noninteractive apt-get remove -y -qq strata-desk >/dev/null
 left=$(echo "$files" | while read -r f; do if [ -e "$f" ]; then echo "$f"; fi; done)

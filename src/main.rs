@@ -70,11 +70,13 @@ fn main() -> anyhow::Result<()> {
 /// Colours only on a terminal: a log file or the journal (a systemd service) gets plain text.
 fn init_logging() {
     use std::io::IsTerminal;
+    // an explicit `with_ansi` overrides tracing-subscriber's own NO_COLOR check, so keep it
+    let no_color_unset = std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty());
     let filter = tracing_subscriber::EnvFilter::try_from_env("STRATA_LOG")
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
     tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
-        .with_ansi(std::io::stderr().is_terminal())
+        .with_ansi(std::io::stderr().is_terminal() && no_color_unset)
         .init();
 }

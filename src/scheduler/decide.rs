@@ -178,6 +178,14 @@ impl Scheduler {
         }
     }
 
+    /// Tokens a free slot's conversation holds (0 for an empty or busy slot).
+    fn conversation_len(&self, idx: usize) -> u32 {
+        match &self.slots[idx].state {
+            SlotState::Conversation(c) => c.tokens.len(),
+            _ => 0,
+        }
+    }
+
     /// A free slot to overwrite: an empty one, else the least recently used conversation.
     fn plain_free_slot(&self) -> Option<usize> {
         let free = self
@@ -194,10 +202,17 @@ impl Scheduler {
             return false;
         };
         // A prefix shorter than one block (a shared BOS or template header) does not choose the
-        // slot: the slot is then the plain one (empty, else the least recently used), so a
-        // recent conversation is not overwritten for a few header tokens.
+        // slot when taking it would drop the rest of a conversation: the slot is then the plain
+        // one (empty, else the least recently used), so a recent conversation is not
+        // overwritten for a few header tokens. A short conversation's follow-up (its whole
+        // conversation is the prefix) still goes to its slot.
         let (idx, mut keep, from_host) = match self.best_source(id) {
-            Some((_, u)) if (u as usize) < BLOCK => (plain, 0, None),
+            Some((Source::Slot(i), u))
+                if (u as usize) < BLOCK && i != plain && u < self.conversation_len(i) =>
+            {
+                (plain, 0, None)
+            }
+            Some((Source::Host(_), u)) if (u as usize) < BLOCK => (plain, 0, None),
             Some((Source::Slot(i), u)) => (i, u, None),
             Some((Source::Host(h), u)) => (plain, u, Some(self.host_cache[h].0)),
             None => (plain, 0, None),

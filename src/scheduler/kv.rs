@@ -210,7 +210,9 @@ impl Scheduler {
     }
 
     /// The best source of held-for-sure tokens for a request that has no slot: the free slot
-    /// conversation or host-RAM conversation sharing the longest usable prefix.
+    /// conversation or host-RAM conversation sharing the longest usable prefix. At equal
+    /// length a slot beats host RAM (no restore needed), and between slots the one whose
+    /// overwrite drops the fewest tokens, then the least recently used.
     pub(crate) fn best_source(&mut self, id: RequestId) -> Option<(Source, u32)> {
         let mut convs: Vec<(Source, u64, Arc<TokenSeq>)> = Vec::new();
         for (i, s) in self.slots.iter().enumerate() {
@@ -221,26 +223,28 @@ impl Scheduler {
         for (i, (_, c)) in self.host_cache.iter().enumerate() {
             convs.push((Source::Host(i), c.key, c.tokens.clone()));
         }
-        let mut best: Option<(Source, u32)> = None;
+        // (source, usable prefix, tokens an overwrite drops, last used)
+        let mut best: Option<(Source, u32, u32, Now)> = None;
         for (src, key, tokens) in convs {
             let u = self.usable_from(id, key, &tokens);
+            let dropped = tokens.len().saturating_sub(u);
+            let used = match src {
+                Source::Slot(i) => self.slots[i].last_used,
+                Source::Host(_) => Now::ZERO,
+            };
             let better = match best {
                 None => u > 0,
-                // between slots offering the same prefix, overwrite the least recently used
-                Some((Source::Slot(j), b)) => {
-                    u > b
-                        || (u == b
-                            && matches!(src, Source::Slot(i)
-                                if self.slots[i].last_used < self.slots[j].last_used))
+                Some((_, b, _, _)) if u != b => u > b,
+                Some((Source::Host(_), ..)) => matches!(src, Source::Slot(_)),
+                Some((Source::Slot(_), _, b_dropped, b_used)) => {
+                    matches!(src, Source::Slot(_)) && (dropped, used) < (b_dropped, b_used)
                 }
-                // a slot beats host RAM at equal length (no restore needed)
-                Some((Source::Host(_), b)) => u > b || (u == b && matches!(src, Source::Slot(_))),
             };
             if better {
-                best = Some((src, u));
+                best = Some((src, u, dropped, used));
             }
         }
-        best
+        best.map(|(src, u, _, _)| (src, u))
     }
 
     /// Held for sure of a request without a slot, without touching the memo (for snapshots).

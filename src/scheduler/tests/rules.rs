@@ -214,6 +214,25 @@ fn a_prefix_shorter_than_a_block_does_not_choose_the_slot_the_least_recently_use
     assert!(follow_up_kept >= conversation_len, "{follow_up_kept}");
 }
 
+/// Regression (review of the fix above): the follow-up of a conversation shorter than a block
+/// must still take its own slot, not overwrite the least recently used (long) conversation.
+#[test]
+fn the_follow_up_of_a_conversation_shorter_than_a_block_keeps_its_slot() {
+    let mut sim = batch(2, 256);
+    sim.arrive(0.0, 1, prompt(1, 0, 2000, 1), 0, 5, None);
+    sim.arrive(10.0, 2, prompt(2, 0, 30, 2), 0, 5, None);
+    sim.follow_up(20.0, 3, 2, prompt(9, 0, 10, 3), 0, 5);
+    sim.follow_up(30.0, 4, 1, prompt(9, 0, 10, 4), 0, 5);
+    sim.run(200.0);
+    sim.check_end();
+    let (short_slot, _) = assigned_seq(&sim, 2);
+    let (follow_up_slot, follow_up_kept) = assigned_seq(&sim, 3);
+    assert_eq!(follow_up_slot, short_slot);
+    assert_eq!(follow_up_kept, 30 + 5 - 1);
+    // the long conversation was not overwritten: its own follow-up reads only its new tokens
+    assert_eq!(assigned_seq(&sim, 4).1, 2000 + 5 - 1);
+}
+
 #[test]
 fn between_conversations_offering_the_same_prefix_the_least_recently_used_is_overwritten() {
     let (fresh, old, follow_up_kept, conversation_len) = fresh_beside_two_conversations(200);
