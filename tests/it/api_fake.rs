@@ -461,7 +461,7 @@ async fn a_disconnect_cancels_only_its_own_request_while_waiting_reading_or_deco
 }
 
 #[tokio::test]
-async fn the_engine_dying_mid_stream_gives_an_error_event_and_the_next_request_succeeds_after_the_restart()
+async fn the_engine_dying_mid_stream_gives_an_error_event_shows_failed_while_nothing_waits_and_the_next_request_restarts_it()
  {
     let server = server(Setup {
         fake: FakeOptions {
