@@ -8,11 +8,11 @@ export PATH="$HOME/.cargo/bin:$PATH"
 
 # One build for everything: the tests' build also makes the binary (a plain `cargo run` would
 # resolve features without the dev-dependencies and compile llama.cpp a second time).
-cargo build --locked --tests
+cargo build --locked --workspace --tests
 "${CARGO_TARGET_DIR:-target}/debug/strata-desk" fetch-model
 
 # The official Python clients some tests drive (the Prometheus text parser, ...).
 [ -x .venv/bin/python ] || python3 -m venv .venv
 .venv/bin/python -m pip install -q --disable-pip-version-check -r tests/python/requirements.txt
 export STRATA_TEST_PYTHON="$PWD/.venv/bin/python"
-cargo test --locked "$@"
+cargo test --locked --workspace "$@"

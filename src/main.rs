@@ -49,7 +49,7 @@ fn main() -> anyhow::Result<()> {
             )?;
             let exe = std::env::current_exe().context("locating this program")?;
             let runtime = tokio::runtime::Runtime::new()?;
-            runtime.block_on(strata_desk::headless::run(config, exe))?;
+            runtime.block_on(strata_desk::server::run_headless(config, exe))?;
         }
         None => {
             let config = strata_desk::config::Config::load(

@@ -5,8 +5,8 @@
 //! seven ordinary tokens, never the control token); template markup with `parse_special = true`.
 
 use crate::chat::Segment;
-use crate::engine_worker::{FAKE_EOG, FAKE_TURN};
 use crate::ids::TokenId;
+use crate::protocol::sim_vocab::{EOG as FAKE_EOG, TURN as FAKE_TURN};
 use llama_cpp_2::llama_backend::LlamaBackend;
 use llama_cpp_2::model::LlamaModel;
 use llama_cpp_2::model::params::LlamaModelParams;

@@ -5,8 +5,8 @@ use super::generation::{self, Generation, KEEP_ALIVE, rand_seed, strip_reasoning
 use super::tools::{self, ResponseFormatDto, ToolDto};
 use super::{ApiError, ApiState};
 use crate::chat::{ChatMessage, Ending, OutputParser, Piece, ToolCall};
-use crate::protocol::Sampling;
-use crate::scheduler::FinishReason;
+use crate::service::FinishReason;
+use crate::service::Sampling;
 use crate::service::{RequestStream, StreamEvent, Usage};
 use axum::Json;
 use axum::body::Bytes;

@@ -24,7 +24,7 @@ pub use error::ApiError;
 pub use prompts::{Prompt, Prompts};
 
 use crate::config::AppSettings;
-use crate::scheduler::SchedulerSettings;
+use crate::service::SchedulerSettings;
 use crate::service::{EngineStatus, ServiceHandle};
 use axum::extract::{DefaultBodyLimit, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode};

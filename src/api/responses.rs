@@ -12,7 +12,7 @@ use super::generation::{self, Generation, Next, Started, strip_reasoning};
 use super::tools::{self, JsonSchemaDto, ResponseFormatDto, ToolDto};
 use super::{ApiError, ApiState};
 use crate::chat::{ChatMessage, Ending, Piece, ToolCall};
-use crate::scheduler::FinishReason;
+use crate::service::FinishReason;
 use crate::service::{Finished, StreamEvent};
 use axum::Json;
 use axum::body::Bytes;

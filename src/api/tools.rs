@@ -5,7 +5,7 @@
 use super::ApiError;
 use crate::chat::ToolFormat;
 use crate::grammar::{self, ToolSpec};
-use crate::protocol::Grammar;
+use crate::service::Grammar;
 use crate::tokenizer::Tokenizer;
 use serde::Deserialize;
 use serde_json::{Value, json};

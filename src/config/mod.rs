@@ -1,7 +1,7 @@
 //! The app's configuration: a JSON file (default under the platform config dir) overridden
 //! by command-line flags, parsed into a validated [`Config`]. Every error names the key, the
-//! bound and the value. Imports only the scheduler's settings type (which it embeds); the
-//! engine's `FlashAttn` and `KvType` are defined here and re-exported by `engine_worker`.
+//! bound and the value. Imports only the scheduler's settings type (which it embeds) and the
+//! protocol's engine settings (`FlashAttn`, `KvType`).
 
 use crate::scheduler::{ConfigError as SchedulerConfigError, SchedulerSettings};
 use serde::{Deserialize, Serialize};
@@ -18,46 +18,7 @@ pub enum EngineKind {
     Sim,
 }
 
-/// llama.cpp's flash attention.
-#[derive(
-    Debug,
-    Clone,
-    Copy,
-    PartialEq,
-    Eq,
-    clap::ValueEnum,
-    Default,
-    serde::Serialize,
-    serde::Deserialize,
-)]
-#[serde(rename_all = "snake_case")]
-pub enum FlashAttn {
-    #[default]
-    Auto,
-    On,
-    Off,
-}
-
-#[derive(
-    Debug,
-    Clone,
-    Copy,
-    PartialEq,
-    Eq,
-    clap::ValueEnum,
-    Default,
-    serde::Serialize,
-    serde::Deserialize,
-)]
-/// The KV cache's element type (q8_0 needs flash attention).
-pub enum KvType {
-    #[default]
-    #[serde(rename = "f16")]
-    F16,
-    #[value(name = "q8_0")]
-    #[serde(rename = "q8_0")]
-    Q8_0,
-}
+pub use crate::protocol::{FlashAttn, KvType};
 
 /// How the window is drawn: glow (OpenGL, the default: under software rendering it costs about
 /// a quarter of wgpu's CPU) or wgpu (in builds with the `wgpu` feature).

@@ -1,6 +1,6 @@
 //! How to start a worker: which executable, with which options.
 
-use crate::engine_worker::{FlashAttn, KvType, WorkerOptions};
+use crate::protocol::{FlashAttn, KvType, WorkerOptions};
 use std::ffi::OsString;
 use std::path::PathBuf;
 use std::time::Duration;

@@ -16,9 +16,8 @@ use serde::Deserialize;
 use std::collections::HashMap;
 use std::time::Duration;
 
-pub const FAKE_EOG: TokenId = 256;
-pub const FAKE_TURN: TokenId = 257;
-const FAKE_VOCAB: i32 = 258;
+use crate::protocol::sim_vocab::{EOG as FAKE_EOG, TURN as FAKE_TURN, VOCAB as FAKE_VOCAB};
+
 /// Simulated bytes of KV state per token, for park and cache accounting.
 const FAKE_BYTES_PER_TOKEN: u64 = 1024;
 const LETTERS: &[u8] = b"etaoinshrdlucmfwypvbgkjqxz";

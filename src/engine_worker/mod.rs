@@ -15,12 +15,11 @@ mod backend;
 mod cache;
 mod fake;
 mod llama;
-mod options;
 mod worker;
 
+pub use crate::protocol::{FakeOptions, FlashAttn, KvType, WorkerOptions};
 pub use backend::{Backend, Fault};
-pub use fake::{FAKE_EOG, FAKE_TURN, FakeEngine, FakeRule, FakeScript, FakeSetupError};
-pub use options::{FakeOptions, FlashAttn, KvType, WorkerOptions};
+pub use fake::{FakeEngine, FakeRule, FakeScript, FakeSetupError};
 pub use worker::Worker;
 
 use crate::protocol::{CommandLine, ErrorKind, Reply, ReplyLine, salvage_id};

@@ -4,7 +4,7 @@
 
 use super::host::{RestartSettings, ServerHost};
 use crate::ids::RequestId;
-use crate::scheduler::GiveWay;
+use crate::service::GiveWay;
 use crate::service::{ServiceHandle, SettingsChange};
 use serde_json::json;
 use std::path::PathBuf;

@@ -6,7 +6,7 @@
 //! behind one async lock, so an apply and a tray action never interleave.
 
 use crate::config::{self, Config, ConfigError, FlashAttn, KvType, RECENT_MODELS_MAX};
-use crate::headless::HeadlessError;
+use crate::server::{Running, ServerError, start_on};
 use crate::service::{EngineStatus, ServiceHandle};
 use serde_json::json;
 use std::net::SocketAddr;
@@ -99,7 +99,7 @@ pub enum HostError {
     Invalid(#[from] ConfigError),
     /// The new settings failed to start; the previous ones run again.
     #[error("{error}; the previous settings run again")]
-    RolledBack { error: HeadlessError },
+    RolledBack { error: ServerError },
     /// The new engine failed while loading; the previous settings run again.
     #[error("the new engine failed: {reason}; the previous settings run again")]
     EngineFailed { reason: String },
@@ -107,7 +107,7 @@ pub enum HostError {
     #[error("{error}; the previous settings failed too: {previous}")]
     Down {
         error: String,
-        previous: HeadlessError,
+        previous: ServerError,
     },
 }
 
@@ -117,13 +117,6 @@ pub struct Applied {
     pub service: ServiceHandle,
     /// Why the settings were not saved to the config file, if they were not.
     pub not_saved: Option<String>,
-}
-
-/// What is running now.
-struct Running {
-    service: ServiceHandle,
-    server: tokio::task::JoinHandle<std::io::Result<()>>,
-    stop: tokio::sync::oneshot::Sender<()>,
 }
 
 struct HostState {
@@ -158,23 +151,6 @@ impl std::fmt::Debug for ServerHost {
     }
 }
 
-fn start_on(
-    listener: tokio::net::TcpListener,
-    config: &Config,
-    exe: PathBuf,
-) -> Result<Running, HeadlessError> {
-    let (service, state) = crate::headless::start(config, exe)?;
-    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let server = tokio::spawn(crate::api::serve(listener, state, async move {
-        let _ = stopped.await;
-    }));
-    Ok(Running {
-        service,
-        server,
-        stop,
-    })
-}
-
 impl ServerHost {
     /// Starts serving `config` on `listener` (call within the background runtime).
     pub fn start(
@@ -182,13 +158,11 @@ impl ServerHost {
         config: Config,
         config_path: Option<PathBuf>,
         exe: PathBuf,
-    ) -> Result<Self, HeadlessError> {
-        let addr = listener
-            .local_addr()
-            .map_err(|source| HeadlessError::Bind {
-                addr: "the listener".into(),
-                source,
-            })?;
+    ) -> Result<Self, ServerError> {
+        let addr = listener.local_addr().map_err(|source| ServerError::Bind {
+            addr: "the listener".into(),
+            source,
+        })?;
         let running = start_on(listener, &config, exe.clone())?;
         let current = (running.service.clone(), config.clone(), 1);
         Ok(Self {
@@ -319,7 +293,7 @@ impl ServerHost {
         }
         next.validate()?;
         if let Some(running) = state.running.take() {
-            stop(running).await;
+            running.stop().await;
         }
         let failure = match self.start_config(&next).await {
             Ok(started) => match ready(&started.service).await {
@@ -334,7 +308,7 @@ impl ServerHost {
                     return Ok(Applied { service, not_saved });
                 }
                 Err(reason) => {
-                    stop(started).await;
+                    started.stop().await;
                     HostError::EngineFailed { reason }
                 }
             },
@@ -352,14 +326,14 @@ impl ServerHost {
         }
     }
 
-    async fn start_config(&self, config: &Config) -> Result<Running, HeadlessError> {
+    async fn start_config(&self, config: &Config) -> Result<Running, ServerError> {
         let listener = bind_again(self.addr).await?;
         let exe = self.exe.clone();
         let config = config.clone();
         // Loading the tokenizer reads the model file: off the async threads.
         tokio::task::spawn_blocking(move || start_on_blocking(listener, &config, exe))
             .await
-            .unwrap_or_else(|e| Err(HeadlessError::Serve(std::io::Error::other(e))))
+            .unwrap_or_else(|e| Err(ServerError::Serve(std::io::Error::other(e))))
     }
 
     fn install(&self, state: &mut HostState, running: Running, config: Config) {
@@ -384,7 +358,7 @@ impl ServerHost {
     /// Ends every request, stops the server and the engine.
     pub async fn shutdown(&self) {
         if let Some(running) = self.state.lock().await.running.take() {
-            stop(running).await;
+            running.stop().await;
         }
     }
 }
@@ -393,7 +367,7 @@ fn start_on_blocking(
     listener: tokio::net::TcpListener,
     config: &Config,
     exe: PathBuf,
-) -> Result<Running, HeadlessError> {
+) -> Result<Running, ServerError> {
     let runtime = tokio::runtime::Handle::current();
     let _enter = runtime.enter();
     start_on(listener, config, exe)
@@ -402,7 +376,7 @@ fn start_on_blocking(
 /// Binds the address the previous server just closed. The port can read as in use for a
 /// moment after the close (a process being forked at that instant holds a copy of the socket
 /// until it execs), so this tries again for up to two seconds.
-async fn bind_again(addr: SocketAddr) -> Result<tokio::net::TcpListener, HeadlessError> {
+async fn bind_again(addr: SocketAddr) -> Result<tokio::net::TcpListener, ServerError> {
     let mut tries = 0;
     loop {
         match tokio::net::TcpListener::bind(addr).await {
@@ -412,7 +386,7 @@ async fn bind_again(addr: SocketAddr) -> Result<tokio::net::TcpListener, Headles
                 tokio::time::sleep(Duration::from_millis(50)).await;
             }
             Err(source) => {
-                return Err(HeadlessError::Bind {
+                return Err(ServerError::Bind {
                     addr: addr.to_string(),
                     source,
                 });
@@ -438,18 +412,4 @@ async fn ready(service: &ServiceHandle) -> Result<(), String> {
     })
     .await;
     outcome.unwrap_or_else(|_| Err(format!("not ready after {ENGINE_READY_SECS} s")))
-}
-
-/// The service first (it ends the open streams with an error), then the HTTP server (cut off
-/// if it has not closed within five seconds).
-async fn stop(running: Running) {
-    running.service.shutdown().await;
-    let _ = running.stop.send(());
-    let mut server = running.server;
-    if tokio::time::timeout(Duration::from_secs(5), &mut server)
-        .await
-        .is_err()
-    {
-        server.abort();
-    }
 }

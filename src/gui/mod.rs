@@ -29,7 +29,7 @@ pub use timeline::{Activity, Segment, TIMELINE_SECS, Timeline};
 pub use tray::TrayState;
 
 use crate::config::{Config, Renderer};
-use crate::headless::HeadlessError;
+use crate::server::ServerError;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -49,7 +49,7 @@ pub enum GuiError {
         source: std::io::Error,
     },
     #[error(transparent)]
-    Server(#[from] HeadlessError),
+    Server(#[from] ServerError),
     #[error("the window failed: {0}")]
     Window(String),
     #[error("cannot start the background runtime: {0}")]
@@ -132,7 +132,7 @@ pub fn run(config: Config, config_path: Option<PathBuf>, exe: PathBuf) -> Result
     let addr = std::net::SocketAddr::new(config.app.host, config.app.port);
     let listener = runtime
         .block_on(tokio::net::TcpListener::bind(addr))
-        .map_err(|source| HeadlessError::Bind {
+        .map_err(|source| ServerError::Bind {
             addr: addr.to_string(),
             source,
         })?;

@@ -2,7 +2,7 @@
 //! commands; none waits on anything.
 
 use super::commands::{Command, CommandQueue};
-use crate::scheduler::GiveWay;
+use crate::service::GiveWay;
 use crate::service::{EngineStatus, ServiceSnapshot};
 use egui::{Color32, RichText, Ui};
 

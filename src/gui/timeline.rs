@@ -203,7 +203,7 @@ pub fn timeline_ui(ui: &mut Ui, timeline: &Timeline) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::scheduler::SchedulerSettings;
+    use crate::service::SchedulerSettings;
     use crate::service::SlotView;
 
     fn slot(state: &str, request: Option<u64>, lane: bool) -> SlotView {

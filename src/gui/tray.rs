@@ -185,7 +185,7 @@ impl Tray {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::scheduler::SchedulerSettings;
+    use crate::service::SchedulerSettings;
 
     #[test]
     fn the_tray_shows_engine_down_before_parked_before_busy() {

@@ -19,6 +19,11 @@ pub use handle::{
     ControlError, Failure, Finished, RequestState, RequestStream, RestartReport, ServiceHandle,
     SettingsChange, StreamEvent, Submission, SubmitError, Usage,
 };
+// The value types the service's callers name in what they send and receive: the scheduler's
+// and the protocol's, re-exported so that `api` and `gui` depend on the service alone (the
+// layer rule a test in `lib.rs` checks).
+pub use crate::protocol::{Grammar, Sampling};
+pub use crate::scheduler::{FinishReason, GiveWay, SchedulerSettings, resolve_priority};
 pub use snapshot::{
     ConversationCacheView, CountersView, EngineStatus, EngineView, ParkedView, ServiceSnapshot,
     SlotView, TtftSample, WaitingView, mode_for,

@@ -1,5 +1,8 @@
 //! The dashboard under egui_kittest (no display, no GPU), over the simulated engine: clicks by
 //! label reach the service; rows and counters render from real snapshots.
+//!
+//! `run_ok`, not `run`: a live server changes the snapshot between frames, so a busy dashboard
+//! may not settle within the harness's step limit (under load it once did not).
 
 use crate::api_fake::{Server, Setup, chat, server};
 use crate::support::worker_exe;
@@ -47,14 +50,14 @@ fn clicking_solo_priority_by_its_label_changes_the_service_setting() {
     let server = rt.block_on(server(Setup::default()));
     let mut dashboard = Dashboard::new(server.service.clone(), rt.handle().clone());
     let mut harness = Harness::new_ui(|ui| dashboard.ui(ui));
-    harness.run();
+    harness.run_ok();
     assert!(!server.service.snapshot().solo_priority);
     harness.get_by_label("solo_priority").click();
-    harness.run();
+    harness.run_ok();
     wait(&rt, &server, "solo_priority is on", |s| s.solo_priority);
     frames(&mut harness, &rt, 0.2);
     harness.get_by_label("whole").click();
-    harness.run();
+    harness.run_ok();
     wait(&rt, &server, "give_way is whole", |s| {
         s.give_way == strata_desk::scheduler::GiveWay::Whole
     });
@@ -72,10 +75,10 @@ fn restart_restarts_the_engine_and_asks_first_when_requests_are_in_flight() {
     }));
     let mut dashboard = Dashboard::new(server.service.clone(), rt.handle().clone());
     let mut harness = Harness::new_ui(|ui| dashboard.ui(ui));
-    harness.run();
+    harness.run_ok();
     // Idle: one click restarts.
     harness.get_by_label("Restart engine").click();
-    harness.run();
+    harness.run_ok();
     wait(&rt, &server, "the engine came back", |s| {
         s.counters.engine_restarts == 1
     });
@@ -87,11 +90,11 @@ fn restart_restarts_the_engine_and_asks_first_when_requests_are_in_flight() {
     });
     frames(&mut harness, &rt, 0.1);
     harness.get_by_label("Restart engine").click();
-    harness.run();
+    harness.run_ok();
     assert!(harness.query_by_label_contains("fails 1 running").is_some());
     assert_eq!(server.service.snapshot().counters.engine_restarts, 1);
     harness.get_by_label("Restart now").click();
-    harness.run();
+    harness.run_ok();
     wait(&rt, &server, "the engine came back again", |s| {
         s.counters.engine_restarts == 2
     });
@@ -152,7 +155,7 @@ fn parked_and_waiting_rows_render_a_starving_request_is_highlighted_and_cancel_w
     );
 
     harness.get_by_label("Cancel").click();
-    harness.run();
+    harness.run_ok();
     wait(&rt, &server, "the waiter was cancelled", |s| {
         s.waiting.is_empty() && s.counters.cancellations_by_state.waiting == 1
     });
@@ -216,9 +219,9 @@ fn applying_settings_restarts_the_server_on_the_same_address_keeps_the_live_swit
     );
 
     harness.get_by_label("Settings and model").click();
-    harness.run();
+    harness.run_ok();
     harness.get_by_label("q8_0").click();
-    harness.run();
+    harness.run_ok();
     assert!(
         harness
             .query_by_label_contains("applying restarts the server")

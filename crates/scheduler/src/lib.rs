@@ -92,7 +92,10 @@ pub use types::{
     Outcome, ParkPlace, Refusal, RequestStats, Step, StepOutput,
 };
 
-use crate::ids::{RequestId, SeqId};
+/// The id types are the protocol's: the only thing this crate imports of the app.
+pub use strata_protocol::ids;
+
+use ids::{RequestId, SeqId};
 use lifecycle::{Conversation, Phase, Request, Slot, SlotState};
 use std::collections::{BTreeMap, VecDeque};
 

@@ -1,66 +1,93 @@
 //! The worker's command-line options (`strata-desk engine-worker ...`).
 
-use clap::Args;
 use std::path::PathBuf;
 
-// The engine's settings that the config file also names live with the config.
-pub use crate::config::{FlashAttn, KvType};
+/// llama.cpp's flash attention.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
+#[cfg_attr(feature = "cli", derive(clap::ValueEnum))]
+#[serde(rename_all = "snake_case")]
+pub enum FlashAttn {
+    #[default]
+    Auto,
+    On,
+    Off,
+}
 
-#[derive(Debug, Clone, Args)]
+/// The KV cache's element type (q8_0 needs flash attention).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
+#[cfg_attr(feature = "cli", derive(clap::ValueEnum))]
+pub enum KvType {
+    #[default]
+    #[serde(rename = "f16")]
+    F16,
+    #[cfg_attr(feature = "cli", value(name = "q8_0"))]
+    #[serde(rename = "q8_0")]
+    Q8_0,
+}
+
+#[derive(Debug, Clone)]
+#[cfg_attr(feature = "cli", derive(clap::Args))]
 pub struct WorkerOptions {
     /// The GGUF model file (not needed with --fake).
-    #[arg(long, required_unless_present = "fake")]
+    #[cfg_attr(feature = "cli", arg(long, required_unless_present = "fake"))]
     pub model: Option<PathBuf>,
     /// Context size in tokens (the unified KV pool); 0 takes the model's, at most 32768.
-    #[arg(long = "ctx", default_value_t = 0)]
+    #[cfg_attr(feature = "cli", arg(long = "ctx", default_value_t = 0))]
     pub ctx_tokens: u32,
     /// Sequences (slots) served at once; the KV pool is shared by all of them.
-    #[arg(long, default_value_t = 1)]
+    #[cfg_attr(feature = "cli", arg(long, default_value_t = 1))]
     pub slots: u32,
     /// CPU threads for llama.cpp; 0 takes one less than the cores (at least 1).
-    #[arg(long, default_value_t = 0)]
+    #[cfg_attr(feature = "cli", arg(long, default_value_t = 0))]
     pub threads: u32,
     /// Layers offloaded to the GPU (0 on a CPU build).
-    #[arg(long, default_value_t = 0)]
+    #[cfg_attr(feature = "cli", arg(long, default_value_t = 0))]
     pub gpu_layers: u32,
-    #[arg(long, value_enum, default_value_t = FlashAttn::Auto)]
+    #[cfg_attr(feature = "cli", arg(long, value_enum, default_value_t = FlashAttn::Auto))]
     pub flash_attn: FlashAttn,
-    #[arg(long, value_enum, default_value_t = KvType::F16)]
+    #[cfg_attr(feature = "cli", arg(long, value_enum, default_value_t = KvType::F16))]
     pub kv_type: KvType,
     /// Most tokens a single llama.cpp decode call takes.
-    #[arg(long, default_value_t = 2048)]
+    #[cfg_attr(feature = "cli", arg(long, default_value_t = 2048))]
     pub n_batch: u32,
     /// Bound of the host-RAM conversation cache, in MiB.
-    #[arg(long, default_value_t = 1024)]
+    #[cfg_attr(feature = "cli", arg(long, default_value_t = 1024))]
     pub conversation_cache_mib: u64,
     /// Run the simulated engine instead of llama.cpp (tests and `--engine sim`).
-    #[command(flatten)]
+    #[cfg_attr(feature = "cli", command(flatten))]
     pub fake: FakeOptions,
 }
 
 /// The simulated engine's settings.
-#[derive(Debug, Clone, Args, Default)]
+#[derive(Debug, Clone, Default)]
+#[cfg_attr(feature = "cli", derive(clap::Args))]
 pub struct FakeOptions {
     /// Simulate the engine: a byte-level vocabulary, scripted outputs, timed like a real one.
-    #[arg(id = "fake", long = "fake", default_value_t = false)]
+    #[cfg_attr(
+        feature = "cli",
+        arg(id = "fake", long = "fake", default_value_t = false)
+    )]
     pub enabled: bool,
     /// KV cells of the simulated pool.
-    #[arg(long = "fake-kv-cells", default_value_t = 16_384)]
+    #[cfg_attr(feature = "cli", arg(long = "fake-kv-cells", default_value_t = 16_384))]
     pub kv_cells: u32,
     /// Simulated prompt-read speed, tokens per second (0: no delay).
-    #[arg(long = "fake-prompt-tps", default_value_t = 2_000.0)]
+    #[cfg_attr(
+        feature = "cli",
+        arg(long = "fake-prompt-tps", default_value_t = 2_000.0)
+    )]
     pub prompt_tokens_per_sec: f64,
     /// Simulated decode speed, steps per second (0: no delay).
-    #[arg(long = "fake-decode-tps", default_value_t = 50.0)]
+    #[cfg_attr(feature = "cli", arg(long = "fake-decode-tps", default_value_t = 50.0))]
     pub decode_steps_per_sec: f64,
     /// A JSON script of outputs: `{"rules":[{"prompt_contains":"...","output":"..."}]}`.
-    #[arg(long = "fake-script")]
+    #[cfg_attr(feature = "cli", arg(long = "fake-script"))]
     pub script: Option<PathBuf>,
     /// Inject a fault: `die:STEP`, `hang:STEP`, `malformed:STEP` or `slow:STEP:MILLIS`.
-    #[arg(long = "fake-fault")]
+    #[cfg_attr(feature = "cli", arg(long = "fake-fault"))]
     pub faults: Vec<String>,
     /// Simulated model loading time before the handshake, in seconds.
-    #[arg(long = "fake-load-secs", default_value_t = 0.0)]
+    #[cfg_attr(feature = "cli", arg(long = "fake-load-secs", default_value_t = 0.0))]
     pub load_secs: f64,
 }
 

@@ -1,9 +1,7 @@
 //! Settings: defaults, bounds, the mode check, serde names, priority resolution.
 
 use super::sim::facts;
-use crate::scheduler::{
-    ConfigError, GiveWay, PriorityOrder, Scheduler, SchedulerSettings, resolve_priority,
-};
+use crate::{ConfigError, GiveWay, PriorityOrder, Scheduler, SchedulerSettings, resolve_priority};
 
 #[test]
 fn settings_defaults_are_scheduling_md_s() {
@@ -102,7 +100,7 @@ fn an_invalid_setting_at_run_time_is_refused_and_the_old_ones_stay() {
             .is_err()
     );
     let out = sched.handle(
-        crate::scheduler::Event::SettingsChanged(Box::new(bad)),
+        crate::Event::SettingsChanged(Box::new(bad)),
         std::time::Duration::ZERO,
     );
     assert!(out.diagnostics[0].contains("solo_priority"));

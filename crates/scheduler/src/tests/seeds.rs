@@ -4,7 +4,7 @@
 use super::sim::{facts, is_assign, is_park, is_release, is_restore, prompt, secs};
 use super::{Sim, with};
 use crate::ids::RequestId;
-use crate::scheduler::{Action, GiveWay, SchedulerSettings};
+use crate::{Action, GiveWay, SchedulerSettings};
 
 fn gpu(parallel: u32, settings: SchedulerSettings) -> Sim {
     let mut sim = with(settings, facts(parallel, 8192));

@@ -4,8 +4,8 @@
 //! speeds), and records what each client saw. `check_*` methods assert the invariants.
 
 use crate::ids::{RequestId, SeqId, TokenId};
-use crate::scheduler::lifecycle::Phase;
-use crate::scheduler::{
+use crate::lifecycle::Phase;
+use crate::{
     Action, ConversationId, EngineFacts, Event, FailKind, FinishReason, NewRequest, Outcome,
     ParkPlace, Refusal, Scheduler, SchedulerSettings, Step, StepOutput,
 };

@@ -8,7 +8,7 @@
 use super::sim::{facts, prompt};
 use super::{Sim, with};
 use crate::ids::RequestId;
-use crate::scheduler::{Event, GiveWay, SchedulerSettings};
+use crate::{Event, GiveWay, SchedulerSettings};
 use std::panic::{AssertUnwindSafe, catch_unwind, resume_unwind};
 
 /// SplitMix64: small, seedable, good enough for workloads.
@@ -198,7 +198,7 @@ fn run_seeds(seeds: std::ops::Range<u64>) -> Coverage {
             sim.run(1_000_000.0);
             // a user restart that lands while a start is under way is ignored with a notice
             sim.diagnostics
-                .retain(|d| d != crate::scheduler::events::RESTART_DURING_START);
+                .retain(|d| d != crate::events::RESTART_DURING_START);
             sim.check_end();
             if check_aging {
                 check_aging_bound(&sim);
@@ -212,9 +212,8 @@ fn run_seeds(seeds: std::ops::Range<u64>) -> Coverage {
                 cov.pauses += c.pauses;
                 cov.read_parks += c.read_parks;
                 cov.kv_parks += c.kv_parks;
-                cov.evictions += sim
-                    .count(|a| matches!(a, crate::scheduler::Action::EvictConversation { .. }))
-                    as u64;
+                cov.evictions +=
+                    sim.count(|a| matches!(a, crate::Action::EvictConversation { .. })) as u64;
                 let k = &c.cancellations;
                 for (i, n) in [k.waiting, k.reading, k.decoding, k.parked]
                     .into_iter()
@@ -230,8 +229,8 @@ fn run_seeds(seeds: std::ops::Range<u64>) -> Coverage {
                         r.ends.iter().any(|(_, a)| {
                             matches!(
                                 a,
-                                crate::scheduler::Action::Fail {
-                                    error: crate::scheduler::FailKind::EngineUnavailable { .. },
+                                crate::Action::Fail {
+                                    error: crate::FailKind::EngineUnavailable { .. },
                                     ..
                                 }
                             )

@@ -7,7 +7,7 @@
 //! on with the next line. The host may send the next command before the last reply arrived: the
 //! worker runs them in order.
 //!
-//! This module imports nothing else of the crate but the shared id types.
+//! This module imports nothing but the shared id types.
 
 use crate::ids::{RequestId, SeqId, TokenId};
 use serde::{Deserialize, Serialize};

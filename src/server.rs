@@ -1,4 +1,6 @@
-//! `strata-desk --headless`: the service and the HTTP server, no window.
+//! The server: config → engine launch, service and HTTP server, and how it stops. Both the
+//! window (`gui::host`, which can stop it and start it again with new settings) and
+//! `--headless` ([`run_headless`], until a signal) run it through [`start_on`].
 
 use crate::api::{ApiState, Prompts};
 use crate::config::{Config, ConfigError, EngineKind};
@@ -11,7 +13,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 #[derive(Debug, thiserror::Error)]
-pub enum HeadlessError {
+pub enum ServerError {
     #[error(transparent)]
     Config(#[from] ConfigError),
     #[error(transparent)]
@@ -32,7 +34,7 @@ pub enum HeadlessError {
 }
 
 /// Everything the server needs, built from the config: the worker launch, the prompts.
-pub fn prepare(config: &Config, exe: PathBuf) -> Result<(WorkerLaunch, Prompts), HeadlessError> {
+pub fn prepare(config: &Config, exe: PathBuf) -> Result<(WorkerLaunch, Prompts), ServerError> {
     let a = &config.app;
     let (options, tokenizer) = match a.engine {
         EngineKind::Llama => {
@@ -70,7 +72,7 @@ pub fn prepare(config: &Config, exe: PathBuf) -> Result<(WorkerLaunch, Prompts),
 }
 
 /// Starts the service for a config; returns its handle and the API state.
-pub fn start(config: &Config, exe: PathBuf) -> Result<(ServiceHandle, ApiState), HeadlessError> {
+pub fn start(config: &Config, exe: PathBuf) -> Result<(ServiceHandle, ApiState), ServerError> {
     let (launch, prompts) = prepare(config, exe)?;
     let handle = service::spawn(ServiceOptions {
         launch,
@@ -85,33 +87,87 @@ pub fn start(config: &Config, exe: PathBuf) -> Result<(ServiceHandle, ApiState),
     Ok((handle, state))
 }
 
-/// Runs until SIGTERM or Ctrl-C: stop accepting, end in-flight work with a clear error, stop
-/// the worker.
-pub async fn run(config: Config, exe: PathBuf) -> Result<(), HeadlessError> {
+/// A server that runs: the service and the HTTP server's task.
+#[derive(Debug)]
+pub struct Running {
+    pub service: ServiceHandle,
+    server: tokio::task::JoinHandle<std::io::Result<()>>,
+    stop: tokio::sync::oneshot::Sender<()>,
+}
+
+/// Starts the service and serves the HTTP API on `listener` (call within a tokio runtime).
+pub fn start_on(
+    listener: tokio::net::TcpListener,
+    config: &Config,
+    exe: PathBuf,
+) -> Result<Running, ServerError> {
+    let (service, state) = start(config, exe)?;
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let server = tokio::spawn(crate::api::serve(listener, state, async move {
+        let _ = stopped.await;
+    }));
+    Ok(Running {
+        service,
+        server,
+        stop,
+    })
+}
+
+impl Running {
+    /// The service first (it ends the open streams with an error), then the HTTP server (cut
+    /// off if it has not closed within five seconds).
+    pub async fn stop(self) {
+        self.service.shutdown().await;
+        let _ = self.stop.send(());
+        let mut server = self.server;
+        if tokio::time::timeout(std::time::Duration::from_secs(5), &mut server)
+            .await
+            .is_err()
+        {
+            server.abort();
+        }
+    }
+
+    /// Waits until the HTTP server ends by itself (it fails), or `signal` fires; then stops.
+    async fn until(
+        mut self,
+        signal: impl std::future::Future<Output = ()>,
+    ) -> Result<(), ServerError> {
+        tokio::select! {
+            ended = &mut self.server => {
+                self.service.shutdown().await;
+                match ended {
+                    Ok(Ok(())) => Ok(()),
+                    Ok(Err(e)) => Err(ServerError::Serve(e)),
+                    Err(e) => Err(ServerError::Serve(std::io::Error::other(e.to_string()))),
+                }
+            }
+            () = signal => {
+                eprintln!("strata-desk: shutting down");
+                self.stop().await;
+                Ok(())
+            }
+        }
+    }
+}
+
+/// `--headless`: runs until SIGTERM or Ctrl-C, then stops accepting, ends in-flight work with
+/// a clear error and stops the worker.
+pub async fn run_headless(config: Config, exe: PathBuf) -> Result<(), ServerError> {
     let addr = std::net::SocketAddr::new(config.app.host, config.app.port);
     let listener = tokio::net::TcpListener::bind(addr)
         .await
-        .map_err(|source| HeadlessError::Bind {
+        .map_err(|source| ServerError::Bind {
             addr: addr.to_string(),
             source,
         })?;
-    let (handle, state) = start(&config, exe)?;
+    let running = start_on(listener, &config, exe)?;
     let engine = match config.app.engine {
         EngineKind::Llama => "llama.cpp",
         EngineKind::Sim => "SIMULATED engine (no model)",
     };
     eprintln!("strata-desk: serving on http://{addr} ({engine}); the engine is loading");
-    let service = handle.clone();
-    let shutdown = async move {
-        shutdown_signal().await;
-        eprintln!("strata-desk: shutting down");
-        service.shutdown().await;
-    };
-    crate::api::serve(listener, state, shutdown)
-        .await
-        .map_err(HeadlessError::Serve)?;
-    handle.shutdown().await;
-    Ok(())
+    running.until(shutdown_signal()).await
 }
 
 async fn shutdown_signal() {

@@ -2,13 +2,13 @@
 //! with prefix matching, lane, compose) with every slot holding a long conversation and many
 //! waiting prompts sharing prefixes with them.
 //!
-//! Run: `cargo bench --bench scheduler -- --warm-up-time 1 --measurement-time 3`.
+//! Run: `cargo bench -p strata-scheduler --bench scheduler -- --warm-up-time 1 --measurement-time 3`.
 
 use criterion::{BatchSize, Criterion, criterion_group, criterion_main};
 use std::hint::black_box;
 use std::time::Duration;
-use strata_desk::ids::{RequestId, TokenId};
-use strata_desk::scheduler::{
+use strata_scheduler::ids::{RequestId, TokenId};
+use strata_scheduler::{
     Action, EngineFacts, Event, FinishReason, NewRequest, Scheduler, SchedulerSettings, StepOutput,
 };
 

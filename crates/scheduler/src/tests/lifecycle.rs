@@ -1,10 +1,8 @@
 //! The lifecycle tables: every transition goes through one checked function.
 
+use crate::ParkPlace;
 use crate::ids::{RequestId, SeqId};
-use crate::scheduler::ParkPlace;
-use crate::scheduler::lifecycle::{
-    ParkedKind, Phase, SlotState, phase_transition_ok, slot_transition_ok,
-};
+use crate::lifecycle::{ParkedKind, Phase, SlotState, phase_transition_ok, slot_transition_ok};
 
 #[test]
 fn legal_request_transitions_follow_the_lifecycle() {
@@ -95,13 +93,13 @@ fn slot_transitions_never_hand_a_busy_slot_to_another_request() {
 #[test]
 #[should_panic(expected = "illegal transition")]
 fn an_illegal_transition_panics_in_debug_builds_and_is_a_diagnostic_in_release() {
-    let mut s = crate::scheduler::Scheduler::new(
-        crate::scheduler::SchedulerSettings::default(),
+    let mut s = crate::Scheduler::new(
+        crate::SchedulerSettings::default(),
         super::sim::facts(1, 256),
     )
     .unwrap();
     let _ = s.handle(
-        crate::scheduler::Event::Arrived(crate::scheduler::NewRequest {
+        crate::Event::Arrived(crate::NewRequest {
             id: RequestId(1),
             prompt: vec![5; 10],
             priority: 0,

@@ -4,7 +4,7 @@
 use super::sim::{facts, is_assign, is_deliver, is_park, is_release, is_restore, prompt};
 use super::{batch, solo, with};
 use crate::ids::{RequestId, SeqId};
-use crate::scheduler::{
+use crate::{
     Action, ConversationId, Event, FailKind, FinishReason, GiveWay, MaxTokensOverContext,
     ParkPlace, PriorityOrder, PriorityRange, Refusal, SchedulerSettings, resolve_priority,
 };
@@ -992,7 +992,7 @@ fn an_engine_death_during_a_start_is_a_failed_start_and_a_restart_request_then_s
     assert_eq!(restart_delays(&sim), vec![0.0, 1.0]);
     assert_eq!(
         sim.diagnostics,
-        vec![crate::scheduler::events::RESTART_DURING_START.to_string()]
+        vec![crate::events::RESTART_DURING_START.to_string()]
     );
     sim.diagnostics.clear();
     sim.check_end();
@@ -1026,7 +1026,7 @@ fn a_duplicate_request_id_emits_no_action_and_leaves_the_live_request_untouched(
     sim.arrive(0.0, 1, p(300, 1), 0, 20, None);
     sim.run(0.5);
     let before = sim.log.len();
-    sim.feed(Event::Arrived(crate::scheduler::NewRequest {
+    sim.feed(Event::Arrived(crate::NewRequest {
         id: RequestId(1),
         prompt: p(100, 9),
         priority: 5,
@@ -1069,7 +1069,7 @@ fn a_prompt_exactly_as_long_as_the_context_is_refused_with_the_true_maximum() {
 
 #[test]
 fn a_chunk_starting_below_the_furthest_position_read_counts_the_tokens_read_again() {
-    use crate::scheduler::lifecycle::reread_tokens;
+    use crate::lifecycle::reread_tokens;
     assert_eq!(reread_tokens(0, &(0..256)), 0);
     assert_eq!(reread_tokens(256, &(256..512)), 0);
     assert_eq!(reread_tokens(512, &(256..512)), 256);
@@ -1077,11 +1077,10 @@ fn a_chunk_starting_below_the_furthest_position_read_counts_the_tokens_read_agai
     assert_eq!(reread_tokens(600, &(256..512)), 256);
     assert_eq!(reread_tokens(300, &(512..768)), 0);
     // through the scheduler: a step whose chunk starts below what was read adds to the counter
-    let mut sched =
-        crate::scheduler::Scheduler::new(SchedulerSettings::default(), facts(1, 256)).unwrap();
+    let mut sched = crate::Scheduler::new(SchedulerSettings::default(), facts(1, 256)).unwrap();
     let t = std::time::Duration::ZERO;
     let out = sched.handle(
-        Event::Arrived(crate::scheduler::NewRequest {
+        Event::Arrived(crate::NewRequest {
             id: RequestId(1),
             prompt: p(600, 1),
             priority: 0,

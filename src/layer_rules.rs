@@ -1,0 +1,223 @@
+//! The dependency rules of docs/ARCHITECTURE.md that no crate boundary can express, checked
+//! over the source text. (The scheduler and the protocol are crates of their own: Cargo keeps
+//! their rules.) A rule names a part of `src/` and the paths its code must not mention; a
+//! comment line does not count.
+
+use std::path::{Path, PathBuf};
+
+/// A rule: the code under `part` must not mention any of `forbidden`.
+struct Rule {
+    part: &'static str,
+    forbidden: &'static [&'static str],
+    why: &'static str,
+}
+
+/// Below the service: what `api` and `gui` must reach only through the service's handle,
+/// snapshot and re-exported value types.
+const BELOW_THE_SERVICE: &[&str] = &[
+    "crate::scheduler",
+    "crate::protocol",
+    "crate::engine",
+    "strata_scheduler",
+    "strata_protocol",
+    "llama_cpp",
+];
+
+const RULES: &[Rule] = &[
+    Rule {
+        part: "api",
+        forbidden: BELOW_THE_SERVICE,
+        why: "api sees only the service handle and snapshot types",
+    },
+    Rule {
+        part: "api",
+        forbidden: &["crate::gui", "crate::server"],
+        why: "api is served by the server; it does not start one",
+    },
+    Rule {
+        part: "gui",
+        forbidden: BELOW_THE_SERVICE,
+        why: "the dashboard sees only the service handle and snapshot types",
+    },
+    Rule {
+        part: "gui",
+        forbidden: &["crate::api"],
+        why: "the dashboard reads the service, not the HTTP layer",
+    },
+    Rule {
+        part: "config",
+        forbidden: &[
+            "crate::api",
+            "crate::service",
+            "crate::engine",
+            "crate::gui",
+            "crate::server",
+            "crate::chat",
+            "crate::tokenizer",
+            "crate::metrics",
+        ],
+        why: "config imports only the scheduler's settings, the protocol's engine settings and models::project_dirs",
+    },
+    Rule {
+        part: "bench",
+        forbidden: &["crate::"],
+        why: "the load client speaks HTTP only and imports nothing of the app",
+    },
+    Rule {
+        part: "chat",
+        forbidden: &["crate::"],
+        why: "chat templates and output parsing stand alone",
+    },
+    Rule {
+        part: "metrics",
+        forbidden: &[
+            "crate::api",
+            "crate::service",
+            "crate::engine",
+            "crate::gui",
+            "crate::protocol",
+        ],
+        why: "metrics record what the service gives them; they import only the scheduler's counters",
+    },
+    Rule {
+        part: "service",
+        forbidden: &["crate::api", "crate::gui", "crate::server", "llama_cpp"],
+        why: "the service knows neither HTTP nor the window, and runs no inference",
+    },
+    Rule {
+        part: "engine",
+        forbidden: &[
+            "crate::api",
+            "crate::gui",
+            "crate::service",
+            "crate::scheduler",
+            "llama_cpp",
+        ],
+        why: "the engine host spawns and talks to the worker; it decides nothing",
+    },
+];
+
+/// The top-level parts of `src/`: each folder and each `.rs` file, by name.
+fn parts() -> Vec<String> {
+    std::fs::read_dir(src())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|name| name.ends_with(".rs") || !name.contains('.'))
+        .collect()
+}
+
+fn src() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("src")
+}
+
+/// The `.rs` files of a part: `src/<part>/**` or `src/<part>.rs`.
+fn files_of(part: &str) -> Vec<PathBuf> {
+    let dir = src().join(part);
+    if dir.is_dir() {
+        let mut files = Vec::new();
+        let mut stack = vec![dir];
+        while let Some(d) = stack.pop() {
+            for entry in std::fs::read_dir(&d).unwrap() {
+                let path = entry.unwrap().path();
+                if path.is_dir() {
+                    stack.push(path);
+                } else if path.extension().is_some_and(|e| e == "rs") {
+                    files.push(path);
+                }
+            }
+        }
+        files
+    } else {
+        vec![src().join(format!("{part}.rs"))]
+    }
+}
+
+/// `file:line: text` for every line of the files that mentions `needle` outside a comment.
+fn mentions(files: &[PathBuf], needle: &str) -> Vec<String> {
+    let mut found = Vec::new();
+    for file in files {
+        let text = std::fs::read_to_string(file).unwrap();
+        for (n, line) in text.lines().enumerate() {
+            let code = line.split("//").next().unwrap_or("");
+            if code.contains(needle) {
+                found.push(format!("{}:{}: {}", file.display(), n + 1, line.trim()));
+            }
+        }
+    }
+    found
+}
+
+#[test]
+fn every_module_imports_only_what_the_architecture_allows() {
+    let mut broken = Vec::new();
+    for rule in RULES {
+        let files = files_of(rule.part);
+        assert!(!files.is_empty(), "no sources for {}", rule.part);
+        for needle in rule.forbidden {
+            for hit in mentions(&files, needle) {
+                broken.push(format!("{} ({}): {hit}", rule.part, rule.why));
+            }
+        }
+    }
+    assert!(
+        broken.is_empty(),
+        "layer rules broken:\n{}",
+        broken.join("\n")
+    );
+}
+
+#[test]
+fn inference_and_llama_cpp_stay_in_the_worker_the_tokenizer_and_the_grammar() {
+    let allowed = [
+        "engine_worker",
+        "tokenizer.rs",
+        "grammar.rs",
+        "layer_rules.rs",
+    ];
+    let mut broken = Vec::new();
+    for name in parts() {
+        if allowed.contains(&name.as_str()) {
+            continue;
+        }
+        let part = name.trim_end_matches(".rs");
+        broken.extend(mentions(&files_of(part), "llama_cpp"));
+    }
+    assert!(
+        broken.is_empty(),
+        "llama-cpp-2 used outside its places:\n{}",
+        broken.join("\n")
+    );
+}
+
+#[test]
+fn anyhow_is_used_only_in_main() {
+    let mut broken = Vec::new();
+    for name in parts() {
+        if name == "main.rs" || name == "layer_rules.rs" {
+            continue;
+        }
+        broken.extend(mentions(&files_of(name.trim_end_matches(".rs")), "anyhow"));
+    }
+    assert!(
+        broken.is_empty(),
+        "anyhow outside main.rs:\n{}",
+        broken.join("\n")
+    );
+}
+
+#[test]
+fn the_checker_finds_a_forbidden_path() {
+    // The check itself can fail: a line that names the scheduler is found, a comment is not.
+    let dir = std::env::temp_dir().join(format!("strata-layers-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("x.rs");
+    std::fs::write(
+        &file,
+        "// crate::scheduler in a comment\nuse crate::scheduler::GiveWay;\n",
+    )
+    .unwrap();
+    let hits = mentions(&[file], "crate::scheduler");
+    std::fs::remove_dir_all(&dir).unwrap();
+    assert_eq!(hits.len(), 1, "{hits:?}");
+    assert!(hits[0].ends_with("use crate::scheduler::GiveWay;"));
+}
