@@ -7,7 +7,7 @@
 //! never grant), and carries no `Origin` other than a configured CORS origin: a page the user
 //! happens to visit must not be able to restart the engine.
 
-use super::chat::{body_bytes, parse_body};
+use super::body::{body_bytes, parse_body};
 use super::{ApiError, ApiState, auth};
 use crate::config::AppSettings;
 use crate::ids::RequestId;

@@ -1,22 +1,20 @@
 //! `POST /v1/chat/completions`: the DTO, its validation into a [`Submission`], and the
 //! streaming and non-streaming answers.
 
-use super::generation::{self, Generation, KEEP_ALIVE, rand_seed, strip_reasoning};
+use super::body::{body_bytes, body_priority, parse_body};
+use super::generation::{self, Generation, rand_seed, strip_reasoning};
 use super::tools::{self, ResponseFormatDto, ToolDto};
+use super::wire::{self, WireWriter};
 use super::{ApiError, ApiState};
-use crate::chat::{ChatMessage, Ending, OutputParser, Piece, ToolCall};
-use crate::service::FinishReason;
-use crate::service::Sampling;
-use crate::service::{RequestStream, StreamEvent, Usage};
-use axum::Json;
+use crate::chat::{ChatMessage, Ending, Piece, ToolCall};
+use crate::service::{FinishReason, Finished, Sampling, Usage};
 use axum::body::Bytes;
 use axum::extract::State;
 use axum::http::HeaderMap;
-use axum::response::sse::{Event, KeepAlive, Sse};
-use axum::response::{IntoResponse, Response};
+use axum::response::Response;
+use axum::response::sse::Event;
 use serde::Deserialize;
 use serde_json::{Value, json};
-use std::convert::Infallible;
 
 #[derive(Debug, Deserialize)]
 pub struct ChatCompletionDto {
@@ -40,7 +38,7 @@ pub struct ChatCompletionDto {
     pub stop: Option<StopDto>,
     #[serde(default)]
     pub ignore_eos: bool,
-    /// Any JSON: a value that is not an integer counts as 0 (#2109).
+    /// Any JSON here; not an integer is a 400 naming the field (SCHEDULING.md).
     pub priority: Option<Value>,
     pub n: Option<u32>,
     #[serde(default)]
@@ -122,35 +120,6 @@ pub struct ChatRequest {
     pub priority: Option<i64>,
     pub stream: bool,
     pub include_usage: bool,
-}
-
-/// The body as read by axum: a body over the limit is a 413 that says the limit.
-pub fn body_bytes(
-    state: &ApiState,
-    body: Result<Bytes, axum::extract::rejection::BytesRejection>,
-) -> Result<Bytes, ApiError> {
-    body.map_err(|e| match e.status() {
-        axum::http::StatusCode::PAYLOAD_TOO_LARGE => ApiError::PayloadTooLarge {
-            limit_mib: state.app.body_limit_mib,
-        },
-        _ => ApiError::bad(e.body_text(), None),
-    })
-}
-
-/// Parses the body: malformed JSON and wrong types name the field.
-pub fn parse_body<T: serde::de::DeserializeOwned>(body: &[u8]) -> Result<T, ApiError> {
-    let mut de = serde_json::Deserializer::from_slice(body);
-    serde_path_to_error::deserialize(&mut de).map_err(|e| {
-        let path = e.path().to_string();
-        let inner = e.into_inner();
-        if inner.is_syntax() || inner.is_eof() {
-            ApiError::bad(format!("the body is not valid JSON: {inner}"), None)
-        } else if path == "." {
-            ApiError::bad(format!("the body is not a valid request: {inner}"), None)
-        } else {
-            ApiError::bad(format!("`{path}`: {inner}"), Some(&path))
-        }
-    })
 }
 
 fn in_range(name: &str, value: Option<f32>, lo: f32, hi: f32) -> Result<(), ApiError> {
@@ -316,7 +285,7 @@ impl TryFrom<ChatCompletionDto> for ChatRequest {
             max_tokens,
             stop,
             ignore_eos: dto.ignore_eos,
-            priority: dto.priority.as_ref().map(|p| p.as_i64().unwrap_or(0)),
+            priority: body_priority(dto.priority.as_ref())?,
             stream: dto.stream,
             include_usage: dto.stream_options.is_some_and(|o| o.include_usage),
         })
@@ -355,24 +324,14 @@ pub async fn chat_completions(
         priority: request.priority,
     };
     let started = generation::start(&state, &headers, generation, "call_").await?;
-    let request_id = started.id;
-    let answer = Answer {
-        id: format!("chatcmpl-{}", request_id.0),
+    let writer = ChatWriter {
+        id: format!("chatcmpl-{}", started.id.0),
         model,
         created: started.created,
-        parser: started.parser,
+        include_usage,
+        assembled: Assembled::default(),
     };
-    let mut response = if stream {
-        stream_response(started.stream, answer, include_usage).into_response()
-    } else {
-        collect_response(started.stream, answer).await?
-    };
-    // The id that `DELETE /v1/requests/{id}` and `/v1/scheduler` use.
-    response.headers_mut().insert(
-        super::REQUEST_ID_HEADER,
-        axum::http::HeaderValue::from(request_id.0),
-    );
-    Ok(response)
+    wire::respond(started, writer, stream).await
 }
 
 /// `finish_reason`: `tool_calls` only when calls were made and every started one closed; a
@@ -395,12 +354,15 @@ fn usage_json(usage: &Usage) -> Value {
     })
 }
 
-/// What every chunk or answer of one response shares, and its output parser.
-struct Answer {
+/// Chat Completions' wire format: `chat.completion.chunk`s, then `[DONE]`; or one
+/// `chat.completion`.
+struct ChatWriter {
     id: String,
     model: String,
     created: u64,
-    parser: OutputParser,
+    include_usage: bool,
+    /// The whole answer so far (the non-streamed body).
+    assembled: Assembled,
 }
 
 /// A whole answer assembled from the parser's pieces.
@@ -413,8 +375,8 @@ struct Assembled {
 }
 
 impl Assembled {
-    fn add(&mut self, pieces: Vec<Piece>) {
-        for piece in pieces {
+    fn add(&mut self, piece: Piece) {
+        {
             match piece {
                 Piece::Content(t) => self.content.push_str(&t),
                 Piece::Reasoning(t) => self.reasoning.push_str(&t),
@@ -438,63 +400,7 @@ impl Assembled {
     }
 }
 
-async fn collect_response(
-    mut stream: RequestStream,
-    mut answer: Answer,
-) -> Result<Response, ApiError> {
-    let mut assembled = Assembled::default();
-    while let Some(event) = stream.next().await {
-        match event {
-            StreamEvent::Text(piece) => assembled.add(answer.parser.push(&piece)),
-            StreamEvent::Done(done) => {
-                let (rest, ending) = answer.parser.finish();
-                assembled.add(rest);
-                // Only closed calls are calls; a cut one is reported by `length`.
-                let calls: Vec<Value> = assembled
-                    .calls
-                    .iter()
-                    .filter(|c| c.3)
-                    .map(|(id, name, arguments, _)| {
-                        json!({"id": id, "type": "function", "function": {"name": name, "arguments": arguments}})
-                    })
-                    .collect();
-                let mut message = json!({
-                    "role": "assistant",
-                    "content": if assembled.content.trim().is_empty() && !calls.is_empty() {
-                        Value::Null
-                    } else {
-                        json!(assembled.content)
-                    },
-                });
-                if !calls.is_empty() {
-                    message["tool_calls"] = json!(calls);
-                }
-                if !assembled.reasoning.is_empty() {
-                    message["reasoning_content"] = json!(assembled.reasoning);
-                }
-                let body = json!({
-                    "id": answer.id,
-                    "object": "chat.completion",
-                    "created": answer.created,
-                    "model": answer.model,
-                    "choices": [{
-                        "index": 0,
-                        "message": message,
-                        "finish_reason": finish_reason(done.reason, &ending),
-                    }],
-                    "usage": usage_json(&done.usage),
-                });
-                return Ok(Json(body).into_response());
-            }
-            StreamEvent::Failed(failure) => return Err(ApiError::from(failure)),
-        }
-    }
-    Err(ApiError::Internal(
-        "the request ended without an answer".into(),
-    ))
-}
-
-impl Answer {
+impl ChatWriter {
     fn chunk(&self, delta: Value, finish: Option<&str>) -> Value {
         json!({
             "id": self.id,
@@ -505,95 +411,98 @@ impl Answer {
         })
     }
 
-    /// The chunks for parsed pieces (consecutive text of one kind goes in one chunk).
-    fn chunks(&self, pieces: Vec<Piece>) -> Vec<Event> {
-        pieces
-            .into_iter()
-            .filter_map(|piece| {
-                let delta = match piece {
-                    Piece::Content(text) => json!({"content": text}),
-                    Piece::Reasoning(text) => json!({"reasoning_content": text}),
-                    Piece::CallStart { index, id, name } => json!({"tool_calls": [{
-                        "index": index, "id": id, "type": "function",
-                        "function": {"name": name, "arguments": ""},
-                    }]}),
-                    Piece::CallArguments { index, delta } => json!({"tool_calls": [{
-                        "index": index, "function": {"arguments": delta},
-                    }]}),
-                    Piece::CallEnd { .. } => return None,
-                    Piece::CallInvalid { raw, .. } => json!({"content": raw}),
-                };
-                Some(data(&self.chunk(delta, None)))
+    /// The whole answer: only closed calls are calls (a cut one is reported by `length`).
+    fn completion(&self, reason: &str, usage: &Usage) -> Value {
+        let assembled = &self.assembled;
+        let calls: Vec<Value> = assembled
+            .calls
+            .iter()
+            .filter(|c| c.3)
+            .map(|(id, name, arguments, _)| {
+                json!({"id": id, "type": "function", "function": {"name": name, "arguments": arguments}})
             })
-            .collect()
+            .collect();
+        let mut message = json!({
+            "role": "assistant",
+            "content": if assembled.content.trim().is_empty() && !calls.is_empty() {
+                Value::Null
+            } else {
+                json!(assembled.content)
+            },
+        });
+        if !calls.is_empty() {
+            message["tool_calls"] = json!(calls);
+        }
+        if !assembled.reasoning.is_empty() {
+            message["reasoning_content"] = json!(assembled.reasoning);
+        }
+        json!({
+            "id": self.id,
+            "object": "chat.completion",
+            "created": self.created,
+            "model": self.model,
+            "choices": [{
+                "index": 0,
+                "message": message,
+                "finish_reason": reason,
+            }],
+            "usage": usage_json(usage),
+        })
     }
 }
 
-fn stream_response(
-    stream: RequestStream,
-    answer: Answer,
-    include_usage: bool,
-) -> Sse<impl futures_util::Stream<Item = Result<Event, Infallible>>> {
-    enum Stage {
-        Start,
-        Streaming,
-        Done,
+impl WireWriter for ChatWriter {
+    fn begin(&mut self) -> Vec<Event> {
+        vec![data(
+            &self.chunk(json!({"role": "assistant", "content": ""}), None),
+        )]
     }
-    let events = futures_util::stream::unfold(
-        (stream, Stage::Start, answer),
-        move |(mut stream, stage, mut answer)| async move {
-            let events: Vec<Event> = match stage {
-                Stage::Done => return None,
-                Stage::Start => {
-                    let first = answer.chunk(json!({"role": "assistant", "content": ""}), None);
-                    return Some((vec![data(&first)], (stream, Stage::Streaming, answer)));
-                }
-                Stage::Streaming => match stream.next().await {
-                    Some(StreamEvent::Text(text)) => {
-                        let pieces = answer.parser.push(&text);
-                        let events = answer.chunks(pieces);
-                        return Some((events, (stream, Stage::Streaming, answer)));
-                    }
-                    Some(StreamEvent::Done(done)) => {
-                        let (rest, ending) = answer.parser.finish();
-                        let mut out = answer.chunks(rest);
-                        let reason = finish_reason(done.reason, &ending);
-                        let mut last = answer.chunk(json!({}), Some(reason));
-                        if include_usage {
-                            last["usage"] = Value::Null;
-                            out.push(data(&last));
-                            let mut usage = answer.chunk(json!({}), None);
-                            usage["choices"] = json!([]);
-                            usage["usage"] = usage_json(&done.usage);
-                            out.push(data(&usage));
-                        } else {
-                            out.push(data(&last));
-                        }
-                        out.push(Event::default().data("[DONE]"));
-                        out
-                    }
-                    Some(StreamEvent::Failed(failure)) => {
-                        vec![
-                            data(&ApiError::from(failure).body()),
-                            Event::default().data("[DONE]"),
-                        ]
-                    }
-                    None => vec![
-                        data(
-                            &ApiError::Internal("the request ended without an answer".into())
-                                .body(),
-                        ),
-                        Event::default().data("[DONE]"),
-                    ],
-                },
-            };
-            Some((events, (stream, Stage::Done, answer)))
-        },
-    );
-    let flat = futures_util::StreamExt::flat_map(events, |batch| {
-        futures_util::stream::iter(batch.into_iter().map(Ok))
-    });
-    Sse::new(flat).keep_alive(KeepAlive::new().interval(KEEP_ALIVE))
+
+    /// One chunk per piece (a call's end has none of its own).
+    fn piece(&mut self, piece: Piece) -> Vec<Event> {
+        self.assembled.add(piece.clone());
+        let delta = match piece {
+            Piece::Content(text) => json!({"content": text}),
+            Piece::Reasoning(text) => json!({"reasoning_content": text}),
+            Piece::CallStart { index, id, name } => json!({"tool_calls": [{
+                "index": index, "id": id, "type": "function",
+                "function": {"name": name, "arguments": ""},
+            }]}),
+            Piece::CallArguments { index, delta } => json!({"tool_calls": [{
+                "index": index, "function": {"arguments": delta},
+            }]}),
+            Piece::CallEnd { .. } => return Vec::new(),
+            Piece::CallInvalid { raw, .. } => json!({"content": raw}),
+        };
+        vec![data(&self.chunk(delta, None))]
+    }
+
+    fn finish(&mut self, done: &Finished, ending: &Ending) -> (Vec<Event>, Value) {
+        let reason = finish_reason(done.reason, ending);
+        let mut out = Vec::new();
+        let mut last = self.chunk(json!({}), Some(reason));
+        if self.include_usage {
+            last["usage"] = Value::Null;
+            out.push(data(&last));
+            let mut usage = self.chunk(json!({}), None);
+            usage["choices"] = json!([]);
+            usage["usage"] = usage_json(&done.usage);
+            out.push(data(&usage));
+        } else {
+            out.push(data(&last));
+        }
+        out.push(Event::default().data("[DONE]"));
+        (out, self.completion(reason, &done.usage))
+    }
+
+    fn fail(&mut self, error: &ApiError) -> Vec<Event> {
+        vec![data(&error.body()), Event::default().data("[DONE]")]
+    }
+
+    /// The SSE comment alone.
+    fn keep_alive(&mut self) -> Vec<Event> {
+        Vec::new()
+    }
 }
 
 fn data(value: &Value) -> Event {

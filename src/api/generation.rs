@@ -2,13 +2,12 @@
 //! validated [`Generation`] is tokenized with its tools, submitted with its priority, and comes
 //! back as a [`Started`] stream with the output parser that sits above every pause.
 
+use super::body::header_priority;
 use super::tools::OutputSpec;
 use super::{ApiError, ApiState};
 use crate::chat::{ChatMessage, OutputParser, ParserOptions};
 use crate::ids::RequestId;
-use crate::service::Sampling;
-use crate::service::resolve_priority;
-use crate::service::{RequestStream, StreamEvent, Submission};
+use crate::service::{RequestStream, Sampling, StreamEvent, Submission, resolve_priority};
 use axum::http::HeaderMap;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -60,16 +59,16 @@ impl Started {
 
 /// The priority from the first source that gives one: body, `x-priority`, the API key's
 /// default (SCHEDULING.md); clamped and put in scheduler order.
-pub fn priority_of(state: &ApiState, headers: &HeaderMap, body: Option<i64>) -> (i32, bool) {
-    let raw = body
-        .or_else(|| header_priority(headers))
-        .or_else(|| state.key_priority(headers));
-    (resolve_priority(raw, &state.scheduler), raw.is_some())
-}
-
-fn header_priority(headers: &HeaderMap) -> Option<i64> {
-    let value = headers.get("x-priority")?.to_str().ok()?;
-    Some(value.trim().parse().unwrap_or(0))
+pub fn priority_of(
+    state: &ApiState,
+    headers: &HeaderMap,
+    body: Option<i64>,
+) -> Result<(i32, bool), ApiError> {
+    let raw = match body {
+        Some(p) => Some(p),
+        None => header_priority(headers)?.or_else(|| state.key_priority(headers)),
+    };
+    Ok((resolve_priority(raw, &state.scheduler), raw.is_some()))
 }
 
 /// Tokenizes (on a blocking thread) and submits; call ids are `{id_prefix}{request}_{n}`.
@@ -79,7 +78,7 @@ pub async fn start(
     generation: Generation,
     id_prefix: &str,
 ) -> Result<Started, ApiError> {
-    let (priority, priority_given) = priority_of(state, headers, generation.priority);
+    let (priority, priority_given) = priority_of(state, headers, generation.priority)?;
     let prompts = state.prompts.clone();
     let messages = normalize(generation.messages);
     let offered = generation.output.tools.clone();

@@ -7,6 +7,7 @@
 mod admin;
 mod anthropic;
 mod auth;
+mod body;
 mod chat;
 mod error;
 mod generation;
@@ -16,6 +17,7 @@ mod responses;
 #[cfg(test)]
 mod test_json;
 mod tools;
+mod wire;
 
 pub use admin::admin_allowed;
 pub use observe::EVENTS_PER_SEC_MAX;

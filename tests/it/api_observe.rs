@@ -497,7 +497,6 @@ async fn priority_comes_from_the_body_then_the_header_then_the_key_and_is_clampe
         (body_wins, Some("2"), 10),
         (chat("b", 2), Some("-40"), -10),
         (chat("c", 2), None, 3),
-        (chat("d", 2), Some("not a number"), 0),
     ];
     let mut pending = Vec::new();
     for (i, (body, header, expected)) in cases.into_iter().enumerate() {
@@ -514,6 +513,64 @@ async fn priority_comes_from_the_body_then_the_header_then_the_key_and_is_clampe
     hog.abort();
     for p in pending {
         assert_eq!(p.await.unwrap().unwrap().status(), 200);
+    }
+}
+
+#[tokio::test]
+async fn a_priority_that_is_not_an_integer_is_a_400_naming_its_source_in_every_api() {
+    let server = server(Setup::default()).await;
+    let client = reqwest::Client::new();
+    let routes = [
+        (
+            "/v1/chat/completions",
+            json!({"messages": [{"role": "user", "content": "x"}], "max_tokens": 2}),
+        ),
+        (
+            "/v1/responses",
+            json!({"input": "x", "max_output_tokens": 2}),
+        ),
+        (
+            "/v1/messages",
+            json!({"messages": [{"role": "user", "content": "x"}], "max_tokens": 2}),
+        ),
+    ];
+    for (route, body) in routes {
+        for bad in [json!("high"), json!(1.5), json!(true)] {
+            let mut body = body.clone();
+            body["priority"] = bad.clone();
+            let response = client
+                .post(format!("{}{route}", server.base))
+                .json(&body)
+                .send()
+                .await
+                .unwrap();
+            assert_eq!(response.status(), 400, "{route} {bad}");
+            let text = response.text().await.unwrap();
+            assert!(
+                text.contains("priority") && text.contains("integer"),
+                "{route}: {text}"
+            );
+        }
+        let response = client
+            .post(format!("{}{route}", server.base))
+            .header("x-priority", "not a number")
+            .json(&body)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status(), 400, "{route} x-priority");
+        let text = response.text().await.unwrap();
+        assert!(text.contains("x-priority"), "{route}: {text}");
+        // The same body with an integer priority is served.
+        let mut good = body.clone();
+        good["priority"] = json!(2);
+        let response = client
+            .post(format!("{}{route}", server.base))
+            .json(&good)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status(), 200, "{route}");
     }
 }
 

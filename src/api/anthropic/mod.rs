@@ -10,24 +10,21 @@
 //! from its first token and the prefix cache would never hit: it is removed before
 //! tokenizing.
 
-use super::chat::{body_bytes, parse_body};
-use super::generation::{self, Generation, Next, Started, strip_reasoning};
+use super::body::{bad, body_bytes, body_priority, parse_body};
+use super::generation::{self, Generation, strip_reasoning};
 use super::tools::{self, ToolDto};
+use super::wire;
 use super::{ApiError, ApiState};
-use crate::chat::{ChatMessage, Ending, Piece, ToolCall};
-use crate::service::FinishReason;
-use crate::service::{Finished, StreamEvent};
+use crate::chat::{ChatMessage, ToolCall};
 use axum::Json;
 use axum::body::Bytes;
 use axum::extract::State;
 use axum::extract::rejection::BytesRejection;
 use axum::http::HeaderMap;
-use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
 use serde_json::{Value, json};
 use std::collections::HashMap;
-use std::convert::Infallible;
 
 /// The attribution line Claude Code adds to its system prompt.
 const BILLING_HEADER: &str = "x-anthropic-billing-header:";
@@ -54,7 +51,7 @@ pub struct MessagesDto {
     pub top_k: Option<i32>,
     #[serde(default)]
     pub stream: bool,
-    /// Any JSON: a value that is not an integer counts as 0.
+    /// Any JSON here; not an integer is a 400 naming the field (SCHEDULING.md).
     #[serde(default)]
     pub priority: Option<Value>,
 }
@@ -73,10 +70,6 @@ pub struct CountDto {
     pub system: Option<Value>,
     #[serde(default)]
     pub tools: Option<Vec<Value>>,
-}
-
-fn bad(message: String, param: &str) -> ApiError {
-    ApiError::bad(message, Some(param))
 }
 
 /// Anthropic's error type for an [`ApiError`].
@@ -376,13 +369,10 @@ fn rename(e: ApiError) -> ApiError {
 
 fn generation_of(dto: MessagesDto, state: &ApiState) -> Result<(Generation, bool), ApiError> {
     let Some(max_tokens) = dto.max_tokens else {
-        return Err(bad("`max_tokens` is required".into(), "max_tokens"));
+        return Err(bad("`max_tokens` is required", "max_tokens"));
     };
     if max_tokens == 0 {
-        return Err(bad(
-            "`max_tokens` must be at least 1, got 0".into(),
-            "max_tokens",
-        ));
+        return Err(bad("`max_tokens` must be at least 1, got 0", "max_tokens"));
     }
     if let Some(t) = dto.temperature
         && !(t.is_finite() && (0.0..=1.0).contains(&t))
@@ -394,7 +384,7 @@ fn generation_of(dto: MessagesDto, state: &ApiState) -> Result<(Generation, bool
     }
     let messages = to_messages(dto.system.as_ref(), &dto.messages)?;
     if !messages.iter().any(|m| m.role != "system") {
-        return Err(bad("`messages` must not be empty".into(), "messages"));
+        return Err(bad("`messages` must not be empty", "messages"));
     }
     let tools = custom_tools(dto.tools.unwrap_or_default())?;
     let choice = chat_tool_choice(dto.tool_choice.as_ref())?;
@@ -424,7 +414,7 @@ fn generation_of(dto: MessagesDto, state: &ApiState) -> Result<(Generation, bool
             max_tokens: Some(max_tokens),
             stop,
             ignore_eos: false,
-            priority: dto.priority.as_ref().map(|p| p.as_i64().unwrap_or(0)),
+            priority: body_priority(dto.priority.as_ref())?,
         },
         dto.stream,
     ))
@@ -451,18 +441,8 @@ async fn messages_inner(
     let model = state.model_name(dto.model.as_deref());
     let (generation, stream) = generation_of(dto, &state)?;
     let started = generation::start(&state, &headers, generation, "toolu_").await?;
-    let id = started.id;
     let writer = Writer::new(&started, model);
-    let mut response = if stream {
-        stream_messages(started, writer).into_response()
-    } else {
-        collect(started, writer).await?
-    };
-    response.headers_mut().insert(
-        super::REQUEST_ID_HEADER,
-        axum::http::HeaderValue::from(id.0),
-    );
-    Ok(response)
+    wire::respond(started, writer, stream).await
 }
 
 pub async fn count_tokens(
@@ -489,366 +469,8 @@ pub async fn count_tokens(
     result.unwrap_or_else(error_response)
 }
 
-/// The block being written.
-#[derive(Debug)]
-enum Open {
-    Text,
-    Thinking,
-    ToolUse,
-}
-
-/// Turns parsed pieces into content blocks and stream events.
-#[derive(Debug)]
-struct Writer {
-    id: String,
-    prompt_tokens: usize,
-    model: String,
-    blocks: Vec<Value>,
-    open: Option<Open>,
-}
-
-fn event(kind: &str, body: Value) -> Event {
-    Event::default().event(kind).data(body.to_string())
-}
-
-impl Writer {
-    fn new(started: &Started, model: String) -> Self {
-        Self {
-            id: format!("msg_{}", started.id.0),
-            prompt_tokens: started.prompt_tokens,
-            model,
-            blocks: Vec::new(),
-            open: None,
-        }
-    }
-
-    fn start(&self) -> Event {
-        event(
-            "message_start",
-            json!({"type": "message_start", "message": {
-                "id": self.id, "type": "message", "role": "assistant", "model": self.model,
-                "content": [], "stop_reason": null, "stop_sequence": null,
-                "usage": {"input_tokens": self.prompt_tokens, "output_tokens": 0},
-            }}),
-        )
-    }
-
-    fn close(&mut self) -> Vec<Event> {
-        match self.open.take() {
-            None => Vec::new(),
-            Some(_) => vec![event(
-                "content_block_stop",
-                json!({"type": "content_block_stop", "index": self.blocks.len() - 1}),
-            )],
-        }
-    }
-
-    fn begin(&mut self, open: Open, block: Value) -> Event {
-        self.open = Some(open);
-        self.blocks.push(block.clone());
-        event(
-            "content_block_start",
-            json!({"type": "content_block_start", "index": self.blocks.len() - 1, "content_block": block}),
-        )
-    }
-
-    fn delta(&self, delta: Value) -> Event {
-        event(
-            "content_block_delta",
-            json!({"type": "content_block_delta", "index": self.blocks.len() - 1, "delta": delta}),
-        )
-    }
-
-    fn piece(&mut self, piece: Piece) -> Vec<Event> {
-        let mut out = Vec::new();
-        match piece {
-            Piece::Content(text) => {
-                if !matches!(self.open, Some(Open::Text)) {
-                    out.extend(self.close());
-                    out.push(self.begin(Open::Text, json!({"type": "text", "text": ""})));
-                }
-                if let Some(block) = self.blocks.last_mut() {
-                    append(block, "text", &text);
-                }
-                out.push(self.delta(json!({"type": "text_delta", "text": text})));
-            }
-            Piece::Reasoning(text) => {
-                if !matches!(self.open, Some(Open::Thinking)) {
-                    out.extend(self.close());
-                    out.push(self.begin(
-                        Open::Thinking,
-                        json!({"type": "thinking", "thinking": "", "signature": ""}),
-                    ));
-                }
-                if let Some(block) = self.blocks.last_mut() {
-                    append(block, "thinking", &text);
-                }
-                out.push(self.delta(json!({"type": "thinking_delta", "thinking": text})));
-            }
-            Piece::CallStart { id, name, .. } => {
-                out.extend(self.close());
-                out.push(self.begin(
-                    Open::ToolUse,
-                    json!({"type": "tool_use", "id": id, "name": name, "input": {}}),
-                ));
-                if let Some(block) = self.blocks.last_mut() {
-                    block["partial_json"] = json!("");
-                }
-            }
-            Piece::CallArguments { delta, .. } if matches!(self.open, Some(Open::ToolUse)) => {
-                if let Some(block) = self.blocks.last_mut() {
-                    append(block, "partial_json", &delta);
-                }
-                out.push(self.delta(json!({"type": "input_json_delta", "partial_json": delta})));
-            }
-            Piece::CallArguments { .. } => {}
-            Piece::CallEnd { .. } => out.extend(self.close()),
-            Piece::CallInvalid { raw, .. } => {
-                out.extend(self.close());
-                out.extend(self.piece(Piece::Content(raw)));
-            }
-        }
-        out
-    }
-
-    /// The last events and the whole message.
-    fn finish(&mut self, done: &Finished, ending: &Ending) -> (Vec<Event>, Value) {
-        let mut out = self.close();
-        let (stop_reason, stop_sequence) = match done.reason {
-            FinishReason::Length => ("max_tokens", Value::Null),
-            _ if ending.all_calls_closed() => ("tool_use", Value::Null),
-            _ => match &done.stop_sequence {
-                Some(s) => ("stop_sequence", json!(s)),
-                None => ("end_turn", Value::Null),
-            },
-        };
-        let usage = json!({
-            "input_tokens": done.usage.prompt_tokens.saturating_sub(done.usage.cached_tokens),
-            "cache_read_input_tokens": done.usage.cached_tokens,
-            "cache_creation_input_tokens": 0,
-            "output_tokens": done.usage.completion_tokens,
-        });
-        out.push(event(
-            "message_delta",
-            json!({"type": "message_delta", "delta": {"stop_reason": stop_reason, "stop_sequence": stop_sequence}, "usage": usage}),
-        ));
-        out.push(event("message_stop", json!({"type": "message_stop"})));
-        // The whole message: calls carry their parsed input; a cut call is left out.
-        let content: Vec<Value> = self
-            .blocks
-            .iter()
-            .filter_map(|b| {
-                let mut b = b.clone();
-                if let Some(partial) = b.as_object_mut()?.remove("partial_json") {
-                    let input: Value = serde_json::from_str(partial.as_str()?).ok()?;
-                    b["input"] = input;
-                }
-                Some(b)
-            })
-            .collect();
-        let message = json!({
-            "id": self.id, "type": "message", "role": "assistant", "model": self.model,
-            "content": content, "stop_reason": stop_reason, "stop_sequence": stop_sequence,
-            "usage": usage,
-        });
-        (out, message)
-    }
-}
-
-fn append(block: &mut Value, key: &str, text: &str) {
-    let mut s = block[key].as_str().unwrap_or("").to_owned();
-    s.push_str(text);
-    block[key] = json!(s);
-}
-
-async fn collect(mut started: Started, mut writer: Writer) -> Result<Response, ApiError> {
-    loop {
-        match started.next_or_idle().await {
-            Next::Idle => {}
-            Next::Gone => {
-                return Err(ApiError::Internal(
-                    "the request ended without an answer".into(),
-                ));
-            }
-            Next::Event(StreamEvent::Text(text)) => {
-                for piece in started.parser.push(&text) {
-                    writer.piece(piece);
-                }
-            }
-            Next::Event(StreamEvent::Done(done)) => {
-                let (rest, ending) = started.parser.finish();
-                for piece in rest {
-                    writer.piece(piece);
-                }
-                return Ok(Json(writer.finish(&done, &ending).1).into_response());
-            }
-            Next::Event(StreamEvent::Failed(failure)) => return Err(ApiError::from(failure)),
-        }
-    }
-}
-
-fn error_event(error: &ApiError) -> Event {
-    event(
-        "error",
-        json!({"type": "error", "error": {"type": error_kind(error), "message": error_message(error)}}),
-    )
-}
-
-fn stream_messages(
-    started: Started,
-    writer: Writer,
-) -> Sse<impl futures_util::Stream<Item = Result<Event, Infallible>>> {
-    let events = futures_util::stream::unfold(
-        (started, writer, 0u8),
-        |(mut started, mut writer, stage)| async move {
-            let events = match stage {
-                0 => {
-                    let first = writer.start();
-                    return Some((vec![first], (started, writer, 1)));
-                }
-                1 => match started.next_or_idle().await {
-                    Next::Idle => {
-                        let ping = event("ping", json!({"type": "ping"}));
-                        return Some((vec![ping], (started, writer, 1)));
-                    }
-                    Next::Event(StreamEvent::Text(text)) => {
-                        let pieces = started.parser.push(&text);
-                        let events = pieces.into_iter().flat_map(|p| writer.piece(p)).collect();
-                        return Some((events, (started, writer, 1)));
-                    }
-                    Next::Event(StreamEvent::Done(done)) => {
-                        let (rest, ending) = started.parser.finish();
-                        let mut events: Vec<Event> =
-                            rest.into_iter().flat_map(|p| writer.piece(p)).collect();
-                        events.extend(writer.finish(&done, &ending).0);
-                        events
-                    }
-                    Next::Event(StreamEvent::Failed(failure)) => {
-                        vec![error_event(&ApiError::from(failure))]
-                    }
-                    Next::Gone => vec![error_event(&ApiError::Internal(
-                        "the request ended without an answer".into(),
-                    ))],
-                },
-                _ => return None,
-            };
-            Some((events, (started, writer, 2)))
-        },
-    );
-    let flat = futures_util::StreamExt::flat_map(events, |batch| {
-        futures_util::stream::iter(batch.into_iter().map(Ok))
-    });
-    Sse::new(flat).keep_alive(KeepAlive::new().interval(generation::KEEP_ALIVE))
-}
-
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use proptest::prelude::*;
+mod tests;
+mod writer;
 
-    fn message(role: &str, content: Value) -> MessageDto {
-        MessageDto {
-            role: role.into(),
-            content,
-        }
-    }
-
-    #[test]
-    fn blocks_become_messages_and_the_billing_line_leaves_the_system_prompt() {
-        let system = json!([
-            {"type": "text", "text": "x-anthropic-billing-header: cc_version=2.1.3; cch=8f2a;"},
-            {"type": "text", "text": "You are Claude Code.", "cache_control": {"type": "ephemeral"}},
-        ]);
-        let messages = [
-            message("user", json!("list files")),
-            message(
-                "assistant",
-                json!([
-                    {"type": "thinking", "thinking": "use ls", "signature": "s"},
-                    {"type": "text", "text": "Running ls."},
-                    {"type": "tool_use", "id": "toolu_1", "name": "Bash", "input": {"command": "ls"}},
-                ]),
-            ),
-            message(
-                "user",
-                json!([
-                    {"type": "tool_result", "tool_use_id": "toolu_1", "content": [{"type": "text", "text": "a.rs"}]},
-                ]),
-            ),
-        ];
-        let out = to_messages(Some(&system), &messages).unwrap();
-        let roles: Vec<&str> = out.iter().map(|m| m.role.as_str()).collect();
-        assert_eq!(roles, ["system", "user", "assistant", "tool"]);
-        assert_eq!(out[0].content, "You are Claude Code.");
-        assert_eq!(out[2].content, "Running ls.");
-        assert_eq!(out[2].tool_calls[0].arguments, json!({"command": "ls"}));
-        assert_eq!(out[3].name.as_deref(), Some("Bash"));
-        assert_eq!(out[3].content, "a.rs");
-    }
-
-    #[test]
-    fn bad_blocks_name_their_field() {
-        let cases = [
-            (
-                message(
-                    "user",
-                    json!([{"type": "tool_result", "tool_use_id": "x", "content": "r"}]),
-                ),
-                "messages[0].content[0].tool_use_id",
-            ),
-            (
-                message(
-                    "user",
-                    json!([{"type": "container_upload", "file_id": "f"}]),
-                ),
-                "messages[0].content[0]",
-            ),
-            (message("robot", json!("hi")), "messages[0].role"),
-            (
-                message(
-                    "assistant",
-                    json!([{"type": "tool_use", "id": "t", "name": "bad name", "input": {}}]),
-                ),
-                "messages[0].content[0].name",
-            ),
-        ];
-        for (m, param) in cases {
-            let err = to_messages(None, &[m]).unwrap_err();
-            assert!(
-                matches!(err, ApiError::BadRequest { param: Some(ref p), .. } if p == param),
-                "{err:?}"
-            );
-        }
-    }
-
-    #[test]
-    fn a_context_error_reads_as_anthropics() {
-        let response = error_response(ApiError::ContextLengthExceeded {
-            prompt_tokens: 9000,
-            max_context_tokens: 8191,
-        });
-        assert_eq!(response.status(), 400);
-    }
-
-    proptest! {
-        #![proptest_config(ProptestConfig::with_cases(2000))]
-
-        #[test]
-        fn arbitrary_bytes_never_panic_the_request_parser(bytes in proptest::collection::vec(any::<u8>(), 0..300)) {
-            if let Ok(dto) = parse_body::<MessagesDto>(&bytes) {
-                let _ = to_messages(dto.system.as_ref(), &dto.messages);
-            }
-        }
-
-        #[test]
-        fn arbitrary_messages_never_panic_the_converter(
-            items in proptest::collection::vec(crate::api::test_json::item(), 0..6),
-            system in crate::api::test_json::value(),
-        ) {
-            let body = json!({"max_tokens": 5, "messages": items, "system": system}).to_string();
-            if let Ok(dto) = parse_body::<MessagesDto>(body.as_bytes()) {
-                let _ = to_messages(dto.system.as_ref(), &dto.messages);
-            }
-        }
-    }
-}
+use writer::Writer;

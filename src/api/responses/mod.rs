@@ -1,0 +1,381 @@
+//! `POST /v1/responses`, stateless (what Codex CLI speaks): `input` as text or items
+//! (messages, `function_call`, `function_call_output`, reasoning), `instructions`, function
+//! `tools` (other tool types are ignored with a warning, never a 400), `tool_choice`,
+//! `max_output_tokens` (none: the rest of the context), `temperature`, `top_p`, `text.format`,
+//! `stream`. Unknown fields (`store`, `include`, `reasoning`, `prompt_cache_key`, ...) are
+//! ignored. Streams follow the Responses event grammar, every event with its
+//! `sequence_number` and the `item_id` / `output_index` / `content_index` it belongs to, and a
+//! `response.in_progress` at least every 10 s while the request waits, is parked or is read.
+
+use super::body::{bad, body_bytes, body_priority, parse_body};
+use super::generation::{self, Generation, strip_reasoning};
+use super::tools::{self, JsonSchemaDto, ResponseFormatDto, ToolDto};
+use super::wire;
+use super::{ApiError, ApiState};
+use crate::chat::{ChatMessage, ToolCall};
+use axum::body::Bytes;
+use axum::extract::State;
+use axum::extract::rejection::BytesRejection;
+use axum::http::HeaderMap;
+use axum::response::Response;
+use serde::Deserialize;
+use serde_json::{Value, json};
+use std::collections::HashMap;
+
+#[derive(Debug, Deserialize)]
+pub struct ResponsesDto {
+    #[serde(default)]
+    pub model: Option<String>,
+    pub input: InputDto,
+    #[serde(default)]
+    pub instructions: Option<String>,
+    #[serde(default)]
+    pub tools: Option<Vec<Value>>,
+    #[serde(default)]
+    pub tool_choice: Option<Value>,
+    #[serde(default)]
+    pub max_output_tokens: Option<u32>,
+    #[serde(default)]
+    pub temperature: Option<f32>,
+    #[serde(default)]
+    pub top_p: Option<f32>,
+    #[serde(default)]
+    pub text: Option<TextDto>,
+    #[serde(default)]
+    pub stream: bool,
+    /// Any JSON here; not an integer is a 400 naming the field (SCHEDULING.md).
+    #[serde(default)]
+    pub priority: Option<Value>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(untagged)]
+pub enum InputDto {
+    Text(String),
+    Items(Vec<Value>),
+}
+
+#[derive(Debug, Deserialize)]
+pub struct TextDto {
+    #[serde(default)]
+    pub format: Option<FormatDto>,
+}
+
+#[derive(Debug, Deserialize)]
+pub struct FormatDto {
+    #[serde(rename = "type")]
+    pub kind: String,
+    #[serde(default)]
+    pub schema: Option<Value>,
+}
+
+/// A validated Responses request.
+#[derive(Debug)]
+pub struct ResponsesRequest {
+    pub generation: Generation,
+    pub stream: bool,
+    /// Echoed in the response object.
+    pub echo: Value,
+}
+
+/// The text of a string or of an array of text parts (`input_text`, `output_text`, `text`).
+fn text_of(value: &Value, param: &str) -> Result<String, ApiError> {
+    match value {
+        Value::String(s) => Ok(s.clone()),
+        Value::Null => Ok(String::new()),
+        Value::Array(parts) => {
+            let mut text = String::new();
+            for (j, part) in parts.iter().enumerate() {
+                match part.get("type").and_then(Value::as_str) {
+                    Some("input_text" | "output_text" | "text" | "summary_text") => {
+                        text.push_str(part.get("text").and_then(Value::as_str).unwrap_or(""));
+                    }
+                    Some("refusal") => {}
+                    // An agent's history may hold screenshots: this engine reads text only.
+                    Some("input_image" | "input_file") => {
+                        tracing::warn!("responses: an {param} part that is not text was left out");
+                        text.push_str("[image omitted]");
+                    }
+                    other => {
+                        return Err(bad(
+                            format!(
+                                "`{param}[{j}]`: only text parts are supported, got {:?}",
+                                other.unwrap_or("no type")
+                            ),
+                            &format!("{param}[{j}]"),
+                        ));
+                    }
+                }
+            }
+            Ok(text)
+        }
+        other => Err(bad(
+            format!("`{param}` must be a string or an array of parts, got {other}"),
+            param,
+        )),
+    }
+}
+
+/// Input items → chat messages. Consecutive calls join one assistant turn; a call's output
+/// names its function through the call id; reasoning items are dropped.
+pub fn items_to_messages(items: &[Value]) -> Result<Vec<ChatMessage>, ApiError> {
+    let mut messages: Vec<ChatMessage> = Vec::new();
+    let mut names: HashMap<String, String> = HashMap::new();
+    for (i, item) in items.iter().enumerate() {
+        let kind = item
+            .get("type")
+            .and_then(Value::as_str)
+            .or_else(|| item.get("role").map(|_| "message"));
+        match kind {
+            Some("message") => {
+                let role = match item.get("role").and_then(Value::as_str) {
+                    Some("user") => "user",
+                    Some("assistant") => "assistant",
+                    Some("system" | "developer") => "system",
+                    other => {
+                        return Err(bad(
+                            format!(
+                                "`input[{i}].role` must be user, assistant, system or developer, got {other:?}"
+                            ),
+                            &format!("input[{i}].role"),
+                        ));
+                    }
+                };
+                let content = item.get("content").unwrap_or(&Value::Null);
+                let mut text = text_of(content, &format!("input[{i}].content"))?;
+                if role == "assistant" {
+                    text = strip_reasoning(&text).to_owned();
+                }
+                messages.push(ChatMessage::new(role, &text));
+            }
+            Some("function_call") => {
+                let field = |name: &str| {
+                    item.get(name).and_then(Value::as_str).ok_or_else(|| {
+                        bad(
+                            format!("`input[{i}].{name}` must be a string"),
+                            &format!("input[{i}].{name}"),
+                        )
+                    })
+                };
+                let (call_id, name, arguments) =
+                    (field("call_id")?, field("name")?, field("arguments")?);
+                // History is replayed as the client kept it: a call whose arguments were cut
+                // (an incomplete item) must not make every later turn fail.
+                let arguments: Value = serde_json::from_str(arguments)
+                    .ok()
+                    .filter(Value::is_object)
+                    .unwrap_or_else(|| {
+                        tracing::warn!(
+                            "responses: input[{i}].arguments is not a JSON object; replayed as {{}}"
+                        );
+                        json!({})
+                    });
+                if !tools::valid_name(name) {
+                    return Err(bad(
+                        format!(
+                            "`input[{i}].name` must be 1 to 64 letters, digits, _ or -, got {name:?}"
+                        ),
+                        &format!("input[{i}].name"),
+                    ));
+                }
+                names.insert(call_id.to_owned(), name.to_owned());
+                let call = ToolCall {
+                    name: name.to_owned(),
+                    arguments,
+                };
+                match messages.last_mut() {
+                    Some(last) if last.role == "assistant" => last.tool_calls.push(call),
+                    _ => {
+                        let mut message = ChatMessage::new("assistant", "");
+                        message.tool_calls.push(call);
+                        messages.push(message);
+                    }
+                }
+            }
+            Some("function_call_output") => {
+                let call_id = item.get("call_id").and_then(Value::as_str).unwrap_or("");
+                let name = names.get(call_id).ok_or_else(|| {
+                    bad(
+                        format!("`input[{i}].call_id` {call_id:?} names no earlier function_call"),
+                        &format!("input[{i}].call_id"),
+                    )
+                })?;
+                let output = text_of(
+                    item.get("output").unwrap_or(&Value::Null),
+                    &format!("input[{i}].output"),
+                )?;
+                let mut message = ChatMessage::new("tool", &output);
+                message.name = Some(name.clone());
+                messages.push(message);
+            }
+            // Reasoning is dropped from history (its encrypted content is never asked for).
+            Some("reasoning") => {}
+            other => {
+                tracing::warn!(
+                    "responses: input item {i} of type {:?} ignored",
+                    other.unwrap_or("none")
+                );
+            }
+        }
+    }
+    Ok(messages)
+}
+
+/// The Responses tool shape (`{"type": "function", "name", "parameters", ...}`) as Chat's.
+/// The functions inside a `namespace` tool (Codex's MCP tools) are offered under their own
+/// names; other types (web search, ...) are left out with a warning.
+fn function_tools(tools: Vec<Value>) -> Result<Vec<ToolDto>, ApiError> {
+    let mut flat = Vec::new();
+    for (i, tool) in tools.into_iter().enumerate() {
+        match tool.get("type").and_then(Value::as_str) {
+            Some("namespace") => {
+                for inner in tool
+                    .get("tools")
+                    .and_then(Value::as_array)
+                    .into_iter()
+                    .flatten()
+                {
+                    flat.push((i, inner.clone()));
+                }
+            }
+            _ => flat.push((i, tool)),
+        }
+    }
+    let mut out = Vec::new();
+    for (i, tool) in flat {
+        let kind = tool.get("type").and_then(Value::as_str).unwrap_or("");
+        if kind != "function" {
+            tracing::warn!("responses: tools[{i}] of type {kind:?} ignored");
+            continue;
+        }
+        out.push(tools::tool_from_json(i, &tool, "parameters")?);
+    }
+    Ok(out)
+}
+
+/// `tool_choice` in Chat's shape; a hosted tool's choice counts as `auto`.
+fn chat_tool_choice(choice: Option<Value>) -> Option<Value> {
+    match choice? {
+        Value::String(s) => Some(Value::String(s)),
+        v if v.get("type").and_then(Value::as_str) == Some("function") => {
+            Some(json!({"type": "function", "function": {"name": v.get("name")}}))
+        }
+        other => {
+            tracing::warn!("responses: tool_choice {other} taken as auto");
+            Some(json!("auto"))
+        }
+    }
+}
+
+impl ResponsesRequest {
+    pub fn parse(dto: ResponsesDto, state: &ApiState) -> Result<Self, ApiError> {
+        let mut messages = Vec::new();
+        if let Some(instructions) = &dto.instructions {
+            messages.push(ChatMessage::new("system", instructions));
+        }
+        match &dto.input {
+            InputDto::Text(text) => messages.push(ChatMessage::new("user", text)),
+            InputDto::Items(items) => messages.extend(items_to_messages(items)?),
+        }
+        if !messages.iter().any(|m| m.role != "system") {
+            return Err(bad("`input` has no message", "input"));
+        }
+        if let Some(t) = dto.temperature
+            && !(t.is_finite() && (0.0..=2.0).contains(&t))
+        {
+            return Err(bad(
+                format!("`temperature` must be between 0 and 2, got {t}"),
+                "temperature",
+            ));
+        }
+        if let Some(p) = dto.top_p
+            && !(p.is_finite() && (0.0..=1.0).contains(&p))
+        {
+            return Err(bad(
+                format!("`top_p` must be between 0 and 1, got {p}"),
+                "top_p",
+            ));
+        }
+        if dto.max_output_tokens == Some(0) {
+            return Err(bad(
+                "`max_output_tokens` must be at least 1, got 0",
+                "max_output_tokens",
+            ));
+        }
+        let format = dto
+            .text
+            .as_ref()
+            .and_then(|t| t.format.as_ref())
+            .map(|f| ResponseFormatDto {
+                kind: f.kind.clone(),
+                json_schema: Some(JsonSchemaDto {
+                    schema: f.schema.clone(),
+                }),
+            });
+        let tools_given = dto.tools.clone().unwrap_or_default();
+        let tools = function_tools(tools_given.clone())?;
+        let choice = chat_tool_choice(dto.tool_choice.clone());
+        let output = tools::output_spec(
+            Some(tools),
+            choice.as_ref(),
+            format,
+            state.prompts.tokenizer(),
+            state.prompts.tool_format(),
+        )
+        .map_err(|e| rename_param(e, "response_format", "text.format"))?;
+        let echo = json!({
+            "instructions": dto.instructions,
+            "max_output_tokens": dto.max_output_tokens,
+            "temperature": dto.temperature.unwrap_or(1.0),
+            "top_p": dto.top_p.unwrap_or(1.0),
+            "tools": tools_given,
+            "tool_choice": dto.tool_choice.unwrap_or(json!("auto")),
+            "text": {"format": dto.text.and_then(|t| t.format).map_or(json!({"type": "text"}), |f| json!({"type": f.kind}))},
+            "parallel_tool_calls": true,
+        });
+        Ok(Self {
+            generation: Generation {
+                messages,
+                output,
+                sampling: generation::sampling(dto.temperature, dto.top_p, None, None),
+                max_tokens: dto.max_output_tokens,
+                stop: Vec::new(),
+                ignore_eos: false,
+                priority: body_priority(dto.priority.as_ref())?,
+            },
+            stream: dto.stream,
+            echo,
+        })
+    }
+}
+
+/// Errors about `response_format` are about `text.format` here.
+fn rename_param(e: ApiError, from: &str, to: &str) -> ApiError {
+    match e {
+        ApiError::BadRequest { message, param } => ApiError::BadRequest {
+            message: message.replace(from, to),
+            param: param.map(|p| p.replace(from, to)),
+        },
+        other => other,
+    }
+}
+
+pub async fn responses(
+    State(state): State<ApiState>,
+    headers: HeaderMap,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<Response, ApiError> {
+    let body = body_bytes(&state, body)?;
+    let dto: ResponsesDto = parse_body(&body)?;
+    let model = state.model_name(dto.model.as_deref());
+    let request = ResponsesRequest::parse(dto, &state)?;
+    let started = generation::start(&state, &headers, request.generation, "call_").await?;
+    let writer = Writer::new(&started, model, request.echo);
+    wire::respond(started, writer, request.stream).await
+}
+
+#[cfg(test)]
+mod tests;
+mod writer;
+
+use writer::Writer;
