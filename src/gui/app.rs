@@ -7,7 +7,7 @@ use super::panels;
 use super::settings::{SettingsView, settings_ui};
 use super::timeline::{Timeline, timeline_ui};
 use super::tray::Tray;
-use crate::service::{CountersView, ServiceHandle, ServiceSnapshot};
+use crate::service::{CountersView, ServiceHandle, ServiceSnapshot, SlotStatus};
 use std::collections::VecDeque;
 
 const LOG_LINES_MAX: usize = 200;
@@ -87,7 +87,7 @@ impl Dashboard {
             // Ages and parked times move with the clock alone: keep them (and the starving
             // highlight) current while anyone waits or is parked.
             ctx.request_repaint_after(std::time::Duration::from_millis(500));
-        } else if s.slots.iter().any(|slot| slot.state != "empty") {
+        } else if s.slots.iter().any(|slot| slot.state != SlotStatus::Empty) {
             // Keep the timeline's axis moving while anything is held.
             ctx.request_repaint_after(std::time::Duration::from_secs(1));
         }

@@ -2,8 +2,7 @@
 //! commands; none waits on anything.
 
 use super::commands::{Command, CommandQueue};
-use crate::service::GiveWay;
-use crate::service::{EngineStatus, ServiceSnapshot};
+use crate::service::{EngineStatus, GiveWay, ParkKind, ServiceSnapshot, SlotStatus};
 use egui::{Color32, RichText, Ui};
 
 const STARVING: Color32 = Color32::from_rgb(220, 60, 40);
@@ -110,21 +109,20 @@ pub fn slots_ui(ui: &mut Ui, s: &ServiceSnapshot) {
         .show(ui, |ui| {
             for slot in &s.slots {
                 ui.label(format!("slot {}", slot.id.0));
-                let state = if slot.state == "empty" {
-                    "idle"
-                } else {
-                    &slot.state
+                let state = match slot.state {
+                    SlotStatus::Empty => "idle",
+                    other => other.as_str(),
                 };
                 ui.label(state);
                 match slot.request_id {
                     Some(id) => ui.label(format!("{id} (priority {})", slot.priority.unwrap_or(0))),
-                    None if slot.state == "conversation" => {
+                    None if slot.state == SlotStatus::Conversation => {
                         ui.label(format!("holds {} tokens", slot.held_tokens))
                     }
                     None => ui.label(""),
                 };
-                match slot.state.as_str() {
-                    "reading" => {
+                match slot.state {
+                    SlotStatus::Reading => {
                         let total = slot.prompt_tokens.max(1) as f32;
                         let done = (slot.held_tokens as f32 / total).clamp(0.0, 1.0);
                         let lane = if slot.has_lane {
@@ -137,7 +135,7 @@ pub fn slots_ui(ui: &mut Ui, s: &ServiceSnapshot) {
                             slot.held_tokens, slot.prompt_tokens
                         )));
                     }
-                    "decoding" => {
+                    SlotStatus::Decoding => {
                         let rate = slot
                             .tokens_per_sec
                             .map_or("...".to_owned(), |r| format!("{r:.1} tok/s"));
@@ -165,7 +163,7 @@ pub fn parked_ui(ui: &mut Ui, s: &ServiceSnapshot) {
         .show(ui, |ui| {
             for p in &s.parked {
                 ui.label(format!("{}", p.request_id));
-                ui.label(if p.kind == "decode" {
+                ui.label(if p.kind == ParkKind::Decode {
                     "paused stream"
                 } else {
                     "read gave way"

@@ -3,7 +3,7 @@
 //! row of segments per lane and slot.
 
 use crate::ids::RequestId;
-use crate::service::ServiceSnapshot;
+use crate::service::{ServiceSnapshot, SlotStatus};
 use egui::{Align2, Color32, FontId, Rect, Sense, Stroke, Ui, pos2, vec2};
 use std::collections::VecDeque;
 
@@ -57,11 +57,11 @@ impl Timeline {
             .map(|slot| (slot.request_id, Activity::Reading));
         let mut held = vec![("read lane".to_owned(), lane)];
         for slot in &s.slots {
-            let activity = match slot.state.as_str() {
-                "reading" => Some(Activity::Reading),
-                "decoding" => Some(Activity::Decoding),
-                "conversation" => Some(Activity::Holding),
-                _ => None,
+            let activity = match slot.state {
+                SlotStatus::Reading => Some(Activity::Reading),
+                SlotStatus::Decoding => Some(Activity::Decoding),
+                SlotStatus::Conversation => Some(Activity::Holding),
+                SlotStatus::Empty => None,
             };
             held.push((
                 format!("slot {}", slot.id.0),
@@ -206,18 +206,20 @@ mod tests {
     use crate::service::SchedulerSettings;
     use crate::service::SlotView;
 
-    fn slot(state: &str, request: Option<u64>, lane: bool) -> SlotView {
+    fn slot(state: SlotStatus, request: Option<u64>, lane: bool) -> SlotView {
         SlotView {
-            id: crate::ids::SeqId(0),
-            state: state.to_owned(),
-            request_id: request.map(RequestId),
-            priority: None,
-            prompt_tokens: 0,
-            held_tokens: 0,
-            read_tokens: 0,
-            generated_tokens: 0,
+            slot: crate::service::SchedulerSlotView {
+                id: crate::ids::SeqId(0),
+                state,
+                request_id: request.map(RequestId),
+                priority: None,
+                prompt_tokens: 0,
+                held_tokens: 0,
+                read_tokens: 0,
+                generated_tokens: 0,
+                has_lane: lane,
+            },
             tokens_per_sec: None,
-            has_lane: lane,
         }
     }
 
@@ -231,10 +233,10 @@ mod tests {
     #[test]
     fn a_holder_that_stays_extends_one_segment_and_a_change_starts_another() {
         let mut t = Timeline::default();
-        t.record(&at(1.0, slot("reading", Some(7), true)));
-        t.record(&at(1.5, slot("reading", Some(7), true)));
-        t.record(&at(2.0, slot("decoding", Some(7), false)));
-        t.record(&at(2.5, slot("reading", Some(8), true)));
+        t.record(&at(1.0, slot(SlotStatus::Reading, Some(7), true)));
+        t.record(&at(1.5, slot(SlotStatus::Reading, Some(7), true)));
+        t.record(&at(2.0, slot(SlotStatus::Decoding, Some(7), false)));
+        t.record(&at(2.5, slot(SlotStatus::Reading, Some(8), true)));
         let lane = &t.rows()[0];
         assert_eq!(lane.name, "read lane");
         let lane_holders: Vec<_> = lane.segments.iter().map(|s| s.request).collect();
@@ -259,23 +261,23 @@ mod tests {
     #[test]
     fn segments_older_than_the_window_are_dropped_and_a_new_service_starts_afresh() {
         let mut t = Timeline::default();
-        t.record(&at(1.0, slot("decoding", Some(1), false)));
+        t.record(&at(1.0, slot(SlotStatus::Decoding, Some(1), false)));
         t.record(&at(
             1.0 + TIMELINE_SECS + 5.0,
-            slot("decoding", Some(2), false),
+            slot(SlotStatus::Decoding, Some(2), false),
         ));
         assert_eq!(t.rows()[1].segments.len(), 1);
-        t.record(&at(0.5, slot("empty", None, false)));
+        t.record(&at(0.5, slot(SlotStatus::Empty, None, false)));
         assert!(t.rows()[1].segments.is_empty());
     }
 
     #[test]
     fn an_idle_sample_between_two_turns_of_one_request_splits_its_segment() {
         let mut t = Timeline::default();
-        t.record(&at(1.0, slot("decoding", Some(4), false)));
-        t.record(&at(5.0, slot("decoding", Some(4), false)));
-        t.record(&at(6.0, slot("empty", None, false)));
-        t.record(&at(9.0, slot("decoding", Some(4), false)));
+        t.record(&at(1.0, slot(SlotStatus::Decoding, Some(4), false)));
+        t.record(&at(5.0, slot(SlotStatus::Decoding, Some(4), false)));
+        t.record(&at(6.0, slot(SlotStatus::Empty, None, false)));
+        t.record(&at(9.0, slot(SlotStatus::Decoding, Some(4), false)));
         let spans: Vec<_> = t.rows()[1]
             .segments
             .iter()

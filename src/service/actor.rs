@@ -19,7 +19,7 @@ use crate::metrics::{Levels, Metrics};
 use crate::protocol::{self, Command, Handshake, Reply};
 use crate::scheduler::{
     Action, ConversationId, EngineFacts, Event, FailKind, FinishReason, NewRequest, Refusal,
-    Scheduler, SchedulerSettings, StepOutput,
+    RequestStatus, Scheduler, SchedulerSettings, StepOutput,
 };
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::Arc;
@@ -280,7 +280,7 @@ impl Actor {
         ids.sort();
         for id in ids {
             match scheduler.request_state(id) {
-                Some("waiting") => report.waiting_requests.push(id),
+                Some(RequestStatus::Waiting) => report.waiting_requests.push(id),
                 Some(_) => report.failed_requests.push(id),
                 None => {}
             }

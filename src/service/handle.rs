@@ -119,7 +119,7 @@ pub struct RestartReport {
 
 /// A request's state when a control command reached it: `waiting`, `reading`, `decoding` or
 /// `parked`.
-pub type RequestState = &'static str;
+pub type RequestState = crate::scheduler::RequestStatus;
 
 pub(super) type Reply<T> = oneshot::Sender<Result<T, ControlError>>;
 

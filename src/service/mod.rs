@@ -23,8 +23,11 @@ pub use handle::{
 // and the protocol's, re-exported so that `api` and `gui` depend on the service alone (the
 // layer rule a test in `lib.rs` checks).
 pub use crate::protocol::{Grammar, Sampling};
-pub use crate::scheduler::{FinishReason, GiveWay, SchedulerSettings, resolve_priority};
+pub use crate::scheduler::{
+    FinishReason, GiveWay, ParkKind, ParkedIn, ParkedView, RequestStatus, SchedulerSettings,
+    SlotStatus, SlotView as SchedulerSlotView, WaitingView, resolve_priority,
+};
 pub use snapshot::{
-    ConversationCacheView, CountersView, EngineStatus, EngineView, ParkedView, ServiceSnapshot,
-    SlotView, TtftSample, WaitingView, mode_for,
+    ConversationCacheView, CountersView, EngineStatus, EngineView, ServiceSnapshot, SlotView,
+    TtftSample, mode_for,
 };

@@ -3,8 +3,10 @@
 //! snapshot and what the service measures itself (token rates, TTFT, the conversation cache).
 //! No prompt text.
 
-use crate::ids::{RequestId, SeqId};
-use crate::scheduler::{self, GiveWay, Mode, SchedulerSettings};
+use crate::ids::RequestId;
+use crate::scheduler::{
+    self, GiveWay, Mode, ParkedView, SchedulerSettings, SlotStatus, WaitingView,
+};
 use serde::Serialize;
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -35,51 +37,22 @@ pub struct EngineView {
     pub generation: u64,
 }
 
+/// A slot as the scheduler shows it, with what the service measures beside it.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct SlotView {
-    pub id: SeqId,
-    /// `empty`, `conversation` (free, holding a cached conversation), `reading`, `decoding`.
-    pub state: String,
-    pub request_id: Option<RequestId>,
-    pub priority: Option<i32>,
-    pub prompt_tokens: u32,
-    /// Tokens the sequence holds (cache or prompt read so far, plus output).
-    pub held_tokens: u32,
-    /// Prompt tokens this request read (not counting the reused prefix).
-    pub read_tokens: u32,
-    pub generated_tokens: u32,
+    #[serde(flatten)]
+    pub slot: scheduler::SlotView,
     /// Output tokens per second over the last few tokens (decoding only).
     pub tokens_per_sec: Option<f64>,
-    /// Whether this slot's request holds the prompt read lane.
-    pub has_lane: bool,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct ParkedView {
-    pub request_id: RequestId,
-    pub priority: i32,
-    pub effective_priority: i64,
-    pub generated_tokens: u32,
-    pub parked_secs: f64,
-    pub pauses: u32,
-    /// `decode` (a paused stream) or `read` (a prompt read that gave way).
-    pub kind: String,
-    /// `spare` (an engine sequence) or `host_ram`.
-    pub place: String,
-}
+/// The scheduler's fields, read through the wrapper (`slot.state`, `slot.request_id`, ...).
+impl std::ops::Deref for SlotView {
+    type Target = scheduler::SlotView;
 
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct WaitingView {
-    pub request_id: RequestId,
-    pub priority: i32,
-    /// `priority` + `boost` + `aging`.
-    pub effective_priority: i64,
-    /// The small-request boost (0 or 1, `solo_priority` only).
-    pub boost: i64,
-    /// +1 per `aging_interval_secs` waited.
-    pub aging: i64,
-    pub waited_secs: f64,
-    pub tokens_left_to_read: u32,
+    fn deref(&self) -> &scheduler::SlotView {
+        &self.slot
+    }
 }
 
 /// The engine's host-RAM conversation cache.
@@ -225,45 +198,15 @@ impl ServiceSnapshot {
             .slots
             .iter()
             .map(|v| SlotView {
-                id: v.seq,
-                state: v.state.clone(),
-                request_id: v.request,
-                priority: v.priority,
-                prompt_tokens: v.prompt_tokens,
-                held_tokens: v.held_tokens,
-                read_tokens: v.read_tokens,
-                generated_tokens: v.generated_tokens,
-                tokens_per_sec: v.request.filter(|_| v.state == "decoding").and_then(&rate),
-                has_lane: v.has_lane,
+                slot: v.clone(),
+                tokens_per_sec: v
+                    .request_id
+                    .filter(|_| v.state == SlotStatus::Decoding)
+                    .and_then(&rate),
             })
             .collect();
-        self.parked = s
-            .parked
-            .iter()
-            .map(|v| ParkedView {
-                request_id: v.request,
-                priority: v.priority,
-                effective_priority: v.effective_priority,
-                generated_tokens: v.generated_tokens,
-                parked_secs: v.parked_secs,
-                pauses: v.pauses,
-                kind: v.kind.clone(),
-                place: v.place.clone(),
-            })
-            .collect();
-        self.waiting = s
-            .waiting
-            .iter()
-            .map(|v| WaitingView {
-                request_id: v.request,
-                priority: v.priority,
-                effective_priority: v.effective_priority,
-                boost: v.boost,
-                aging: v.aging,
-                waited_secs: v.waited_secs,
-                tokens_left_to_read: v.tokens_left_to_read,
-            })
-            .collect();
+        self.parked = s.parked.clone();
+        self.waiting = s.waiting.clone();
     }
 
     /// The same view with every value that moves only with the clock set to zero: two

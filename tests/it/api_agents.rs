@@ -8,6 +8,7 @@ use serde_json::{Value, json};
 use std::time::Duration;
 use strata_desk::engine_worker::FakeOptions;
 use strata_desk::scheduler::SchedulerSettings;
+use strata_desk::service::SlotStatus;
 
 const WEATHER_CALL: &str =
     "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}\n</tool_call>";
@@ -494,7 +495,9 @@ async fn parked_and_waiting_streams_get_keep_alives_on_both_apis() {
     });
     server
         .until("the responses stream decodes", |s| {
-            s.slots.iter().any(|slot| slot.state == "decoding")
+            s.slots
+                .iter()
+                .any(|slot| slot.state == SlotStatus::Decoding)
         })
         .await;
     tokio::time::sleep(Duration::from_millis(300)).await;

@@ -10,6 +10,7 @@ use strata_desk::config::AppSettings;
 use strata_desk::engine::WorkerLaunch;
 use strata_desk::engine_worker::{FakeOptions, WorkerOptions};
 use strata_desk::scheduler::SchedulerSettings;
+use strata_desk::service::SlotStatus;
 use strata_desk::service::{self, EngineStatus, ServiceHandle, ServiceOptions};
 use strata_desk::tokenizer::Tokenizer;
 
@@ -407,7 +408,10 @@ async fn a_disconnect_cancels_only_its_own_request_while_waiting_reading_or_deco
     let long = tokio::spawn(server.post(&chat(&"r".repeat(2000), 5)).send());
     server
         .until("a long read is under way", |s| {
-            snapshot(s).slots.iter().any(|slot| slot.state == "reading")
+            snapshot(s)
+                .slots
+                .iter()
+                .any(|slot| slot.state == SlotStatus::Reading)
         })
         .await;
     long.abort();
@@ -424,7 +428,7 @@ async fn a_disconnect_cancels_only_its_own_request_while_waiting_reading_or_deco
             snapshot(s)
                 .slots
                 .iter()
-                .any(|slot| slot.state == "decoding")
+                .any(|slot| slot.state == SlotStatus::Decoding)
         })
         .await;
     decoding.abort();
@@ -709,7 +713,9 @@ async fn a_disconnect_while_parked_drops_the_parked_state_and_the_preempting_req
     let long = server.post(&long).send().await.unwrap();
     server
         .until("the long one decodes", |s| {
-            s.slots.iter().any(|slot| slot.state == "decoding")
+            s.slots
+                .iter()
+                .any(|slot| slot.state == SlotStatus::Decoding)
         })
         .await;
     tokio::time::sleep(Duration::from_millis(300)).await;

@@ -11,6 +11,7 @@ use strata_desk::config::{ApiKeyEntry, AppSettings};
 use strata_desk::engine_worker::FakeOptions;
 use strata_desk::scheduler::{PriorityOrder, PriorityRange, SchedulerSettings};
 use strata_desk::service::ServiceSnapshot;
+use strata_desk::service::{ParkKind, SlotStatus};
 
 /// Text that must never appear in the snapshot (no prompt text).
 const SECRET: &str = "zebra-secret-prompt";
@@ -80,7 +81,9 @@ async fn the_snapshot_shows_every_field_with_a_parked_stream_and_an_aging_waiter
         .unwrap();
     server
         .until("the long one decodes", |s| {
-            s.slots.iter().any(|slot| slot.state == "decoding")
+            s.slots
+                .iter()
+                .any(|slot| slot.state == SlotStatus::Decoding)
         })
         .await;
     tokio::time::sleep(Duration::from_millis(300)).await;
@@ -220,13 +223,13 @@ async fn a_read_that_gave_way_shows_as_parked_with_its_give_way_counted() {
     let long = tokio::spawn(server.post(&chat(&"r".repeat(3000), 3)).send());
     server
         .until("the long prompt is read", |s| {
-            s.slots.iter().any(|slot| slot.state == "reading")
+            s.slots.iter().any(|slot| slot.state == SlotStatus::Reading)
         })
         .await;
     let short = tokio::spawn(server.post(&chat("s", 30)).send());
     server
         .until("the long read gave way", |s| {
-            s.parked.first().is_some_and(|p| p.kind == "read")
+            s.parked.first().is_some_and(|p| p.kind == ParkKind::Read)
         })
         .await;
     let v = get_json(&server, "/v1/scheduler").await;
@@ -383,7 +386,9 @@ async fn metrics_parse_with_the_official_prometheus_parser_and_move_with_the_wor
     let long = tokio::spawn(server.post(&chat("long", 120)).send());
     server
         .until("the long one decodes", |s| {
-            s.slots.iter().any(|slot| slot.state == "decoding")
+            s.slots
+                .iter()
+                .any(|slot| slot.state == SlotStatus::Decoding)
         })
         .await;
     tokio::time::sleep(Duration::from_millis(300)).await;
@@ -651,7 +656,9 @@ async fn solo_priority_and_give_way_change_live_and_turning_preemption_off_loses
         .unwrap();
     server
         .until("the long one decodes", |s| {
-            s.slots.iter().any(|slot| slot.state == "decoding")
+            s.slots
+                .iter()
+                .any(|slot| slot.state == SlotStatus::Decoding)
         })
         .await;
     tokio::time::sleep(Duration::from_millis(300)).await;
@@ -808,7 +815,9 @@ async fn a_user_restart_fails_what_runs_with_engine_restarted_and_keeps_the_wait
     let running = server.post(&streaming("runs", 400)).send().await.unwrap();
     server
         .until("one runs", |s| {
-            s.slots.iter().any(|slot| slot.state == "decoding")
+            s.slots
+                .iter()
+                .any(|slot| slot.state == SlotStatus::Decoding)
         })
         .await;
     let running_id = running_id(&server.service.snapshot()).unwrap();

@@ -7,6 +7,7 @@ use serde_json::{Value, json};
 use std::time::{Duration, Instant};
 use strata_desk::engine_worker::WorkerOptions;
 use strata_desk::scheduler::SchedulerSettings;
+use strata_desk::service::SlotStatus;
 
 fn real(ctx: u32) -> Option<WorkerOptions> {
     Some(WorkerOptions {
@@ -155,7 +156,7 @@ async fn a_short_request_arriving_during_a_long_prompt_read_gets_its_first_token
         .until("the long read is under way", |s| {
             s.slots
                 .iter()
-                .any(|slot| slot.state == "reading" && slot.read_tokens > 0)
+                .any(|slot| slot.state == SlotStatus::Reading && slot.read_tokens > 0)
         })
         .await;
     let sent = Instant::now();

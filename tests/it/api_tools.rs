@@ -6,6 +6,7 @@ use crate::support::script;
 use serde_json::{Value, json};
 use strata_desk::engine_worker::FakeOptions;
 use strata_desk::scheduler::SchedulerSettings;
+use strata_desk::service::SlotStatus;
 
 const WEATHER_CALL: &str =
     "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}\n</tool_call>";
@@ -189,7 +190,7 @@ async fn a_call_split_across_a_pause_streams_the_same_as_without_one() {
             .until("the call is being written", |s| {
                 s.slots
                     .iter()
-                    .any(|slot| slot.state == "decoding" && slot.generated_tokens > 20)
+                    .any(|slot| slot.state == SlotStatus::Decoding && slot.generated_tokens > 20)
             })
             .await;
         let mut short = chat("short", 5);

@@ -15,6 +15,7 @@ use strata_desk::config::{Config, KvType, Overrides};
 use strata_desk::engine_worker::FakeOptions;
 use strata_desk::gui::{Dashboard, RestartSettings, ServerHost};
 use strata_desk::scheduler::SchedulerSettings;
+use strata_desk::service::SlotStatus;
 use strata_desk::service::{EngineStatus, ServiceSnapshot, SettingsChange};
 
 /// A runtime of its own: the harness runs frames on the test's thread.
@@ -121,7 +122,7 @@ fn parked_and_waiting_rows_render_a_starving_request_is_highlighted_and_cancel_w
 
     let long = rt.spawn(server.post(&chat("long", 300)).send());
     wait(&rt, &server, "the long one decodes", |s| {
-        s.slots.iter().any(|x| x.state == "decoding")
+        s.slots.iter().any(|x| x.state == SlotStatus::Decoding)
     });
     rt.block_on(async { tokio::time::sleep(Duration::from_millis(300)).await });
     let mut urgent = chat("urgent", 200);

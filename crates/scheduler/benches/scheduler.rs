@@ -9,7 +9,8 @@ use std::hint::black_box;
 use std::time::Duration;
 use strata_scheduler::ids::{RequestId, TokenId};
 use strata_scheduler::{
-    Action, EngineFacts, Event, FinishReason, NewRequest, Scheduler, SchedulerSettings, StepOutput,
+    Action, EngineFacts, Event, FinishReason, NewRequest, Scheduler, SchedulerSettings, SlotStatus,
+    StepOutput,
 };
 
 /// `len` tokens: the first `shared` from `family`'s system prompt, the rest unique.
@@ -116,14 +117,14 @@ fn setup(slots: u32, waiting: u32, len: u32, shared: u32) -> (Scheduler, Event, 
     }
     let snap = s.snapshot(now);
     assert_eq!(snap.waiting.len(), waiting as usize);
-    assert!(snap.slots.iter().all(|v| v.state == "decoding"));
+    assert!(snap.slots.iter().all(|v| v.state == SlotStatus::Decoding));
     let outputs = snap
         .slots
         .iter()
         .map(|v| StepOutput {
-            request: v.request.expect("busy"),
+            request: v.request_id.expect("busy"),
             token: Some(7),
-            finished: (v.request == Some(RequestId(0))).then_some(FinishReason::Stop),
+            finished: (v.request_id == Some(RequestId(0))).then_some(FinishReason::Stop),
         })
         .collect();
     let ev = Event::StepDone(outputs);

@@ -86,7 +86,10 @@ pub use settings::{
     ConfigError, GiveWay, MaxTokensOverContext, PriorityOrder, PriorityRange, SchedulerSettings,
     resolve_priority,
 };
-pub use snapshot::{Cancellations, Counters, Mode, ParkedView, SlotView, Snapshot, WaitingView};
+pub use snapshot::{
+    Cancellations, Counters, EngineCondition, Mode, ParkKind, ParkedIn, ParkedView, RequestStatus,
+    SlotStatus, SlotView, Snapshot, WaitingView,
+};
 pub use types::{
     Action, Chunk, ConversationId, EngineFacts, Event, FailKind, FinishReason, NewRequest, Now,
     Outcome, ParkPlace, Refusal, RequestStats, Step, StepOutput,
@@ -192,12 +195,15 @@ impl Scheduler {
         self.outstanding.is_some()
     }
 
-    /// The state of a request that has not ended: `waiting`, `reading`, `decoding` or `parked`.
-    pub fn request_state(&self, id: RequestId) -> Option<&'static str> {
-        self.requests
-            .get(&id)
-            .filter(|r| r.phase != Phase::Ended)
-            .map(|r| r.phase.name())
+    /// The state of a request that has not ended.
+    pub fn request_state(&self, id: RequestId) -> Option<RequestStatus> {
+        self.requests.get(&id).and_then(|r| match r.phase {
+            Phase::Waiting => Some(RequestStatus::Waiting),
+            Phase::Reading { .. } => Some(RequestStatus::Reading),
+            Phase::Decoding { .. } => Some(RequestStatus::Decoding),
+            Phase::Parked { .. } => Some(RequestStatus::Parked),
+            Phase::Ended => None,
+        })
     }
 
     /// Whether the engine is down with no start under way (R10: it died or its restarts ran

@@ -1,4 +1,6 @@
 //! The stable read-only view (plain data) the API and the GUI see; never the internal enums.
+//! Its field names and serde values are `/v1/scheduler`'s (the service wraps these views), so
+//! every state is a serde enum here, in one place, and nothing compares states as strings.
 
 use crate::ids::{RequestId, SeqId};
 use serde::Serialize;
@@ -13,6 +15,81 @@ pub enum Mode {
     Solo,
     SoloPriority,
     Batch,
+}
+
+/// A slot's state as shown: `empty`, `conversation` (free, holding a kept conversation),
+/// `reading` or `decoding`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SlotStatus {
+    Empty,
+    Conversation,
+    Reading,
+    Decoding,
+}
+
+impl SlotStatus {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Empty => "empty",
+            Self::Conversation => "conversation",
+            Self::Reading => "reading",
+            Self::Decoding => "decoding",
+        }
+    }
+}
+
+/// A live request's state: `waiting`, `reading`, `decoding` or `parked`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RequestStatus {
+    Waiting,
+    Reading,
+    Decoding,
+    Parked,
+}
+
+impl RequestStatus {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Waiting => "waiting",
+            Self::Reading => "reading",
+            Self::Decoding => "decoding",
+            Self::Parked => "parked",
+        }
+    }
+}
+
+impl std::fmt::Display for RequestStatus {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Where a parked request's state is: `spare` (an engine sequence) or `host_ram`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ParkedIn {
+    Spare,
+    HostRam,
+}
+
+/// What a parked request was doing: `read` (a prompt read that gave way) or `decode` (a
+/// paused stream).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ParkKind {
+    Read,
+    Decode,
+}
+
+/// The engine as the scheduler sees it: `ready`, `starting` or `down`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum EngineCondition {
+    Ready,
+    Starting,
+    Down,
 }
 
 /// Cancellations by the state the request was in (R9).
@@ -50,10 +127,10 @@ pub struct Counters {
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct SlotView {
-    pub seq: SeqId,
-    /// `empty`, `conversation` (free, holding cache) or `reading` / `decoding`.
-    pub state: String,
-    pub request: Option<RequestId>,
+    /// The slot's engine sequence.
+    pub id: SeqId,
+    pub state: SlotStatus,
+    pub request_id: Option<RequestId>,
     pub priority: Option<i32>,
     pub prompt_tokens: u32,
     /// Tokens the sequence holds (cache or prompt read so far plus output).
@@ -66,27 +143,26 @@ pub struct SlotView {
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct ParkedView {
-    pub request: RequestId,
+    pub request_id: RequestId,
     pub priority: i32,
     pub effective_priority: i64,
-    /// `spare` or `host_ram`.
-    pub place: String,
-    /// `read` (gave way) or `decode` (paused).
-    pub kind: String,
-    pub parked_secs: f64,
     pub generated_tokens: u32,
+    pub parked_secs: f64,
     /// Times this request was paused (R7).
     pub pauses: u32,
+    pub kind: ParkKind,
+    pub place: ParkedIn,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct WaitingView {
-    pub request: RequestId,
+    pub request_id: RequestId,
     pub priority: i32,
+    /// `priority` + `boost` + `aging`.
     pub effective_priority: i64,
-    /// The parts of `effective_priority` above `priority`: the small-request boost (0 or 1)
-    /// and aging.
+    /// The small-request boost (0 or 1, `solo_priority` only).
     pub boost: i64,
+    /// +1 per `aging_interval_secs` waited.
     pub aging: i64,
     pub waited_secs: f64,
     pub tokens_left_to_read: u32,
@@ -95,8 +171,7 @@ pub struct WaitingView {
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Snapshot {
     pub mode: Mode,
-    /// `ready`, `starting` or `down`.
-    pub engine: String,
+    pub engine: EngineCondition,
     pub settings: SchedulerSettings,
     pub chunk_tokens: u32,
     pub kv_cells_total: u32,
@@ -125,9 +200,12 @@ impl Scheduler {
                 SlotState::Busy { request } => {
                     let r = self.requests.get(request);
                     SlotView {
-                        seq: s.seq,
-                        state: r.map_or("busy", |r| r.phase.name()).to_string(),
-                        request: Some(*request),
+                        id: s.seq,
+                        state: match r.map(|r| &r.phase) {
+                            Some(Phase::Decoding { .. }) => SlotStatus::Decoding,
+                            _ => SlotStatus::Reading,
+                        },
+                        request_id: Some(*request),
                         priority: r.map(|r| r.priority),
                         prompt_tokens: r.map_or(0, |r| r.prompt_len()),
                         held_tokens: r.map_or(0, |r| r.held_cells()),
@@ -137,9 +215,12 @@ impl Scheduler {
                     }
                 }
                 other => SlotView {
-                    seq: s.seq,
-                    state: other.name().to_string(),
-                    request: None,
+                    id: s.seq,
+                    state: match other {
+                        SlotState::Conversation(_) => SlotStatus::Conversation,
+                        _ => SlotStatus::Empty,
+                    },
+                    request_id: None,
                     priority: None,
                     prompt_tokens: 0,
                     held_tokens: match other {
@@ -158,24 +239,23 @@ impl Scheduler {
             .filter_map(|id| self.requests.get(id))
             .map(|r| {
                 let (place, kind) = match r.phase {
-                    Phase::Parked { place, kind } => (
-                        match place {
-                            ParkPlace::Spare(_) => "spare",
-                            ParkPlace::HostRam => "host_ram",
-                        },
-                        match kind {
-                            ParkedKind::Read { .. } => "read",
-                            ParkedKind::Decode => "decode",
-                        },
-                    ),
-                    _ => ("?", "?"),
+                    Phase::Parked {
+                        place: ParkPlace::HostRam,
+                        kind,
+                    } => (ParkedIn::HostRam, kind),
+                    Phase::Parked { kind, .. } => (ParkedIn::Spare, kind),
+                    // Only parked requests are in `parked`.
+                    _ => (ParkedIn::HostRam, ParkedKind::Decode),
                 };
                 ParkedView {
-                    request: r.id,
+                    request_id: r.id,
                     priority: r.priority,
                     effective_priority: self.effective(r, now),
-                    place: place.to_string(),
-                    kind: kind.to_string(),
+                    place,
+                    kind: match kind {
+                        ParkedKind::Read { .. } => ParkKind::Read,
+                        ParkedKind::Decode => ParkKind::Decode,
+                    },
                     parked_secs: r
                         .idle_since
                         .map_or(0.0, |t| now.saturating_sub(t).as_secs_f64()),
@@ -189,7 +269,7 @@ impl Scheduler {
             .iter()
             .filter_map(|id| self.requests.get(id))
             .map(|r| WaitingView {
-                request: r.id,
+                request_id: r.id,
                 priority: r.priority,
                 effective_priority: self.effective(r, now),
                 boost: self.boost(r),
@@ -201,11 +281,10 @@ impl Scheduler {
         Snapshot {
             mode,
             engine: match self.engine {
-                EngineState::Ready => "ready",
-                EngineState::Starting { .. } => "starting",
-                EngineState::Down => "down",
-            }
-            .to_string(),
+                EngineState::Ready => EngineCondition::Ready,
+                EngineState::Starting { .. } => EngineCondition::Starting,
+                EngineState::Down => EngineCondition::Down,
+            },
             settings: self.settings.clone(),
             chunk_tokens: self.chunk_tokens(),
             kv_cells_total: self.facts.kv_cells_total,

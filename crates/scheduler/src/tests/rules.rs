@@ -876,7 +876,7 @@ fn aging_raises_effective_priority_by_one_per_interval() {
     sim.arrive(0.1, 2, p(300, 2), 3, 5, None);
     sim.run(95.0);
     let snap = sim.s.snapshot(sim.now);
-    assert_eq!(snap.waiting[0].request, RequestId(2));
+    assert_eq!(snap.waiting[0].request_id, RequestId(2));
     assert_eq!(snap.waiting[0].effective_priority, 3 + 3); // 94.9 s / 30 s
 }
 
@@ -892,7 +892,7 @@ fn the_small_request_boost_needs_solo_priority_and_no_given_priority() {
         sim.arrive_full(0.1, 4, p(5000, 4), 0, false, 5, None);
         sim.run(1.0);
         let snap = sim.s.snapshot(sim.now);
-        let ids: Vec<u64> = snap.waiting.iter().map(|w| w.request.0).collect();
+        let ids: Vec<u64> = snap.waiting.iter().map(|w| w.request_id.0).collect();
         assert_eq!(ids, vec![2, 3, 4]);
         let eff: Vec<i64> = snap.waiting.iter().map(|w| w.effective_priority).collect();
         assert_eq!(eff, expected, "solo_priority: {solo_priority}");
@@ -1161,7 +1161,7 @@ fn a_reprioritised_parked_request_shows_its_new_priority_and_loses_its_boost() {
     sim.run(6.0);
     let before = sim.s.snapshot(sim.now);
     assert_eq!(before.parked.len(), 1, "{before:?}");
-    assert_eq!(before.parked[0].request, RequestId(1));
+    assert_eq!(before.parked[0].request_id, RequestId(1));
     assert_eq!(before.parked[0].pauses, 1);
     sim.feed(Event::Reprioritised {
         request: RequestId(1),

@@ -619,7 +619,7 @@ impl Sim {
         assert!(!self.s.has_work(), "work left at the end");
         let snap = self.s.snapshot(self.now);
         assert!(snap.waiting.is_empty() && snap.parked.is_empty());
-        assert!(snap.slots.iter().all(|s| s.request.is_none()));
+        assert!(snap.slots.iter().all(|s| s.request_id.is_none()));
         assert!(self.parked.is_empty(), "engine still holds parked state");
         assert!(self.s.spares.iter().all(Option::is_none));
         assert_eq!(self.prefix_losses, 0, "prompt tokens read twice");
