@@ -5,7 +5,7 @@
 //! every request ended exactly once; tokens delivered equal tokens accepted; nothing read
 //! twice; queues, parking and reservations empty; the aging bound. A failure prints its seed.
 
-use super::sim::{facts, prompt};
+use super::sim::{Arrival, facts, prompt};
 use super::{Sim, with};
 use crate::ids::RequestId;
 use crate::{Event, GiveWay, SchedulerSettings};
@@ -88,15 +88,15 @@ fn workload(seed: u64) -> Workload {
             None
         };
         let at = g.secs(horizon);
-        sim.arrive_full(
-            at,
-            i,
-            p,
-            g.range(0, 3) as i32 - 1,
-            g.chance(60),
-            out_len,
-            max_tokens,
-        );
+        let priority = g.range(0, 3) as i32 - 1;
+        let mut arrival = Arrival::new(i, p).at(at).priority(priority).output(out_len);
+        if !g.chance(60) {
+            arrival = arrival.no_priority_given();
+        }
+        if let Some(tokens) = max_tokens {
+            arrival = arrival.max_tokens(tokens);
+        }
+        sim.arrive(arrival);
         if g.chance(20) {
             sim.cancel_at(at + g.secs(horizon / 2.0 + 1.0), i);
         }

@@ -1,7 +1,7 @@
 //! The seeds' scenarios (#2109, #1288, #2822) and Strata's bugs, in virtual time, with their
 //! shapes (GPU-like speeds and 8,192-token chunks where the seed measured on a GPU).
 
-use super::sim::{facts, is_assign, is_park, is_release, is_restore, prompt, secs};
+use super::sim::{Arrival, facts, is_assign, is_park, is_release, is_restore, prompt, secs};
 use super::{Sim, with};
 use crate::ids::RequestId;
 use crate::{Action, GiveWay, SchedulerSettings};
@@ -19,9 +19,18 @@ fn seed_2109_burst(short_priority: i32) -> (Sim, f64) {
     let mut sim = gpu(4, SchedulerSettings::default());
     for i in 0..12u64 {
         let story = 700 + 10 * i as u32;
-        sim.arrive(0.0, i, prompt(i as u32, 0, 400, i as u32), 10, story, None);
+        sim.arrive(
+            Arrival::new(i, prompt(i as u32, 0, 400, i as u32))
+                .priority(10)
+                .output(story),
+        );
     }
-    sim.arrive(2.0, 100, prompt(100, 0, 200, 100), short_priority, 20, None);
+    sim.arrive(
+        Arrival::new(100, prompt(100, 0, 200, 100))
+            .at(2.0)
+            .priority(short_priority)
+            .output(20),
+    );
     sim.run(1000.0);
     sim.check_end();
     let t = sim.ttft(100);
@@ -53,8 +62,17 @@ fn seed_2109_a_higher_priority_short_request_gets_the_first_free_slot() {
 #[test]
 fn seed_2109_an_84k_read_gives_way_at_a_chunk_boundary_to_an_equally_long_higher_priority() {
     let mut sim = gpu(4, SchedulerSettings::default());
-    sim.arrive(0.0, 1, prompt(1, 0, 84_000, 1), 10, 20, None);
-    sim.arrive(3.0, 2, prompt(2, 0, 84_000, 2), 20, 20, None);
+    sim.arrive(
+        Arrival::new(1, prompt(1, 0, 84_000, 1))
+            .priority(10)
+            .output(20),
+    );
+    sim.arrive(
+        Arrival::new(2, prompt(2, 0, 84_000, 2))
+            .at(3.0)
+            .priority(20)
+            .output(20),
+    );
     sim.run(1000.0);
     sim.check_end();
     let c1 = &sim.rec(1).chunks;
@@ -84,13 +102,17 @@ fn seed_1288(give_way: GiveWay, fresh_len: u32) -> (f64, f64, u64) {
     };
     let mut sim = gpu(8, settings);
     let b1 = prompt(7, 20_000, 20_000, 7);
-    sim.arrive(0.0, 1, b1.clone(), 0, 50, None);
+    sim.arrive(Arrival::new(1, b1.clone()).output(50));
     sim.run(9.0);
     let mut b2 = b1;
     b2.extend_from_slice(&sim.rec(1).delivered);
     b2.extend(prompt(8, 0, 24, 8));
-    sim.arrive(10.0, 2, prompt(3, 0, fresh_len, 3), 0, 20, None); // A, fresh
-    sim.arrive(11.0, 3, b2, 0, 20, None);
+    sim.arrive(
+        Arrival::new(2, prompt(3, 0, fresh_len, 3))
+            .at(10.0)
+            .output(20),
+    ); // A, fresh
+    sim.arrive(Arrival::new(3, b2).at(11.0).output(20));
     sim.run(1000.0);
     sim.check_end();
     let c = sim.s.snapshot(sim.now).counters;
@@ -127,8 +149,13 @@ fn seed_2822_a_stream_pauses_only_after_the_quantum_and_resumes_with_nothing_los
         ..SchedulerSettings::default()
     };
     let mut sim = with(settings, facts(1, 256));
-    sim.arrive_full(0.0, 1, prompt(1, 0, 300, 1), 0, true, 600, None);
-    sim.arrive_full(1.0, 2, prompt(2, 0, 150, 2), 0, false, 20, None); // small: boosted
+    sim.arrive(Arrival::new(1, prompt(1, 0, 300, 1)).output(600));
+    sim.arrive(
+        Arrival::new(2, prompt(2, 0, 150, 2))
+            .at(1.0)
+            .no_priority_given()
+            .output(20),
+    ); // small: boosted
     sim.run(1000.0);
     sim.check_end();
     let park = sim.time_of(is_park(1)).unwrap();
@@ -145,17 +172,14 @@ fn seed_2822_aging_brings_a_paused_stream_back_within_its_bound_under_a_steady_s
         ..SchedulerSettings::default()
     };
     let mut sim = with(settings, facts(1, 256));
-    sim.arrive_full(0.0, 1, prompt(1, 0, 300, 1), 0, true, 3000, None);
+    sim.arrive(Arrival::new(1, prompt(1, 0, 300, 1)).output(3000));
     for i in 0..150u64 {
         // a boosted short request every 2 s, each about 1.3 s of work
-        sim.arrive_full(
-            1.0 + 2.0 * i as f64,
-            10 + i,
-            prompt(10 + i as u32, 0, 300, 10 + i as u32),
-            0,
-            false,
-            20,
-            None,
+        sim.arrive(
+            Arrival::new(10 + i, prompt(10 + i as u32, 0, 300, 10 + i as u32))
+                .at(1.0 + 2.0 * i as f64)
+                .no_priority_given()
+                .output(20),
         );
     }
     sim.run(2000.0);
@@ -181,9 +205,9 @@ fn seed_2822_aging_brings_a_paused_stream_back_within_its_bound_under_a_steady_s
 #[test]
 fn strata_long_long_short_with_two_slots_does_not_deadlock() {
     let mut sim = with(SchedulerSettings::default(), facts(2, 256));
-    sim.arrive(0.0, 1, prompt(1, 0, 6000, 1), 0, 10, None);
-    sim.arrive(0.25, 2, prompt(2, 0, 6000, 2), 0, 10, None);
-    sim.arrive(0.5, 3, prompt(3, 0, 100, 3), 0, 10, None);
+    sim.arrive(Arrival::new(1, prompt(1, 0, 6000, 1)).output(10));
+    sim.arrive(Arrival::new(2, prompt(2, 0, 6000, 2)).at(0.25).output(10));
+    sim.arrive(Arrival::new(3, prompt(3, 0, 100, 3)).at(0.5).output(10));
     sim.run(1000.0); // the driver panics on a state where work exists and nothing runs
     sim.check_end();
     for id in 1..=3 {
@@ -195,9 +219,9 @@ fn strata_long_long_short_with_two_slots_does_not_deadlock() {
 #[test]
 fn strata_instant_re_grab_is_prevented_by_the_ticket_order() {
     let mut sim = with(SchedulerSettings::default(), facts(3, 256));
-    sim.arrive(0.0, 1, prompt(1, 0, 6000, 1), 0, 10, None);
-    sim.arrive(0.3, 2, prompt(2, 0, 200, 2), 0, 10, None);
-    sim.arrive(0.3, 3, prompt(3, 0, 200, 3), 0, 10, None);
+    sim.arrive(Arrival::new(1, prompt(1, 0, 6000, 1)).output(10));
+    sim.arrive(Arrival::new(2, prompt(2, 0, 200, 2)).at(0.3).output(10));
+    sim.arrive(Arrival::new(3, prompt(3, 0, 200, 3)).at(0.3).output(10));
     sim.run(1000.0);
     sim.check_end();
     let order: Vec<u64> = sim.chunks().iter().map(|(r, _)| *r).take(5).collect();
@@ -212,25 +236,19 @@ fn a_kv_budget_full_of_gave_way_reads_and_cached_conversations_still_makes_progr
     f.context_tokens = 6000;
     let mut sim = with(SchedulerSettings::default(), f);
     for i in 0..3u64 {
-        sim.arrive(0.0, i, prompt(i as u32, 0, 2000, i as u32), 0, 30, None);
+        sim.arrive(Arrival::new(i, prompt(i as u32, 0, 2000, i as u32)).output(30));
     }
     for i in 0..6u64 {
         let t = 10.0 + i as f64 * 0.7;
         sim.arrive(
-            t,
-            10 + i,
-            prompt(20 + i as u32, 0, 4000, 20 + i as u32),
-            0,
-            300,
-            None,
+            Arrival::new(10 + i, prompt(20 + i as u32, 0, 4000, 20 + i as u32))
+                .at(t)
+                .output(300),
         );
         sim.arrive(
-            t + 0.4,
-            30 + i,
-            prompt(40 + i as u32, 0, 200, 40 + i as u32),
-            0,
-            200,
-            None,
+            Arrival::new(30 + i, prompt(40 + i as u32, 0, 200, 40 + i as u32))
+                .at(t + 0.4)
+                .output(200),
         );
     }
     sim.run(5000.0);

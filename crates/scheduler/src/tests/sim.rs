@@ -161,42 +161,19 @@ impl Sim {
         self.script.insert((at, self.script_n), what);
     }
 
-    /// A request arriving at `at` (secs) that stops by itself after `gen` tokens.
-    #[allow(clippy::too_many_arguments)]
-    pub(crate) fn arrive(
-        &mut self,
-        at: f64,
-        id: u64,
-        prompt: Vec<TokenId>,
-        priority: i32,
-        output_len: u32,
-        max_tokens: Option<u32>,
-    ) {
-        self.arrive_full(at, id, prompt, priority, true, output_len, max_tokens);
-    }
-
-    #[allow(clippy::too_many_arguments)]
-    pub(crate) fn arrive_full(
-        &mut self,
-        at: f64,
-        id: u64,
-        prompt: Vec<TokenId>,
-        priority: i32,
-        priority_given: bool,
-        output_len: u32,
-        max_tokens: Option<u32>,
-    ) {
-        let rid = RequestId(id);
-        self.prompts.insert(rid, prompt.clone());
-        self.gen_len.insert(rid, output_len.max(1));
+    /// A request arriving as `arrival` describes.
+    pub(crate) fn arrive(&mut self, arrival: Arrival) {
+        let rid = RequestId(arrival.id);
+        self.prompts.insert(rid, arrival.prompt.clone());
+        self.gen_len.insert(rid, arrival.output_len.max(1));
         self.schedule(
-            secs(at),
+            secs(arrival.at_secs),
             Scripted::Event(Event::Arrived(NewRequest {
                 id: rid,
-                prompt,
-                priority,
-                priority_given,
-                max_tokens,
+                prompt: arrival.prompt,
+                priority: arrival.priority,
+                priority_given: arrival.priority_given,
+                max_tokens: arrival.max_tokens,
             })),
         );
     }
@@ -721,4 +698,59 @@ pub(crate) fn is_release(id: u64) -> impl Fn(&Action) -> bool {
 
 pub(crate) fn is_deliver(id: u64) -> impl Fn(&Action) -> bool {
     move |a| matches!(a, Action::Deliver { request, .. } if request.0 == id)
+}
+
+/// A request for [`Sim::arrive`]: by default it arrives at 0 s with priority 0 (given, so no
+/// small-request boost), stops by itself after one token and has no `max_tokens`.
+#[derive(Debug, Clone)]
+pub(crate) struct Arrival {
+    id: u64,
+    prompt: Vec<TokenId>,
+    at_secs: f64,
+    priority: i32,
+    priority_given: bool,
+    output_len: u32,
+    max_tokens: Option<u32>,
+}
+
+impl Arrival {
+    pub(crate) fn new(id: u64, prompt: Vec<TokenId>) -> Self {
+        Self {
+            id,
+            prompt,
+            at_secs: 0.0,
+            priority: 0,
+            priority_given: true,
+            output_len: 1,
+            max_tokens: None,
+        }
+    }
+
+    /// When it arrives, in virtual seconds.
+    pub(crate) fn at(mut self, secs: f64) -> Self {
+        self.at_secs = secs;
+        self
+    }
+
+    pub(crate) fn priority(mut self, priority: i32) -> Self {
+        self.priority = priority;
+        self
+    }
+
+    /// No priority came from the body, a header or a key (the small-request boost may apply).
+    pub(crate) fn no_priority_given(mut self) -> Self {
+        self.priority_given = false;
+        self
+    }
+
+    /// It stops by itself (end of generation) after this many tokens.
+    pub(crate) fn output(mut self, tokens: u32) -> Self {
+        self.output_len = tokens;
+        self
+    }
+
+    pub(crate) fn max_tokens(mut self, tokens: u32) -> Self {
+        self.max_tokens = Some(tokens);
+        self
+    }
 }

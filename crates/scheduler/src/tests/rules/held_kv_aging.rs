@@ -1,0 +1,127 @@
+//! Held for sure, the KV budget, aging and the small-request boost.
+
+use super::*;
+
+#[test]
+fn held_for_sure_on_a_checkpoint_engine_is_cut_at_the_last_turn_token() {
+    for (trims, expect) in [(true, 900), (false, 499)] {
+        let mut f = facts(2, 256);
+        f.trims_at_any_token = trims;
+        let mut sim = with(SchedulerSettings::default(), f);
+        sim.arrive(Arrival::new(1, prompt(1, 900, 1000, 1)).output(5));
+        sim.arrive(Arrival::new(2, prompt(1, 900, 1200, 2)).at(5.0).output(5));
+        sim.run(100.0);
+        sim.check_end();
+        assert_eq!(
+            assigned_seq(&sim, 2).1,
+            expect,
+            "trims_at_any_token: {trims}"
+        );
+    }
+}
+
+#[test]
+fn a_follow_up_keeps_the_whole_conversation_even_on_a_checkpoint_engine() {
+    let mut f = facts(1, 256);
+    f.trims_at_any_token = false;
+    let mut sim = with(SchedulerSettings::default(), f);
+    let first = prompt(1, 900, 1000, 1);
+    sim.arrive(Arrival::new(1, first.clone()).output(7));
+    sim.run(10.0);
+    let mut follow = first;
+    follow.extend_from_slice(&sim.rec(1).delivered);
+    follow.extend(prompt(9, 0, 24, 9));
+    sim.arrive(Arrival::new(2, follow).at(11.0).output(5));
+    sim.run(100.0);
+    sim.check_end();
+    assert_eq!(assigned_seq(&sim, 2).1, 1000 + 6);
+    assert_eq!(sim.rec(2).chunks[0].start, 1006);
+}
+
+#[test]
+fn idle_conversations_go_to_host_ram_before_a_request_waits_and_come_back_for_a_follow_up() {
+    let mut f = facts(2, 256);
+    f.kv_cells_total = 3000;
+    f.context_tokens = 3000;
+    let mut sim = with(SchedulerSettings::default(), f);
+    let first = prompt(1, 1000, 1000, 1);
+    sim.arrive(Arrival::new(1, first.clone()).output(10));
+    sim.arrive(Arrival::new(2, p(2400, 2)).at(5.0).output(10));
+    let mut follow = first;
+    follow.extend(prompt(9, 0, 300, 9));
+    sim.arrive(Arrival::new(3, follow).at(20.0).output(5));
+    sim.run(100.0);
+    sim.check_end();
+    let evict = sim
+        .pos(|a| {
+            matches!(
+                a,
+                Action::EvictConversation {
+                    to_cache: Some(_),
+                    ..
+                }
+            )
+        })
+        .unwrap();
+    assert!(evict < sim.pos(is_assign(2)).unwrap());
+    assert!(
+        sim.pos(|a| matches!(a, Action::RestoreConversation { .. }))
+            .is_some()
+    );
+    assert_eq!(assigned_seq(&sim, 3).1, 1000);
+}
+
+#[test]
+fn aging_raises_effective_priority_by_one_per_interval() {
+    let mut sim = solo(256, false);
+    sim.arrive(Arrival::new(1, p(300, 1)).output(2000)); // 100 s of decoding
+    sim.arrive(Arrival::new(2, p(300, 2)).at(0.1).priority(3).output(5));
+    sim.run(95.0);
+    let snap = sim.s.snapshot(sim.now);
+    assert_eq!(snap.waiting[0].request_id, RequestId(2));
+    assert_eq!(snap.waiting[0].effective_priority, 3 + 3); // 94.9 s / 30 s
+}
+
+#[test]
+fn the_small_request_boost_needs_solo_priority_and_no_given_priority() {
+    // with solo_priority only the small request without a given priority gets +1; without
+    // solo_priority nobody does
+    for (solo_priority, expected) in [(true, vec![1, 0, 0]), (false, vec![0, 0, 0])] {
+        let mut sim = solo(256, solo_priority);
+        sim.arrive(Arrival::new(1, p(300, 1)).output(2000));
+        sim.arrive(
+            Arrival::new(2, p(300, 2))
+                .at(0.1)
+                .no_priority_given()
+                .output(5),
+        );
+        sim.arrive(Arrival::new(3, p(300, 3)).at(0.1).output(5));
+        sim.arrive(
+            Arrival::new(4, p(5000, 4))
+                .at(0.1)
+                .no_priority_given()
+                .output(5),
+        );
+        sim.run(1.0);
+        let snap = sim.s.snapshot(sim.now);
+        let ids: Vec<u64> = snap.waiting.iter().map(|w| w.request_id.0).collect();
+        assert_eq!(ids, vec![2, 3, 4]);
+        let eff: Vec<i64> = snap.waiting.iter().map(|w| w.effective_priority).collect();
+        assert_eq!(eff, expected, "solo_priority: {solo_priority}");
+    }
+}
+
+#[test]
+fn the_snapshot_is_plain_data_that_serializes() {
+    let mut sim = batch(2, 256);
+    sim.arrive(Arrival::new(1, p(3000, 1)).output(5));
+    sim.arrive(Arrival::new(2, p(300, 2)).at(0.1).priority(2).output(5));
+    sim.arrive(Arrival::new(3, p(300, 3)).at(0.1).output(5));
+    sim.run(0.2);
+    let snap = sim.s.snapshot(sim.now);
+    let v = serde_json::to_value(&snap).unwrap();
+    assert_eq!(v["mode"], "batch");
+    assert_eq!(v["slots"].as_array().unwrap().len(), 2);
+    assert_eq!(v["waiting"][0]["tokens_left_to_read"], 300);
+    assert!(v["counters"]["give_ways_higher_priority"].is_u64());
+}

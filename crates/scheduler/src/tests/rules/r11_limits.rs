@@ -1,0 +1,74 @@
+//! R11 limits, no truncation.
+
+use super::*;
+
+#[test]
+fn a_full_queue_refuses_with_retry_after() {
+    let s = SchedulerSettings {
+        queue_max: 2,
+        ..SchedulerSettings::default()
+    };
+    let mut sim = with(s, facts(1, 256));
+    for i in 0..4 {
+        sim.arrive(Arrival::new(i, p(300, i as u32)).output(5));
+    }
+    sim.run(100.0);
+    sim.check_end();
+    // 0 takes the slot, 1 and 2 wait, 3 is refused
+    assert_eq!(
+        sim.refused_with(3),
+        Some(Refusal::QueueFull {
+            retry_after_secs: 5
+        })
+    );
+}
+
+#[test]
+fn a_prompt_that_does_not_fit_the_context_is_refused_with_both_numbers() {
+    let mut f = facts(1, 256);
+    f.context_tokens = 4096;
+    let mut sim = with(SchedulerSettings::default(), f);
+    sim.arrive(Arrival::new(1, p(5000, 1)).output(5));
+    sim.run(10.0);
+    sim.check_end();
+    assert_eq!(
+        sim.refused_with(1),
+        Some(Refusal::PromptTooLong {
+            prompt_tokens: 5000,
+            max_context_tokens: 4095
+        })
+    );
+}
+
+#[test]
+fn max_tokens_over_the_room_is_clamped_and_ends_with_length() {
+    let mut f = facts(1, 256);
+    f.context_tokens = 1000;
+    let mut sim = with(SchedulerSettings::default(), f);
+    sim.arrive(Arrival::new(1, p(900, 1)).output(10_000).max_tokens(32_000));
+    sim.run(100.0);
+    sim.check_end();
+    assert_eq!(sim.rec(1).finish_reason(), Some(FinishReason::Length));
+    assert_eq!(sim.rec(1).delivered.len(), 100);
+}
+
+#[test]
+fn max_tokens_over_context_reject_refuses_the_request() {
+    let mut f = facts(1, 256);
+    f.context_tokens = 1000;
+    let s = SchedulerSettings {
+        max_tokens_over_context: MaxTokensOverContext::Reject,
+        ..SchedulerSettings::default()
+    };
+    let mut sim = with(s, f);
+    sim.arrive(Arrival::new(1, p(900, 1)).output(5).max_tokens(32_000));
+    sim.run(10.0);
+    sim.check_end();
+    assert_eq!(
+        sim.refused_with(1),
+        Some(Refusal::MaxTokensOverContext {
+            max_tokens: 32_000,
+            room_tokens: 100
+        })
+    );
+}

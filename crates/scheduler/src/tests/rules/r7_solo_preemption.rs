@@ -1,0 +1,77 @@
+//! R7 solo preemption.
+
+use super::*;
+
+#[test]
+fn solo_priority_pauses_a_decoding_request_only_after_the_quantum() {
+    let mut sim = solo(256, true);
+    sim.arrive(Arrival::new(1, p(300, 1)).output(400));
+    sim.arrive(Arrival::new(2, p(300, 2)).at(1.0).priority(5).output(5));
+    sim.run(200.0);
+    sim.check_end();
+    let t = sim.time_of(is_park(1)).unwrap();
+    assert!((5.0..5.1).contains(&t), "paused at {t}");
+}
+
+#[test]
+fn a_read_is_not_paused_by_r7() {
+    let s = SchedulerSettings {
+        solo_priority: true,
+        yields_max: 0,
+        ..SchedulerSettings::default()
+    };
+    let mut sim = with(s, facts(1, 256));
+    sim.arrive(Arrival::new(1, p(12_000, 1)).output(400)); // 12 s of reading
+    sim.arrive(Arrival::new(2, p(300, 2)).at(1.0).priority(5).output(5));
+    sim.run(200.0);
+    sim.check_end();
+    let park = sim.pos(is_park(1)).unwrap();
+    let first_token = sim.pos(is_deliver(1)).unwrap();
+    assert!(park > first_token);
+}
+
+#[test]
+fn a_paused_request_resumes_ahead_of_fresh_equals() {
+    let mut sim = solo(256, true);
+    sim.arrive(Arrival::new(1, p(300, 1)).output(400));
+    sim.arrive(Arrival::new(2, p(300, 2)).at(1.0).priority(5).output(40));
+    sim.arrive(Arrival::new(3, p(300, 3)).at(5.5).output(5));
+    sim.run(200.0);
+    sim.check_end();
+    assert!(sim.pos(is_restore(1)).unwrap() < sim.pos(is_assign(3)).unwrap());
+}
+
+#[test]
+fn a_paused_request_is_not_paused_again_before_it_produced_a_token() {
+    let s = SchedulerSettings {
+        solo_priority: true,
+        min_run_quantum_secs: 0.0,
+        aging_interval_secs: 0.0,
+        ..SchedulerSettings::default()
+    };
+    let mut sim = with(s, facts(1, 256));
+    sim.arrive(Arrival::new(1, p(300, 1)).output(200));
+    for i in 0..20 {
+        sim.arrive(
+            Arrival::new(10 + u64::from(i), p(100, 10 + i))
+                .at(0.5 + f64::from(i) * 0.3)
+                .priority(5)
+                .output(2),
+        );
+    }
+    sim.run(200.0);
+    sim.check_end();
+    // between each restore of 1 and its next park, it delivered a token
+    let mut resumed_at = None;
+    for (i, (_, a)) in sim.log.iter().enumerate() {
+        if is_restore(1)(a) {
+            resumed_at = Some(i);
+        }
+        if is_park(1)(a)
+            && let Some(r) = resumed_at
+        {
+            assert!(sim.log[r..i].iter().any(|(_, a)| is_deliver(1)(a)));
+        }
+    }
+    assert!(sim.s.snapshot(sim.now).counters.pauses >= 2);
+}
