@@ -163,6 +163,9 @@ for _ in $(seq 120); do
   if h=$(curl -sf --max-time 2 "$SERVER_URL/health" 2>/dev/null) && grep -q '"ready"' <<<"$h"; then
     ready=1; break
   fi
+  if [ -n "${SERVER_BIN:-}" ] && ! kill -0 "${pids[0]}" 2>/dev/null; then
+    echo "the server exited:" >&2; tail -n 20 "$OUT_DIR/server.log" >&2; exit 1
+  fi
   sleep 1
 done
 if [ $ready != 1 ]; then
@@ -275,7 +278,6 @@ run_opencode() { # dir repo
 {
   "\$schema": "https://opencode.ai/config.json",
   "model": "strata/$MODEL",
-  "small_model": "strata/$MODEL",
   "autoupdate": false,
   "share": "disabled",
   "provider": {
@@ -283,7 +285,7 @@ run_opencode() { # dir repo
       "npm": "@ai-sdk/openai-compatible",
       "name": "Strata Desk",
       "options": { "baseURL": "$proxy_url/v1", "apiKey": "dummy" },
-      "models": { "$MODEL": { "name": "$MODEL", "limit": { "context": $ctx, "output": 8192 } } }
+      "models": { "$MODEL": { "name": "$MODEL"${OPENCODE_LIMIT:+, "limit": $OPENCODE_LIMIT} } }
     }
   }
 }
@@ -296,8 +298,26 @@ EOF
     "$bin" run --print-logs --log-level WARN --model "strata/$MODEL" "$TASK")
 }
 
+# Waits (up to 60 s) until the server has no request running or waiting, so that one agent's
+# cancelled request does not delay the next one. Servers without /v1/scheduler: no wait.
+wait_idle() {
+  local i j
+  for i in $(seq 60); do
+    j=$(curl -sf --max-time 2 "$SERVER_URL/v1/scheduler" 2>/dev/null) || return 0
+    "$PYTHON" -c '
+import json, sys
+s = json.load(sys.stdin)
+busy = s.get("waiting") or s.get("parked") or any(x.get("request_id") is not None for x in s.get("slots", []))
+sys.exit(1 if busy else 0)' <<<"$j" && return 0
+    [ "$i" = 1 ] && log "waiting for the server to go idle"
+    sleep 1
+  done
+  log "the server is still busy; going on"
+}
+
 rows=()
 for a in "${agents[@]}"; do
+  wait_idle
   d=$OUT_DIR/$a
   repo=$d/repo
   rm -rf "$d"
@@ -315,6 +335,7 @@ for a in "${agents[@]}"; do
   sleep 0.5   # let the proxy write the last request's file
   kill "$proxy_pid" 2>/dev/null || true
   wait "$proxy_pid" 2>/dev/null || true
+  curl -sf --max-time 2 "$SERVER_URL/v1/scheduler" > "$d/scheduler-after.json" 2>/dev/null || true
   created=no
   if [ -f "$repo/hello.txt" ]; then
     if grep -qw hi "$repo/hello.txt"; then created=yes; else created=wrong-content; fi

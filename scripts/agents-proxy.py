@@ -178,6 +178,10 @@ class Handler(http.server.BaseHTTPRequestHandler):
         raw = self._read_request_body()
         rec = self._record_request(raw)
         rec["seq"] = st.next_seq()
+        rec["status"] = None  # written now, rewritten when the response has ended
+        rec["in_flight"] = True
+        self._save(rec)
+        del rec["in_flight"]
         fwd = {k: v for k, v in self.headers.items() if k.lower() not in HOP_BY_HOP}
         fwd["Host"] = "%s:%d" % (st.host, st.port)
         if raw or self.command in ("POST", "PUT", "PATCH"):
@@ -313,16 +317,24 @@ def summarize(d):
     last_err = None
     for r in recs:
         st = r.get("status")
-        if (isinstance(st, int) and st >= 400) or r.get("stream_error") or r.get("error"):
+        if r.get("in_flight"):
+            r = dict(r, error="no response yet when the run ended (waiting or streaming)")
+            last_err = r
+        elif (isinstance(st, int) and st >= 400) or r.get("stream_error") or r.get("error"):
             last_err = r
     out = {
         "requests": len(recs),
-        "connected": any(isinstance(r.get("status"), int) and r["status"] != 502 for r in recs),
+        # Any request reached the server: it answered (not the proxy's own 502), or it was still
+        # being answered when the run ended.
+        "connected": any(r.get("in_flight") or (isinstance(r.get("status"), int) and r["status"] != 502)
+                         for r in recs),
+        "unanswered": sum(1 for r in recs if r.get("in_flight")),
         "routes": routes,
         "non_2xx": [
             {"seq": r["seq"], "method": r["method"], "path": r["path"],
              "status": r.get("status"), "message": error_message(r)}
-            for r in recs if not (isinstance(r.get("status"), int) and 200 <= r["status"] < 300)
+            for r in recs
+            if not r.get("in_flight") and not (isinstance(r.get("status"), int) and 200 <= r["status"] < 300)
         ],
         "last_error": None if last_err is None else
         "%s %s: %s" % (last_err.get("status"), last_err["path"], error_message(last_err)),

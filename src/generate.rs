@@ -3,7 +3,7 @@
 
 use crate::chat::{ChatMessage, ChatTemplate, TemplateError, Utf8Stream};
 use crate::cli::GenerateArgs;
-use crate::engine::{EngineError, EngineSupervisor, WorkerLaunch};
+use crate::engine::{EngineError, EngineProcess, WorkerLaunch};
 use crate::engine_worker::WorkerOptions;
 use crate::ids::{RequestId, SeqId};
 use crate::models::{ModelFetchError, ensure_default_model};
@@ -72,9 +72,10 @@ pub async fn generate(
         gpu_layers: args.gpu_layers,
         ..WorkerOptions::for_model(model)
     };
-    let mut supervisor = EngineSupervisor::new(WorkerLaunch::new(worker_exe, options));
     let started = Instant::now();
-    let engine = supervisor.ensure_running().await?;
+    // One start: a command-line run reports a worker that cannot start rather than retry.
+    let mut process = EngineProcess::start(&WorkerLaunch::new(worker_exe, options), 1).await?;
+    let engine = &mut process;
     let handshake = engine.handshake().clone();
     if prompt.len() >= handshake.model.n_ctx as usize {
         return Err(GenerateError::PromptTooLong {
@@ -162,10 +163,8 @@ pub async fn generate(
             report.decode_tokens_per_sec = report.generated_tokens as f64 / decode_secs;
         }
     }
-    if let Some(engine) = supervisor.engine() {
-        let _ = engine.call(Command::Close { request }, deadline).await;
-    }
-    supervisor.stop().await;
+    let _ = engine.call(Command::Close { request }, deadline).await;
+    process.shutdown().await;
     tracing::debug!(secs = started.elapsed().as_secs_f64(), "generate done");
     Ok(report)
 }

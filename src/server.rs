@@ -19,6 +19,8 @@ pub enum ServerError {
     #[error(transparent)]
     Model(#[from] ModelFetchError),
     #[error(transparent)]
+    Settings(#[from] crate::service::SettingsError),
+    #[error(transparent)]
     Tokenizer(#[from] TokenizerError),
     #[error("the model's chat template: {0}")]
     Template(#[from] crate::chat::TemplateError),
@@ -77,7 +79,7 @@ pub fn start(config: &Config, exe: PathBuf) -> Result<(ServiceHandle, ApiState),
     let handle = service::spawn(ServiceOptions {
         launch,
         settings: config.scheduler.clone(),
-    });
+    })?;
     let state = ApiState {
         service: handle.clone(),
         prompts: Arc::new(prompts),

@@ -1,17 +1,16 @@
 //! The host side of the engine: spawn the worker (this same binary, `engine-worker`), read the
 //! handshake under a deadline, talk to it over its pipes with every call under a deadline, see
-//! it die (exit, EOF, silence), and restart it (terminate → grace → kill). Each worker process
-//! is one *generation*: its replies arrive on a channel that dies with it, so a dead worker's
-//! lines never reach its successor.
+//! it die (exit, EOF, silence), and stop it (terminate → grace → kill). Each worker process is
+//! one *generation*: its replies arrive on a channel that dies with it, so a dead worker's
+//! lines never reach its successor. When to start another is the scheduler's (R10), carried
+//! out by the service.
 
 mod launch;
 mod process;
 mod spawn;
-mod supervisor;
 
 pub use launch::WorkerLaunch;
 pub use process::{EngineProcess, WorkerExit};
-pub use supervisor::EngineSupervisor;
 
 use std::time::Duration;
 
@@ -43,7 +42,7 @@ pub enum EngineError {
 }
 
 impl EngineError {
-    /// The worker is gone (or was stopped): the supervisor must restart it.
+    /// The worker is gone (or was stopped): a new one must be started.
     pub fn is_fatal(&self) -> bool {
         !matches!(self, Self::Refused { .. })
     }

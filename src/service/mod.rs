@@ -5,14 +5,22 @@
 //! published after every change.
 //!
 //! - `handle`: the handle, the submission and stream types;
-//! - `actor`: the task: scheduler events in, actions executed against the engine;
-//! - `live`: one request's response-side state;
-//! - `snapshot`: what the API and the GUI see (stable field names, no prompt text).
+//! - `actor`: the task: its loop, commands and scheduler events;
+//! - `execute`: the scheduler's actions carried out, in order;
+//! - `engine_link`: the engine worker of the current generation, its open requests and step;
+//! - `streams` and `live`: the clients' streams (decoder, stop matcher) and what delivering
+//!   measures;
+//! - `publish` and `snapshot`: what the API and the GUI see (stable field names, no prompt
+//!   text), and the Prometheus levels.
 
 mod actor;
+mod engine_link;
+mod execute;
 mod handle;
 mod live;
+mod publish;
 mod snapshot;
+mod streams;
 
 pub use actor::{ServiceOptions, spawn};
 pub use handle::{
@@ -24,8 +32,9 @@ pub use handle::{
 // layer rule a test in `lib.rs` checks).
 pub use crate::protocol::{Grammar, Sampling};
 pub use crate::scheduler::{
-    FinishReason, GiveWay, ParkKind, ParkedIn, ParkedView, RequestStatus, SchedulerSettings,
-    SlotStatus, SlotView as SchedulerSlotView, WaitingView, resolve_priority,
+    ConfigError as SettingsError, FinishReason, GiveWay, ParkKind, ParkedIn, ParkedView,
+    RequestStatus, SchedulerSettings, SlotStatus, SlotView as SchedulerSlotView, WaitingView,
+    resolve_priority,
 };
 pub use snapshot::{
     ConversationCacheView, CountersView, EngineStatus, EngineView, ServiceSnapshot, SlotView,

@@ -70,7 +70,8 @@ pub async fn server(setup: Setup) -> Server {
     let service = service::spawn(ServiceOptions {
         launch,
         settings: setup.scheduler.clone(),
-    });
+    })
+    .unwrap();
     let state = ApiState {
         service: service.clone(),
         prompts: Arc::new(Prompts::new(tokenizer).unwrap()),
@@ -542,6 +543,8 @@ async fn an_engine_that_cannot_start_answers_503_with_its_last_words() {
             matches!(s.engine.status, EngineStatus::Failed(_))
         })
         .await;
+    // R10's policy for the first start too: three attempts, then down.
+    assert_eq!(server.service.snapshot().engine.generation, 3);
     let response = server.post(&chat("hi", 5)).send().await.unwrap();
     assert_eq!(response.status(), 503);
     let (_, body) = error_of(response).await;
@@ -551,6 +554,8 @@ async fn an_engine_that_cannot_start_answers_503_with_its_last_words() {
         .await
         .unwrap();
     assert_eq!(health.status(), 503);
+    // That request started the engine again (the next request tries again).
+    assert_eq!(server.service.snapshot().engine.generation, 4);
 }
 
 #[tokio::test]

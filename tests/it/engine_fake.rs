@@ -1,9 +1,9 @@
 //! The simulated engine as a real child process (`engine-worker --fake`): each injected fault
-//! produces the supervisor's documented outcome, and a restarted worker serves again.
+//! produces the engine host's documented outcome, and a new worker serves again.
 
 use crate::support::worker_exe;
 use std::time::{Duration, Instant};
-use strata_desk::engine::{EngineError, EngineSupervisor, WorkerExit, WorkerLaunch};
+use strata_desk::engine::{EngineError, EngineProcess, WorkerExit, WorkerLaunch};
 use strata_desk::engine_worker::{FakeOptions, WorkerOptions};
 use strata_desk::ids::{RequestId, SeqId};
 use strata_desk::protocol::{Chunk, Command, Reply, Sampling};
@@ -45,11 +45,15 @@ fn decode() -> Command {
     }
 }
 
-/// After a fault the supervisor starts a new generation (without the fault), which serves.
-async fn restarted_worker_serves(supervisor: &mut EngineSupervisor, dead_generation: u64) {
-    supervisor.set_launch(launch(&[]));
-    let engine = supervisor
-        .ensure_running()
+async fn start(launch: WorkerLaunch) -> EngineProcess {
+    EngineProcess::start(&launch, 1)
+        .await
+        .expect("the worker starts")
+}
+
+/// After a fault a new generation (without the fault) starts and serves.
+async fn restarted_worker_serves(dead_generation: u64) {
+    let mut engine = EngineProcess::start(&launch(&[]), dead_generation + 1)
         .await
         .expect("a new worker starts");
     assert!(engine.generation() > dead_generation);
@@ -63,8 +67,7 @@ async fn restarted_worker_serves(supervisor: &mut EngineSupervisor, dead_generat
 
 #[tokio::test]
 async fn the_simulated_engine_says_so_in_its_handshake() {
-    let mut supervisor = EngineSupervisor::new(launch(&[]));
-    let engine = supervisor.ensure_running().await.unwrap();
+    let engine = start(launch(&[])).await;
     assert!(engine.handshake().simulated);
     assert_eq!(engine.handshake().model.name, "simulated");
     assert_eq!(engine.handshake().kv_cells, 16_384);
@@ -72,8 +75,7 @@ async fn the_simulated_engine_says_so_in_its_handshake() {
 
 #[tokio::test]
 async fn an_engine_that_dies_at_a_step_fails_that_call_with_its_exit_status_and_last_words() {
-    let mut supervisor = EngineSupervisor::new(launch(&["die:2"]));
-    let engine = supervisor.ensure_running().await.unwrap();
+    let mut engine = start(launch(&["die:2"])).await;
     let generation = engine.generation();
     engine.call(open(), DEADLINE).await.unwrap();
     engine.call(read(), DEADLINE).await.unwrap();
@@ -100,13 +102,12 @@ async fn an_engine_that_dies_at_a_step_fails_that_call_with_its_exit_status_and_
         engine.call(Command::Stats, DEADLINE).await,
         Err(EngineError::Died { .. })
     ));
-    restarted_worker_serves(&mut supervisor, generation).await;
+    restarted_worker_serves(generation).await;
 }
 
 #[tokio::test]
 async fn an_engine_that_stops_answering_is_stopped_at_the_deadline() {
-    let mut supervisor = EngineSupervisor::new(launch(&["hang:1"]));
-    let engine = supervisor.ensure_running().await.unwrap();
+    let mut engine = start(launch(&["hang:1"])).await;
     let generation = engine.generation();
     let pid = engine.pid();
     engine.call(open(), DEADLINE).await.unwrap();
@@ -124,13 +125,12 @@ async fn an_engine_that_stops_answering_is_stopped_at_the_deadline() {
         .status()
         .unwrap();
     assert!(!alive.success(), "the hung worker was not stopped");
-    restarted_worker_serves(&mut supervisor, generation).await;
+    restarted_worker_serves(generation).await;
 }
 
 #[tokio::test]
 async fn an_engine_that_breaks_the_protocol_is_stopped_and_replaced() {
-    let mut supervisor = EngineSupervisor::new(launch(&["malformed:1"]));
-    let engine = supervisor.ensure_running().await.unwrap();
+    let mut engine = start(launch(&["malformed:1"])).await;
     let generation = engine.generation();
     engine.call(open(), DEADLINE).await.unwrap();
     let error = engine.call(read(), DEADLINE).await.unwrap_err();
@@ -139,30 +139,30 @@ async fn an_engine_that_breaks_the_protocol_is_stopped_and_replaced() {
         "{error:?}"
     );
     assert!(
-        supervisor.engine().is_none(),
-        "a worker that broke the protocol is not offered"
+        engine.death().is_some(),
+        "a worker that broke the protocol is stopped"
     );
-    restarted_worker_serves(&mut supervisor, generation).await;
+    restarted_worker_serves(generation).await;
 }
 
 #[tokio::test]
 async fn a_slow_chunk_within_its_deadline_is_only_late() {
-    let mut supervisor = EngineSupervisor::new(launch(&["slow:1:300"]));
-    let engine = supervisor.ensure_running().await.unwrap();
+    let mut engine = start(launch(&["slow:1:300"])).await;
     engine.call(open(), DEADLINE).await.unwrap();
     let started = Instant::now();
     let reply = engine.call(read(), DEADLINE).await.unwrap();
     assert!(started.elapsed() >= Duration::from_millis(300));
     assert!(matches!(reply, Reply::StepDone(_)));
-    assert!(supervisor.engine().is_some());
+    assert!(engine.death().is_none());
 }
 
 #[tokio::test]
-async fn a_worker_that_cannot_start_is_retried_three_times_and_reports_why() {
+async fn a_worker_that_cannot_start_reports_why() {
     let mut options = WorkerOptions::simulated(FakeOptions::instant());
     options.fake.faults = vec!["nonsense".into()];
-    let mut supervisor = EngineSupervisor::new(WorkerLaunch::new(worker_exe(), options));
-    let error = supervisor.ensure_running().await.unwrap_err();
+    let error = EngineProcess::start(&WorkerLaunch::new(worker_exe(), options), 1)
+        .await
+        .unwrap_err();
     match error {
         EngineError::Died { stderr_tail, .. } => {
             assert!(
@@ -172,9 +172,4 @@ async fn a_worker_that_cannot_start_is_retried_three_times_and_reports_why() {
         }
         other => panic!("expected the worker's own error, got {other:?}"),
     }
-    assert_eq!(
-        supervisor.restarts(),
-        2,
-        "three attempts: the first start and two restarts"
-    );
 }

@@ -2,7 +2,7 @@
 
 use crate::support::*;
 use std::time::{Duration, Instant};
-use strata_desk::engine::{EngineError, EngineSupervisor};
+use strata_desk::engine::{EngineError, EngineProcess};
 use strata_desk::ids::{RequestId, SeqId};
 use strata_desk::protocol::{Chunk, Command, ErrorKind, Reply};
 
@@ -315,8 +315,8 @@ async fn malformed_and_unknown_lines_get_an_error_reply_and_the_next_call_is_ser
 async fn a_worker_killed_mid_step_is_reported_within_two_seconds_and_a_restart_serves_the_next_call()
  {
     let _serial = real_model();
-    let mut supervisor = EngineSupervisor::new(launch(1, 1));
-    let engine = supervisor.ensure_running().await.unwrap();
+    let mut process = start(1, 1).await;
+    let engine = &mut process;
     let first_generation = engine.generation();
     let pid = engine.pid();
     open(engine, RequestId(1), SeqId(0), greedy()).await;
@@ -347,19 +347,17 @@ async fn a_worker_killed_mid_step_is_reported_within_two_seconds_and_a_restart_s
         noticed_after < Duration::from_secs(2),
         "noticed after {noticed_after:?}"
     );
-    assert!(
-        supervisor.engine().is_none(),
-        "a dead worker is not offered"
-    );
+    assert!(engine.death().is_some(), "the dead worker is marked dead");
 
-    let engine = supervisor.ensure_running().await.unwrap();
+    let mut engine = EngineProcess::start(&launch(1, 1), first_generation + 1)
+        .await
+        .unwrap();
     assert!(engine.generation() > first_generation);
-    let reply = call(engine, Command::Stats).await;
+    let reply = call(&mut engine, Command::Stats).await;
     assert!(
         matches!(reply, Reply::Stats(ref s) if s.open_requests == 0),
         "{reply:?}"
     );
-    assert_eq!(supervisor.restarts(), 1);
 }
 
 #[tokio::test]

@@ -83,37 +83,35 @@ fn setup(slots: u32, waiting: u32, len: u32, shared: u32) -> (Scheduler, Event, 
     let mut now = Duration::ZERO;
     let mut out = Vec::new();
     for i in 0..slots {
-        let o = s.handle(
-            Event::Arrived(NewRequest {
-                id: RequestId(u64::from(i)),
-                prompt: prompt(i, shared, len, i),
-                priority: 0,
-                priority_given: true,
-                max_tokens: Some(1000),
-            }),
-            now,
-        );
+        let o = s
+            .admit(
+                NewRequest {
+                    id: RequestId(u64::from(i)),
+                    prompt: prompt(i, shared, len, i),
+                    priority: 0,
+                    priority_given: true,
+                    max_tokens: Some(1000),
+                },
+                now,
+            )
+            .expect("admitted");
         out.extend(o.actions);
     }
     drive_to_decoding(&mut s, out, &mut now);
     for j in 0..waiting {
         let id = 1000 + u64::from(j);
-        let o = s.handle(
-            Event::Arrived(NewRequest {
+        s.admit(
+            NewRequest {
                 id: RequestId(id),
                 // the first to be admitted (priority 2, j = 2) shares request 0's system prompt
                 prompt: prompt((j + slots - 2) % slots, shared, len, 1000 + j),
                 priority: (j % 3) as i32,
                 priority_given: true,
                 max_tokens: Some(1000),
-            }),
+            },
             now,
-        );
-        assert!(
-            o.actions
-                .iter()
-                .all(|a| !matches!(a, Action::Refuse { .. }))
-        );
+        )
+        .expect("admitted");
     }
     let snap = s.snapshot(now);
     assert_eq!(snap.waiting.len(), waiting as usize);

@@ -163,14 +163,14 @@ impl Scheduler {
             let Some(w) = self.best_for_slot(now) else {
                 return;
             };
-            if !self.admit(w, now) {
+            if !self.take_slot(w, now) {
                 return;
             }
         }
     }
 
     /// Gives `id` (waiting or parked) a free slot; false when none is free or cells lack.
-    pub(crate) fn admit(&mut self, id: RequestId, now: Now) -> bool {
+    pub(crate) fn take_slot(&mut self, id: RequestId, now: Now) -> bool {
         match self.requests.get(&id).map(|r| r.phase.clone()) {
             Some(Phase::Waiting) => self.admit_waiting(id, now),
             Some(Phase::Parked { place, kind }) => self.admit_parked(id, place, kind, now),
@@ -454,7 +454,7 @@ impl Scheduler {
             };
             self.park(rid, ParkedKind::Read { read_to }, allow_spare, now);
             self.counters.read_parks += 1;
-            if !self.admit(w, now) {
+            if !self.take_slot(w, now) {
                 self.diag(format!("{w} could not take the slot {rid} gave way to"));
             }
         } else {

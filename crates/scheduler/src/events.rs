@@ -13,6 +13,9 @@ use super::types::{
 };
 use super::{EngineState, Scheduler, SchedulerSettings};
 
+/// The `Retry-After` of a request refused while the first engine loads.
+pub const ENGINE_STARTING_RETRY_SECS: u32 = 5;
+
 /// The diagnostic for a user restart while a start is under way (ignored: the start stands).
 pub const RESTART_DURING_START: &str =
     "restart requested while the engine is starting; the start under way stands";
@@ -20,7 +23,6 @@ pub const RESTART_DURING_START: &str =
 impl Scheduler {
     pub(crate) fn dispatch(&mut self, event: Event, now: Now) {
         match event {
-            Event::Arrived(nr) => self.on_arrived(nr, now),
             Event::Cancelled(id) => self.on_cancelled(id, now),
             Event::StepDone(outputs) => self.on_step_done(outputs, now),
             Event::EngineDied => self.on_engine_lost(FailKind::EngineDied),
@@ -36,62 +38,57 @@ impl Scheduler {
         }
     }
 
-    fn refuse(&mut self, request: RequestId, refusal: Refusal) {
-        self.counters.refusals += 1;
-        self.out.actions.push(Action::Refuse { request, refusal });
+    /// R11's arrival checks, then the queue. `Err` when the request is not admitted; the
+    /// refusal is counted and nothing of the request is kept.
+    pub(crate) fn on_arrived(&mut self, nr: NewRequest, now: Now) -> Result<(), Refusal> {
+        let refusal = self.arrive(nr, now).err();
+        match refusal {
+            Some(Refusal::DuplicateId) | None => {}
+            Some(_) => self.counters.refusals += 1,
+        }
+        refusal.map_or(Ok(()), Err)
     }
 
-    fn on_arrived(&mut self, nr: NewRequest, now: Now) {
+    fn arrive(&mut self, nr: NewRequest, now: Now) -> Result<(), Refusal> {
         let id = nr.id;
         if self.requests.contains_key(&id) {
-            // the service generates ids: a duplicate is its bug. No action may carry the id of
-            // the live request (a Refuse would end it at the client), so only a diagnostic.
+            // the caller generates ids: a duplicate is its bug. The live request is untouched.
             self.diag(format!(
-                "{id} arrived twice; the second arrival is ignored and the live {id} is untouched"
+                "{id} arrived twice; the second arrival is refused and the live {id} is untouched"
             ));
-            return;
+            return Err(Refusal::DuplicateId);
+        }
+        if !self.ever_ready {
+            return Err(self.refuse_before_first_start());
         }
         if nr.prompt.is_empty() {
-            self.refuse(id, Refusal::EmptyPrompt);
-            return;
+            return Err(Refusal::EmptyPrompt);
         }
         let ctx = self.context_tokens();
         let len = u32::try_from(nr.prompt.len()).unwrap_or(u32::MAX);
         if len >= ctx {
             // a prompt as long as the context leaves no room for output: the longest prompt
             // accepted is context - 1, and that is the maximum reported
-            self.refuse(
-                id,
-                Refusal::PromptTooLong {
-                    prompt_tokens: len,
-                    max_context_tokens: ctx - 1,
-                },
-            );
-            return;
+            return Err(Refusal::PromptTooLong {
+                prompt_tokens: len,
+                max_context_tokens: ctx - 1,
+            });
         }
         let room = ctx - len;
         let mut max_tokens = nr.max_tokens.unwrap_or(room).max(1);
         if max_tokens > room {
             if self.settings.max_tokens_over_context == MaxTokensOverContext::Reject {
-                self.refuse(
-                    id,
-                    Refusal::MaxTokensOverContext {
-                        max_tokens,
-                        room_tokens: room,
-                    },
-                );
-                return;
+                return Err(Refusal::MaxTokensOverContext {
+                    max_tokens,
+                    room_tokens: room,
+                });
             }
             max_tokens = room;
         }
         if self.waiting.len() >= self.settings.queue_max as usize {
-            self.refuse(
-                id,
-                Refusal::QueueFull {
-                    retry_after_secs: self.settings.retry_after_secs,
-                },
-            );
-            return;
+            return Err(Refusal::QueueFull {
+                retry_after_secs: self.settings.retry_after_secs,
+            });
         }
         // `resolve_priority` clamped in user units; clamp to the same range as resolved (the
         // mirror image when lower-first) so a flipped value is never clamped a second time
@@ -131,12 +128,35 @@ impl Scheduler {
             r.boost_eligible = small;
         }
         if self.engine == EngineState::Down {
-            self.engine = EngineState::Starting { attempt: 1 };
-            self.out.actions.push(Action::RestartEngine {
-                attempt: 1,
-                delay_secs: 0.0,
-            });
+            self.start_again();
         }
+        Ok(())
+    }
+
+    /// Before the first engine came up nothing can be checked against a context: an arrival
+    /// is refused while the first start is under way, and after it failed for good the
+    /// refusal carries the worker's last words and the engine starts again (R10).
+    fn refuse_before_first_start(&mut self) -> Refusal {
+        match self.engine {
+            EngineState::Down => {
+                self.start_again();
+                Refusal::EngineUnavailable {
+                    stderr_tail: self.last_start_failure.clone().unwrap_or_default(),
+                }
+            }
+            EngineState::Starting { .. } | EngineState::Ready => Refusal::EngineStarting {
+                retry_after_secs: ENGINE_STARTING_RETRY_SECS,
+            },
+        }
+    }
+
+    /// A new start, the first of a new run of attempts.
+    pub(crate) fn start_again(&mut self) {
+        self.engine = EngineState::Starting { attempt: 1 };
+        self.out.actions.push(Action::RestartEngine {
+            attempt: 1,
+            delay_secs: 0.0,
+        });
     }
 
     fn on_cancelled(&mut self, id: RequestId, now: Now) {
@@ -362,11 +382,7 @@ impl Scheduler {
         self.rebuild_slots();
         if self.engine == EngineState::Ready || user {
             if user || !self.waiting.is_empty() {
-                self.engine = EngineState::Starting { attempt: 1 };
-                self.out.actions.push(Action::RestartEngine {
-                    attempt: 1,
-                    delay_secs: 0.0,
-                });
+                self.start_again();
             } else {
                 self.engine = EngineState::Down;
             }
@@ -378,6 +394,7 @@ impl Scheduler {
             self.diag("engine start failed, but no start was under way".to_string());
             return;
         };
+        self.last_start_failure = Some(stderr_tail.clone());
         if attempt >= self.settings.restart_attempts_max {
             self.engine = EngineState::Down;
             for id in self.waiting.clone() {
@@ -400,15 +417,24 @@ impl Scheduler {
         }
     }
 
-    fn on_ready(&mut self, facts: EngineFacts) {
+    pub(crate) fn on_ready(&mut self, facts: EngineFacts) {
         if self.requests.values().any(|r| r.phase != Phase::Waiting) {
             self.diag("engine ready while requests are in the engine; facts ignored".to_string());
             self.engine = EngineState::Ready;
             return;
         }
-        if self.engine != EngineState::Ready {
+        if !self.ever_ready {
+            // The first engine: its facts replace the placeholders, or it counts as a failed
+            // start (there are no earlier facts to keep).
+            if let Err(e) = super::validate_facts(&facts) {
+                self.on_start_failed(format!("the engine's facts were refused: {e}"));
+                return;
+            }
+        } else if self.engine != EngineState::Ready {
             self.counters.engine_restarts += 1;
         }
+        self.ever_ready = true;
+        self.last_start_failure = None;
         match super::validate_facts(&facts) {
             Ok(()) => {
                 if self.settings.solo_priority && facts.parallel >= 2 {

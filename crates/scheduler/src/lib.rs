@@ -81,7 +81,7 @@ mod types;
 #[cfg(test)]
 mod tests;
 
-pub use events::RESTART_DURING_START;
+pub use events::{ENGINE_STARTING_RETRY_SECS, RESTART_DURING_START};
 pub use settings::{
     ConfigError, GiveWay, MaxTokensOverContext, PriorityOrder, PriorityRange, SchedulerSettings,
     resolve_priority,
@@ -92,7 +92,7 @@ pub use snapshot::{
 };
 pub use types::{
     Action, Chunk, ConversationId, EngineFacts, Event, FailKind, FinishReason, NewRequest, Now,
-    Outcome, ParkPlace, Refusal, RequestStats, Step, StepOutput,
+    Outcome, ParkPlace, Refusal, Refused, RequestStats, Step, StepOutput,
 };
 
 /// The id types are the protocol's: the only thing this crate imports of the app.
@@ -134,17 +134,42 @@ pub struct Scheduler {
     next_conv_key: u64,
     counters: Counters,
     out: Outcome,
+    /// An engine has come up at least once (until then `facts` are placeholders and
+    /// arrivals are refused).
+    ever_ready: bool,
+    /// Why the last start failed, for the refusal after the first start failed for good.
+    last_start_failure: Option<String>,
 }
 
 impl Scheduler {
     /// A scheduler for an engine that has just finished its handshake.
     pub fn new(settings: SchedulerSettings, facts: EngineFacts) -> Result<Self, ConfigError> {
-        settings.validate_for(facts.parallel)?;
         validate_facts(&facts)?;
-        let mut s = Self {
+        let mut s = Self::starting(settings, facts.parallel)?;
+        s.on_ready(facts);
+        std::mem::take(&mut s.out);
+        Ok(s)
+    }
+
+    /// A scheduler whose first engine (with `parallel` slots) is starting now: the caller
+    /// starts it (attempt 1) and answers with [`Event::EngineReady`] or
+    /// [`Event::EngineStartFailed`]; from then on every start and retry is R10's.
+    pub fn starting(settings: SchedulerSettings, parallel: u32) -> Result<Self, ConfigError> {
+        settings.validate_for(parallel)?;
+        // Placeholders until the handshake: nothing is admitted before it.
+        let facts = EngineFacts {
+            parallel,
+            spare_seqs: 0,
+            kv_cells_total: 2,
+            context_tokens: 2,
+            chunk_tokens: 1,
+            trims_at_any_token: true,
+            turn_token: None,
+        };
+        Ok(Self {
             settings,
-            facts: facts.clone(),
-            engine: EngineState::Ready,
+            facts,
+            engine: EngineState::Starting { attempt: 1 },
             requests: BTreeMap::new(),
             waiting: Vec::new(),
             parked: Vec::new(),
@@ -157,9 +182,20 @@ impl Scheduler {
             next_conv_key: 0,
             counters: Counters::default(),
             out: Outcome::default(),
-        };
-        s.rebuild_slots();
-        Ok(s)
+            ever_ready: false,
+            last_start_failure: None,
+        })
+    }
+
+    /// An arrival (R11's checks, then the queue): the actions to execute, or why it was
+    /// refused (with actions all the same: a refusal while the engine is down starts it).
+    pub fn admit(&mut self, request: NewRequest, now: Now) -> Result<Outcome, Refused> {
+        let admitted = self.on_arrived(request, now);
+        self.decide(now);
+        let outcome = std::mem::take(&mut self.out);
+        admitted
+            .map(|()| outcome.clone())
+            .map_err(|refusal| Refused { refusal, outcome })
     }
 
     /// Handles one event at time `now`; returns the actions to execute, in order.
@@ -210,6 +246,11 @@ impl Scheduler {
     /// out with nothing waiting; the next request or a user restart starts it).
     pub fn engine_down(&self) -> bool {
         self.engine == EngineState::Down
+    }
+
+    /// Whether an engine has finished a handshake at least once.
+    pub fn ever_ready(&self) -> bool {
+        self.ever_ready
     }
 
     /// Whether any request is waiting, parked or running.

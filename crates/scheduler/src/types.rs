@@ -96,9 +96,25 @@ pub enum Refusal {
         room_tokens: u32,
     },
     EmptyPrompt,
-    /// Not emitted: a duplicate id (the service's bug) gets a diagnostic only, since a refusal
-    /// would carry the live request's id.
+    /// The id is already live (the caller's bug); the live request is untouched.
     DuplicateId,
+    /// No engine has finished its first start yet: a 503 with `Retry-After`.
+    EngineStarting {
+        retry_after_secs: u32,
+    },
+    /// The first start failed `restart_attempts_max` times in a row: a 503 with the worker's
+    /// last words. This arrival started the engine again (R10: the next request tries again).
+    EngineUnavailable {
+        stderr_tail: String,
+    },
+}
+
+/// An arrival that was not admitted: why, and what to execute all the same (a refusal while
+/// the engine is down starts it again).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Refused {
+    pub refusal: Refusal,
+    pub outcome: Outcome,
 }
 
 /// Where a parked sequence lives.
@@ -160,10 +176,9 @@ pub struct RequestStats {
     pub pauses: u32,
 }
 
-/// Events in.
+/// Events in (an arrival is [`crate::Scheduler::admit`], which answers at once).
 #[derive(Debug, Clone, PartialEq)]
 pub enum Event {
-    Arrived(NewRequest),
     /// The client disconnected or asked to cancel.
     Cancelled(RequestId),
     /// The outstanding step ran: the chunk was read and every listed request sampled.
@@ -171,9 +186,7 @@ pub enum Event {
     /// The engine process exited, closed its pipe or stopped answering.
     EngineDied,
     /// A start attempt failed (after a `RestartEngine`).
-    EngineStartFailed {
-        stderr_tail: String,
-    },
+    EngineStartFailed { stderr_tail: String },
     /// The engine finished its handshake (possibly with new facts).
     EngineReady(EngineFacts),
     /// The user asked for an engine restart.
@@ -182,10 +195,7 @@ pub enum Event {
     SettingsChanged(Box<SchedulerSettings>),
     /// A new priority for a request that has not ended (already clamped by the caller). It
     /// counts as given (no small-request boost) and takes effect at the next decision.
-    Reprioritised {
-        request: RequestId,
-        priority: i32,
-    },
+    Reprioritised { request: RequestId, priority: i32 },
     /// The engine's host-RAM conversation cache dropped these entries to stay in its byte
     /// bound: they can no longer be restored.
     ConversationsEvicted(Vec<ConversationId>),
@@ -197,11 +207,6 @@ pub enum Event {
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(rename_all = "snake_case", tag = "action")]
 pub enum Action {
-    /// Never admitted: answer with the refusal (429, 400, ...). The request ends here.
-    Refuse {
-        request: RequestId,
-        refusal: Refusal,
-    },
     /// Move a host-RAM cached conversation into `into_seq` (replacing what it holds).
     RestoreConversation {
         conversation: ConversationId,

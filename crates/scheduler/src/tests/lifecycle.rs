@@ -98,14 +98,14 @@ fn an_illegal_transition_panics_in_debug_builds_and_is_a_diagnostic_in_release()
         super::sim::facts(1, 256),
     )
     .unwrap();
-    let _ = s.handle(
-        crate::Event::Arrived(crate::NewRequest {
+    let _ = s.admit(
+        crate::NewRequest {
             id: RequestId(1),
             prompt: vec![5; 10],
             priority: 0,
             priority_given: false,
             max_tokens: None,
-        }),
+        },
         std::time::Duration::ZERO,
     );
     s.set_phase(RequestId(1), Phase::Waiting);

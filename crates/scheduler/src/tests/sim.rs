@@ -58,6 +58,8 @@ pub(crate) struct Record {
     pub first_token: Option<Duration>,
     pub delivered: Vec<TokenId>,
     pub ends: Vec<(Duration, Action)>,
+    /// Refused at arrival (then it has no other end).
+    pub refused: Option<(Duration, Refusal)>,
     pub chunks: Vec<Range<u32>>,
     pub lane_without_slot: bool,
 }
@@ -70,13 +72,17 @@ impl Record {
         })
     }
     pub(crate) fn ended_at(&self) -> Option<Duration> {
-        self.ends.first().map(|(t, _)| *t)
+        self.ends
+            .first()
+            .map(|(t, _)| *t)
+            .or(self.refused.as_ref().map(|(t, _)| *t))
     }
 }
 
 #[derive(Debug, Clone)]
 pub(crate) enum Scripted {
     Event(Event),
+    Arrival(NewRequest),
     KillEngine,
     /// A next turn: `of`'s prompt and output so far, then `extra` new tokens.
     FollowUp {
@@ -168,13 +174,13 @@ impl Sim {
         self.gen_len.insert(rid, arrival.output_len.max(1));
         self.schedule(
             secs(arrival.at_secs),
-            Scripted::Event(Event::Arrived(NewRequest {
+            Scripted::Arrival(NewRequest {
                 id: rid,
                 prompt: arrival.prompt,
                 priority: arrival.priority,
                 priority_given: arrival.priority_given,
                 max_tokens: arrival.max_tokens,
-            })),
+            }),
         );
     }
 
@@ -249,6 +255,7 @@ impl Sim {
                 let what = self.script.remove(&key).unwrap();
                 match what {
                     Scripted::Event(e) => self.feed(e),
+                    Scripted::Arrival(nr) => self.admit(nr),
                     Scripted::FollowUp {
                         id,
                         of,
@@ -259,13 +266,13 @@ impl Sim {
                         p.extend(self.sampled.get(&of).cloned().unwrap_or_default());
                         p.extend(extra);
                         self.prompts.insert(id, p.clone());
-                        self.feed(Event::Arrived(NewRequest {
+                        self.admit(NewRequest {
                             id,
                             prompt: p,
                             priority,
                             priority_given: true,
                             max_tokens: None,
-                        }));
+                        });
                     }
                     Scripted::KillEngine => {
                         if self.pending_start.is_none() {
@@ -292,23 +299,38 @@ impl Sim {
         if let Event::RestartRequested = e {
             self.reset_engine();
         }
-        let arrived = match &e {
-            Event::Arrived(nr) => Some(nr.id),
-            _ => None,
-        };
-        if let Some(id) = arrived {
-            let rec = self.records.entry(id).or_default();
-            rec.arrived = self.now;
-        }
         let out: Outcome = self.s.handle(e, self.now);
-        if let Some(id) = arrived
-            && let Some(r) = self.s.requests.get(&id)
-        {
-            let boost = i64::from(self.s.settings().solo_priority && r.boost_eligible);
-            let rec = self.records.entry(id).or_default();
-            rec.priority = r.priority;
-            rec.base_priority = i64::from(r.priority) + boost;
+        self.execute(out);
+    }
+
+    /// An arrival now: admitted, or refused (recorded as its end; a duplicate id is the
+    /// caller's bug and leaves the live request's record alone).
+    pub(crate) fn admit(&mut self, nr: NewRequest) {
+        let id = nr.id;
+        let duplicate = self.s.requests.contains_key(&id);
+        if !duplicate {
+            self.records.entry(id).or_default().arrived = self.now;
         }
+        match self.s.admit(nr, self.now) {
+            Ok(out) => {
+                if let Some(r) = self.s.requests.get(&id) {
+                    let boost = i64::from(self.s.settings().solo_priority && r.boost_eligible);
+                    let rec = self.records.entry(id).or_default();
+                    rec.priority = r.priority;
+                    rec.base_priority = i64::from(r.priority) + boost;
+                }
+                self.execute(out);
+            }
+            Err(refused) => {
+                if !duplicate {
+                    self.records.entry(id).or_default().refused = Some((self.now, refused.refusal));
+                }
+                self.execute(refused.outcome);
+            }
+        }
+    }
+
+    fn execute(&mut self, out: Outcome) {
         self.diagnostics.extend(out.diagnostics.iter().cloned());
         for a in out.actions {
             self.apply(a);
@@ -320,9 +342,7 @@ impl Sim {
         let now = self.now;
         self.log.push((now, a.clone()));
         match &a {
-            Action::Refuse { request, .. }
-            | Action::Finish { request, .. }
-            | Action::Fail { request, .. } => {
+            Action::Finish { request, .. } | Action::Fail { request, .. } => {
                 let rec = self.records.entry(*request).or_default();
                 rec.ends.push((now, a.clone()));
                 if let Action::Finish { output_tokens, .. } = &a {
@@ -576,12 +596,11 @@ impl Sim {
     /// accepted, queues, parking and reservations empty, no prefix lost.
     pub(crate) fn check_end(&self) {
         for (id, rec) in &self.records {
+            let ends = rec.ends.len() + usize::from(rec.refused.is_some());
             assert_eq!(
-                rec.ends.len(),
-                1,
-                "{id} ended {} times: {:?}",
-                rec.ends.len(),
-                rec.ends
+                ends, 1,
+                "{id} ended {ends} times: {:?} {:?}",
+                rec.ends, rec.refused
             );
             assert!(!rec.lane_without_slot, "{id} read without holding a slot");
             if let Some(Action::Finish { reason, .. }) = rec.ends.first().map(|(_, a)| a)
@@ -638,10 +657,7 @@ impl Sim {
     }
 
     pub(crate) fn refused_with(&self, id: u64) -> Option<Refusal> {
-        self.rec(id).ends.iter().find_map(|(_, a)| match a {
-            Action::Refuse { refusal, .. } => Some(refusal.clone()),
-            _ => None,
-        })
+        self.rec(id).refused.as_ref().map(|(_, r)| r.clone())
     }
 
     /// Every chunk, in step order.

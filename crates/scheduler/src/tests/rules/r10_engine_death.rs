@@ -78,3 +78,86 @@ fn a_user_restart_fails_in_flight_with_engine_restarted_and_keeps_the_waiting() 
     assert_eq!(sim.failed_with(1), Some(FailKind::EngineRestarted));
     assert_eq!(sim.rec(2).finish_reason(), Some(FinishReason::Stop));
 }
+
+fn new_request(id: u64, len: u32) -> crate::NewRequest {
+    crate::NewRequest {
+        id: RequestId(id),
+        prompt: p(len, id as u32),
+        priority: 0,
+        priority_given: false,
+        max_tokens: None,
+    }
+}
+
+fn restarts(out: &crate::Outcome) -> Vec<(u32, f64)> {
+    out.actions
+        .iter()
+        .filter_map(|a| match a {
+            Action::RestartEngine {
+                attempt,
+                delay_secs,
+            } => Some((*attempt, *delay_secs)),
+            _ => None,
+        })
+        .collect()
+}
+
+#[test]
+fn an_arrival_before_the_first_engine_is_ready_is_refused_as_starting_and_not_counted_against_it() {
+    let t = std::time::Duration::ZERO;
+    let mut s = crate::Scheduler::starting(SchedulerSettings::default(), 1).unwrap();
+    let refused = s.admit(new_request(1, 100), t).unwrap_err();
+    assert_eq!(
+        refused.refusal,
+        Refusal::EngineStarting {
+            retry_after_secs: crate::ENGINE_STARTING_RETRY_SECS
+        }
+    );
+    assert!(refused.outcome.actions.is_empty());
+    assert!(!s.has_work());
+    // The first handshake is not a restart; from then on arrivals are admitted.
+    s.handle(Event::EngineReady(facts(1, 256)), t);
+    assert_eq!(s.snapshot(t).counters.engine_restarts, 0);
+    assert!(s.admit(new_request(2, 100), t).is_ok());
+}
+
+#[test]
+fn a_failing_first_start_follows_r10_retries_then_the_next_arrival_is_refused_with_the_reason_and_starts_again()
+ {
+    let t = std::time::Duration::ZERO;
+    let settings = SchedulerSettings::default();
+    let mut s = crate::Scheduler::starting(settings.clone(), 1).unwrap();
+    let mut attempts = vec![(1, 0.0)];
+    for _ in 1..settings.restart_attempts_max {
+        let out = s.handle(
+            Event::EngineStartFailed {
+                stderr_tail: "bad model".into(),
+            },
+            t,
+        );
+        attempts.extend(restarts(&out));
+    }
+    // R10's backoff: 1 s, then 2 s.
+    assert_eq!(attempts, vec![(1, 0.0), (2, 1.0), (3, 2.0)]);
+    let out = s.handle(
+        Event::EngineStartFailed {
+            stderr_tail: "bad model".into(),
+        },
+        t,
+    );
+    assert!(restarts(&out).is_empty(), "no fourth attempt by itself");
+    assert!(s.engine_down());
+    let refused = s.admit(new_request(1, 100), t).unwrap_err();
+    assert_eq!(
+        refused.refusal,
+        Refusal::EngineUnavailable {
+            stderr_tail: "bad model".into()
+        }
+    );
+    assert_eq!(
+        restarts(&refused.outcome),
+        vec![(1, 0.0)],
+        "the next request tries again"
+    );
+    assert!(!s.engine_down());
+}

@@ -117,20 +117,19 @@ fn a_duplicate_request_id_emits_no_action_and_leaves_the_live_request_untouched(
     sim.arrive(Arrival::new(1, p(300, 1)).output(20));
     sim.run(0.5);
     let before = sim.log.len();
-    sim.feed(Event::Arrived(crate::NewRequest {
+    sim.admit(crate::NewRequest {
         id: RequestId(1),
         prompt: p(100, 9),
         priority: 5,
         priority_given: true,
         max_tokens: Some(1),
-    }));
+    });
     assert_eq!(sim.log.len(), before, "the duplicate produced actions");
     assert_eq!(sim.diagnostics.len(), 1);
     assert!(sim.diagnostics[0].contains("req-1"));
     sim.diagnostics.clear();
     sim.run(100.0);
     sim.check_end();
-    assert_eq!(sim.count(|a| matches!(a, Action::Refuse { .. })), 0);
     assert_eq!(sim.rec(1).finish_reason(), Some(FinishReason::Stop));
     assert_eq!(sim.rec(1).delivered.len(), 20);
     assert_eq!(sim.rec(1).priority, 0);
@@ -170,16 +169,18 @@ fn a_chunk_starting_below_the_furthest_position_read_counts_the_tokens_read_agai
     // through the scheduler: a step whose chunk starts below what was read adds to the counter
     let mut sched = crate::Scheduler::new(SchedulerSettings::default(), facts(1, 256)).unwrap();
     let t = std::time::Duration::ZERO;
-    let out = sched.handle(
-        Event::Arrived(crate::NewRequest {
-            id: RequestId(1),
-            prompt: p(600, 1),
-            priority: 0,
-            priority_given: true,
-            max_tokens: None,
-        }),
-        t,
-    );
+    let out = sched
+        .admit(
+            crate::NewRequest {
+                id: RequestId(1),
+                prompt: p(600, 1),
+                priority: 0,
+                priority_given: true,
+                max_tokens: None,
+            },
+            t,
+        )
+        .unwrap();
     assert!(out.actions.iter().any(|a| matches!(a, Action::Step(_))));
     sched.handle(Event::StepDone(vec![]), t); // 0..256 read, 256..512 outstanding
     assert_eq!(sched.snapshot(t).counters.processed_prefix_losses, 0);

@@ -1,0 +1,256 @@
+//! The actor's side of the engine worker: the process of the current generation, what it has
+//! open, the outstanding step and its deadline, starts in their own tasks. It only carries out
+//! what it is told (the scheduler decides every start, retry and step).
+
+use crate::engine::{EngineError, EngineProcess, WorkerLaunch};
+use crate::ids::RequestId;
+use crate::protocol::{self, Command, Handshake, Reply};
+use std::collections::{HashMap, HashSet};
+use std::time::{Duration, Instant};
+use tokio::sync::mpsc;
+
+/// A finished start: its generation and the process, or why it failed.
+pub(super) type StartResult = (u64, Result<EngineProcess, EngineError>);
+
+pub(super) struct EngineLink {
+    launch: WorkerLaunch,
+    process: Option<EngineProcess>,
+    /// The last handshake (kept after a death, for the snapshot's model facts).
+    handshake: Option<Handshake>,
+    /// Starts so far; a start's result is taken only if it is the latest.
+    generation: u64,
+    started_tx: mpsc::UnboundedSender<StartResult>,
+    /// Requests the engine has open (a sampler, and a sequence or parked state).
+    open: HashSet<RequestId>,
+    /// The command id of the outstanding step.
+    step_id: Option<u64>,
+    /// When the outstanding step's reply is overdue (the engine is then stopped as silent).
+    /// Fixed when the step is sent: each loop turn waits only for what is left of it.
+    step_due: Instant,
+    /// Bytes of each entry of the engine's host-RAM conversation cache, by key.
+    cache_bytes: HashMap<u64, u64>,
+}
+
+impl EngineLink {
+    /// The link, and where finished starts arrive.
+    pub fn new(launch: WorkerLaunch) -> (Self, mpsc::UnboundedReceiver<StartResult>) {
+        let (started_tx, started_rx) = mpsc::unbounded_channel();
+        let link = Self {
+            launch,
+            process: None,
+            handshake: None,
+            generation: 0,
+            started_tx,
+            open: HashSet::new(),
+            step_id: None,
+            step_due: Instant::now(),
+            cache_bytes: HashMap::new(),
+        };
+        (link, started_rx)
+    }
+
+    pub fn launch(&self) -> &WorkerLaunch {
+        &self.launch
+    }
+
+    pub fn handshake(&self) -> Option<&Handshake> {
+        self.handshake.as_ref()
+    }
+
+    pub fn generation(&self) -> u64 {
+        self.generation
+    }
+
+    pub fn is_running(&self) -> bool {
+        self.process.is_some()
+    }
+
+    pub fn step_outstanding(&self) -> bool {
+        self.step_id.is_some()
+    }
+
+    /// Starts a new generation after `delay`, in its own task; its result arrives on
+    /// the receiver [`EngineLink::new`] gave. An older start still under way is superseded.
+    pub fn start(&mut self, delay: Duration) {
+        self.generation += 1;
+        let generation = self.generation;
+        let launch = self.launch.clone();
+        let tx = self.started_tx.clone();
+        tokio::spawn(async move {
+            tokio::time::sleep(delay).await;
+            let started = EngineProcess::start(&launch, generation).await;
+            let _ = tx.send((generation, started));
+        });
+    }
+
+    /// A finished start: `None` when it was superseded; else the handshake, or why it failed.
+    pub fn started(
+        &mut self,
+        generation: u64,
+        started: Result<EngineProcess, EngineError>,
+    ) -> Option<Result<Handshake, String>> {
+        if generation != self.generation {
+            return None;
+        }
+        Some(match started {
+            Ok(process) => {
+                let handshake = process.handshake().clone();
+                self.process = Some(process);
+                self.handshake = Some(handshake.clone());
+                Ok(handshake)
+            }
+            Err(error) => Err(error.to_string()),
+        })
+    }
+
+    /// Stops the process (politely) before a restart; what it held is gone.
+    pub async fn stop(&mut self) {
+        if let Some(process) = self.process.take() {
+            process.shutdown().await;
+        }
+        self.forget();
+    }
+
+    /// The engine is gone: kill it for good. False when it was already gone.
+    pub fn kill(&mut self) -> bool {
+        let Some(mut process) = self.process.take() else {
+            return false;
+        };
+        process.kill();
+        self.forget();
+        true
+    }
+
+    fn forget(&mut self) {
+        self.open.clear();
+        self.step_id = None;
+        self.cache_bytes.clear();
+    }
+
+    /// Bytes in the engine's host-RAM conversation cache.
+    pub fn cached_bytes(&self) -> u64 {
+        self.cache_bytes.values().sum()
+    }
+
+    /// Sends a step; its reply is awaited with [`EngineLink::step_reply`].
+    pub fn send_step(
+        &mut self,
+        chunk: Option<protocol::Chunk>,
+        decode: Vec<RequestId>,
+    ) -> Result<(), EngineError> {
+        let process = self.process.as_mut().ok_or(EngineError::NotRunning)?;
+        let chunk_tokens = chunk.as_ref().map_or(0, |c| c.tokens.len());
+        self.step_due = Instant::now() + process.step_deadline(chunk_tokens, decode.len());
+        self.step_id = Some(process.send(Command::Step { chunk, decode })?);
+        Ok(())
+    }
+
+    /// The outstanding step's reply (call only while one is outstanding); a reply to anything
+    /// else, or none by the step's deadline, is an error.
+    pub async fn step_reply(&mut self) -> Result<protocol::StepDone, String> {
+        let expected = self.step_id;
+        let left = self.step_due.saturating_duration_since(Instant::now());
+        let reply = match self.process.as_mut() {
+            Some(process) => process.recv(left).await,
+            None => Err(EngineError::NotRunning),
+        };
+        self.step_id = None;
+        match reply {
+            Ok(line) if line.id == expected => match line.reply {
+                Reply::StepDone(done) => Ok(done),
+                other => Err(format!("the engine refused a step: {other:?}")),
+            },
+            Ok(line) => Err(format!("reply {:?} to step {expected:?}", line.id)),
+            Err(error) => Err(error.to_string()),
+        }
+    }
+
+    /// One engine command and its reply. A refusal here means host and engine disagree about
+    /// the engine's state: the caller treats the engine as lost.
+    pub async fn call(&mut self, command: Command) -> Result<Reply, EngineError> {
+        let process = self.process.as_mut().ok_or(EngineError::NotRunning)?;
+        let deadline = process.step_deadline(0, 1);
+        process.call(command, deadline).await
+    }
+
+    /// Opens a request on a sequence: its sampler, and the tokens it keeps.
+    pub async fn open(
+        &mut self,
+        request: RequestId,
+        seq: crate::ids::SeqId,
+        keep_tokens: u32,
+        sampling: protocol::Sampling,
+    ) -> Result<u32, EngineError> {
+        let opened = self
+            .call(Command::Open {
+                request,
+                seq,
+                keep_tokens,
+                sampling,
+            })
+            .await?;
+        self.open.insert(request);
+        Ok(match opened {
+            Reply::Opened { kept_tokens, .. } => kept_tokens,
+            _ => keep_tokens,
+        })
+    }
+
+    /// Closes a request the engine has open (nothing to do otherwise).
+    pub async fn close(&mut self, request: RequestId) -> Result<(), EngineError> {
+        if self.open.remove(&request) && self.process.is_some() {
+            self.call(Command::Close { request }).await?;
+        }
+        Ok(())
+    }
+
+    /// Moves the conversation in `seq` to the host-RAM cache under `key` (never dropping
+    /// those in `keep`); the keys the cache dropped to stay in its byte bound.
+    pub async fn save_conversation(
+        &mut self,
+        seq: crate::ids::SeqId,
+        key: u64,
+        keep: Vec<u64>,
+    ) -> Result<Vec<u64>, EngineError> {
+        let reply = self
+            .call(Command::SaveConversation { seq, key, keep })
+            .await?;
+        let Reply::ConversationSaved { moved, evicted, .. } = reply else {
+            return Ok(Vec::new());
+        };
+        self.cache_bytes.insert(key, moved.bytes);
+        for key in &evicted {
+            self.cache_bytes.remove(key);
+        }
+        Ok(evicted)
+    }
+
+    /// Moves a cached conversation into `seq` (it leaves the cache).
+    pub async fn load_conversation(
+        &mut self,
+        key: u64,
+        seq: crate::ids::SeqId,
+    ) -> Result<(), EngineError> {
+        self.cache_bytes.remove(&key);
+        self.call(Command::LoadConversation {
+            key,
+            seq,
+            take: true,
+        })
+        .await?;
+        Ok(())
+    }
+
+    pub async fn drop_conversation(&mut self, key: u64) -> Result<(), EngineError> {
+        self.cache_bytes.remove(&key);
+        self.call(Command::DropConversation { key }).await?;
+        Ok(())
+    }
+
+    /// Stops the engine at shutdown.
+    pub async fn shutdown(&mut self) {
+        if let Some(process) = self.process.take() {
+            process.shutdown().await;
+        }
+    }
+}

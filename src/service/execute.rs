@@ -1,0 +1,187 @@
+//! Carrying out the scheduler's actions, in order: engine actions become protocol commands
+//! (through the [`EngineLink`](super::engine_link::EngineLink)), stream actions go to the
+//! clients (through [`Streams`](super::streams::Streams)). Engine work waits while a step is
+//! outstanding; a failed engine command means the engine is lost.
+
+use super::actor::Actor;
+use crate::engine::EngineError;
+use crate::ids::RequestId;
+use crate::protocol::{self, Command};
+use crate::scheduler::{Action, ConversationId, Event};
+use std::time::Duration;
+
+impl Actor {
+    /// Executes queued actions in order; engine work waits while a step is outstanding.
+    pub(super) async fn execute(&mut self) {
+        while let Some(action) = self.queue.pop_front() {
+            if self.engine.step_outstanding() && needs_engine(&action) {
+                self.queue.push_front(action);
+                return;
+            }
+            if !self.engine.is_running() && engine_only(&action) {
+                // What it would act on died with the engine process.
+                continue;
+            }
+            if let Err(error) = self.execute_one(action).await {
+                self.engine_lost(error.to_string());
+            }
+        }
+    }
+
+    async fn execute_one(&mut self, action: Action) -> Result<(), EngineError> {
+        match action {
+            Action::Deliver { request, .. } => {
+                if self.streams.deliver(request) {
+                    self.feed(Event::Cancelled(request));
+                }
+            }
+            Action::Finish {
+                request,
+                reason,
+                output_tokens,
+                stats,
+            } => {
+                self.engine.close(request).await?;
+                self.streams.finish(request, reason, output_tokens, &stats);
+            }
+            Action::Fail {
+                request,
+                error,
+                stats,
+            } => {
+                self.engine.close(request).await?;
+                self.streams.fail(request, &error, &stats);
+            }
+            Action::RestartEngine { delay_secs, .. } => {
+                self.engine.stop().await;
+                self.engine
+                    .start(Duration::from_secs_f64(delay_secs.max(0.0)));
+            }
+            Action::Step(step) => {
+                let chunk = step.chunk.map(|c| {
+                    let prompt = self.streams.get(c.request).map(|l| &l.submission.prompt);
+                    let tokens = prompt.map_or_else(Vec::new, |p| {
+                        p[c.tokens.start as usize..c.tokens.end as usize].to_vec()
+                    });
+                    protocol::Chunk {
+                        request: c.request,
+                        tokens,
+                        last: c.is_last,
+                    }
+                });
+                let decode: Vec<RequestId> = step.decode.iter().map(|(id, _)| *id).collect();
+                self.engine.send_step(chunk, decode)?;
+            }
+            Action::Assign {
+                request,
+                seq,
+                keep_tokens,
+            } => {
+                let sampling = self
+                    .streams
+                    .get(request)
+                    .map(|l| l.submission.sampling.clone())
+                    .unwrap_or_default();
+                let kept = self
+                    .engine
+                    .open(request, seq, keep_tokens, sampling)
+                    .await?;
+                self.streams.admitted(request, kept);
+            }
+            Action::Release {
+                request,
+                seq,
+                keep_as_conversation,
+            } => {
+                self.engine.close(request).await?;
+                if !keep_as_conversation {
+                    self.engine
+                        .call(Command::Trim {
+                            seq,
+                            keep_tokens: 0,
+                        })
+                        .await?;
+                }
+            }
+            Action::Park { request, .. } => {
+                self.engine.call(Command::Park { request }).await?;
+            }
+            Action::Restore {
+                request, into_seq, ..
+            } => {
+                self.engine
+                    .call(Command::Restore {
+                        request,
+                        seq: into_seq,
+                    })
+                    .await?;
+            }
+            Action::DropParked { request, .. } => self.engine.close(request).await?,
+            Action::EvictConversation {
+                seq,
+                to_cache: Some(conversation),
+            } => {
+                // Conversations this batch is about to load must survive the save.
+                let keep = self
+                    .queue
+                    .iter()
+                    .filter_map(|a| match a {
+                        Action::RestoreConversation { conversation, .. } => Some(conversation.0),
+                        _ => None,
+                    })
+                    .collect();
+                let evicted = self
+                    .engine
+                    .save_conversation(seq, conversation.0, keep)
+                    .await?;
+                if !evicted.is_empty() {
+                    // The engine's byte bound is tighter than the scheduler's count.
+                    let evicted = evicted.into_iter().map(ConversationId).collect();
+                    self.feed(Event::ConversationsEvicted(evicted));
+                }
+            }
+            Action::EvictConversation {
+                seq,
+                to_cache: None,
+            } => {
+                self.engine
+                    .call(Command::Trim {
+                        seq,
+                        keep_tokens: 0,
+                    })
+                    .await?;
+            }
+            Action::RestoreConversation {
+                conversation,
+                into_seq,
+            } => {
+                self.engine
+                    .load_conversation(conversation.0, into_seq)
+                    .await?;
+            }
+            Action::DropConversation { conversation } => {
+                self.engine.drop_conversation(conversation.0).await?;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Actions that act only on the engine's state (nothing to do without an engine).
+fn engine_only(action: &Action) -> bool {
+    !matches!(
+        action,
+        Action::Deliver { .. }
+            | Action::RestartEngine { .. }
+            | Action::Finish { .. }
+            | Action::Fail { .. }
+    )
+}
+
+/// Actions that may talk to the engine (so wait while a step is outstanding).
+fn needs_engine(action: &Action) -> bool {
+    !matches!(
+        action,
+        Action::Deliver { .. } | Action::RestartEngine { .. }
+    )
+}

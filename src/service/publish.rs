@@ -1,0 +1,77 @@
+//! What the actor shows: the snapshot for `/v1/scheduler`, its event stream and the dashboard
+//! (replaced every turn, watchers woken only when something besides the clock changed), the
+//! engine's status in words, and the Prometheus levels.
+
+use super::actor::Actor;
+use super::snapshot::{EngineStatus, ServiceSnapshot};
+use crate::metrics::Levels;
+use crate::scheduler::EngineCondition;
+use std::time::Instant;
+
+impl Actor {
+    /// The engine's status, from the scheduler's view of it and the last failure.
+    fn engine_status(&self, condition: EngineCondition) -> EngineStatus {
+        match condition {
+            EngineCondition::Ready => EngineStatus::Ready,
+            EngineCondition::Starting if self.scheduler.ever_ready() => EngineStatus::Restarting,
+            EngineCondition::Starting => EngineStatus::Loading,
+            // Down: it died or its starts ran out; nothing starts it until the next request
+            // or a user restart (R10), so say why rather than `restarting`.
+            EngineCondition::Down => EngineStatus::Failed(format!(
+                "{}; it starts again on the next request or a restart",
+                self.last_failure.as_deref().unwrap_or("the engine stopped")
+            )),
+        }
+    }
+
+    /// Publishes the current view. The value is always replaced; watchers are woken only
+    /// when something other than the clock changed.
+    pub(super) fn publish(&mut self) {
+        let now = self.now();
+        let wall = Instant::now();
+        let handshake = self.engine.handshake();
+        let launch = &self.engine.launch().options;
+        let parallel = handshake.map_or(launch.slots, |h| h.slots);
+        let mut snapshot =
+            ServiceSnapshot::starting(self.settings.clone(), parallel, launch.fake.enabled);
+        let scheduled = self.scheduler.snapshot(now);
+        snapshot.uptime_secs = now.as_secs_f64();
+        snapshot.engine.status = self.engine_status(scheduled.engine);
+        snapshot.engine.model = handshake.map(|h| h.model.name.clone()).unwrap_or_default();
+        snapshot.engine.context_tokens = handshake.map_or(0, |h| h.model.n_ctx);
+        snapshot.engine.generation = self.engine.generation();
+        if self.scheduler.ever_ready() {
+            let streams = &self.streams;
+            snapshot.set_scheduler(&scheduled, |id| streams.tokens_per_sec(id, wall));
+        }
+        let (hits, misses) = self.streams.cache_hits();
+        snapshot.conversation_cache.bytes = self.engine.cached_bytes();
+        snapshot.conversation_cache.hits = hits;
+        snapshot.conversation_cache.misses = misses;
+        snapshot.ttft = self.streams.ttft();
+        let running = snapshot
+            .slots
+            .iter()
+            .filter(|s| s.request_id.is_some())
+            .count();
+        self.metrics.sync(
+            &scheduled.counters,
+            &Levels {
+                waiting: snapshot.waiting.len(),
+                running,
+                parked: snapshot.parked.len(),
+                kv_cells_used: snapshot.engine.kv_cells_used,
+                kv_cells_total: u64::from(snapshot.engine.kv_cells_total),
+                conversation_cache_entries: snapshot.conversation_cache.entries,
+                conversation_cache_bytes: snapshot.conversation_cache.bytes,
+                engine_up: snapshot.engine.status == EngineStatus::Ready,
+                model: snapshot.engine.model.clone(),
+            },
+        );
+        self.snapshot_tx.send_if_modified(|current| {
+            let changed = current.without_clock() != snapshot.without_clock();
+            *current = snapshot;
+            changed
+        });
+    }
+}
