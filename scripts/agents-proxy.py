@@ -252,7 +252,8 @@ class Handler(http.server.BaseHTTPRequestHandler):
                     self.wfile.flush()
                 except (BrokenPipeError, ConnectionResetError):
                     client_gone = True
-                    rec["error"] = "client closed the connection mid-response"
+                    rec["error"] = ("client closed the connection mid-response (after %d bytes, "
+                                    "%.0f s)" % (total, time.monotonic() - t0))
                     break
             if chunked and not client_gone:
                 try:
@@ -337,7 +338,7 @@ def summarize(d):
             if not r.get("in_flight") and not (isinstance(r.get("status"), int) and 200 <= r["status"] < 300)
         ],
         "last_error": None if last_err is None else
-        "%s %s: %s" % (last_err.get("status"), last_err["path"], error_message(last_err)),
+        "%s %s: %s" % (last_err.get("status") or "pending", last_err["path"], error_message(last_err)),
     }
     return out
 

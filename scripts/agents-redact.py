@@ -373,7 +373,7 @@ def describe_body(b):
         for t in tools:
             if "function" in t:
                 f = t["function"]
-                lines.append("    %s function %s desc=%d params=%s keys=%s fn_keys=%s" % (
+                lines.append("    %s %s desc=%d params=%s keys=%s fn_keys=%s" % (
                     t.get("type"), f.get("name"), len(f.get("description") or ""),
                     list((f.get("parameters") or {}).get("properties", {})), sorted(t), sorted(f)))
             else:

@@ -44,6 +44,10 @@ pub struct ServeArgs {
     /// Slots decoding together [default: 1].
     #[arg(long)]
     pub parallel: Option<u32>,
+    /// Engine sequences over the KV pool: every live request and kept conversation has its
+    /// own, at most 256 [default: max(16, parallel + 1)].
+    #[arg(long)]
+    pub kv_sequences: Option<u32>,
     /// Opt-in solo preemption (needs parallel 1) [default: off].
     #[arg(long)]
     pub solo_priority: bool,
@@ -78,6 +82,7 @@ impl ServeArgs {
             host: self.host,
             port: self.port,
             parallel: self.parallel,
+            kv_sequences: self.kv_sequences,
             solo_priority: self.solo_priority,
             ctx: self.ctx,
             chunk_tokens: self.chunk_tokens,

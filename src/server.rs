@@ -63,6 +63,7 @@ pub fn prepare(config: &Config, exe: PathBuf) -> Result<(WorkerLaunch, Prompts),
     let options = WorkerOptions {
         ctx_tokens: a.ctx,
         slots: a.parallel,
+        kv_sequences: a.kv_sequences,
         threads: a.threads,
         gpu_layers: a.gpu_layers,
         flash_attn: a.flash_attn,

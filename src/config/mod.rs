@@ -65,6 +65,9 @@ pub struct AppSettings {
     pub host: IpAddr,
     pub port: u16,
     pub parallel: u32,
+    /// Engine sequences over the KV pool (each live request and kept conversation has its
+    /// own); 0 takes max(16, `parallel` + 1).
+    pub kv_sequences: u32,
     pub ctx: u32,
     pub threads: u32,
     pub gpu_layers: u32,
@@ -97,6 +100,7 @@ impl Default for AppSettings {
             host: IpAddr::from([127, 0, 0, 1]),
             port: 8080,
             parallel: 1,
+            kv_sequences: 0,
             ctx: 0,
             threads: 0,
             gpu_layers: 0,
@@ -155,6 +159,7 @@ pub struct Overrides {
     pub host: Option<IpAddr>,
     pub port: Option<u16>,
     pub parallel: Option<u32>,
+    pub kv_sequences: Option<u32>,
     pub solo_priority: bool,
     pub ctx: Option<u32>,
     pub chunk_tokens: Option<u32>,
@@ -203,6 +208,7 @@ impl Config {
         a.host = o.host.unwrap_or(a.host);
         a.port = o.port.unwrap_or(a.port);
         a.parallel = o.parallel.unwrap_or(a.parallel);
+        a.kv_sequences = o.kv_sequences.unwrap_or(a.kv_sequences);
         a.ctx = o.ctx.unwrap_or(a.ctx);
         a.threads = o.threads.unwrap_or(a.threads);
         a.gpu_layers = o.gpu_layers.unwrap_or(a.gpu_layers);
@@ -231,6 +237,12 @@ impl Config {
             (1..=64).contains(&a.parallel),
             "between 1 and 64",
             a.parallel.to_string(),
+        )?;
+        bound(
+            "kv_sequences",
+            a.kv_sequences == 0 || (a.parallel < a.kv_sequences && a.kv_sequences <= 256),
+            "0 (max(16, parallel + 1)) or more than `parallel` and at most 256",
+            a.kv_sequences.to_string(),
         )?;
         bound(
             "ctx",

@@ -35,6 +35,7 @@ impl WorkerLaunch {
         for (flag, value) in [
             ("--ctx", o.ctx_tokens),
             ("--slots", o.slots),
+            ("--kv-sequences", o.kv_sequences),
             ("--threads", o.threads),
             ("--gpu-layers", o.gpu_layers),
             ("--n-batch", o.n_batch),

@@ -374,6 +374,7 @@ fn placeholder_handshake() -> Handshake {
             chat_template: None,
         },
         slots: 0,
+        sequences: 0,
         kv_cells: 0,
         n_batch: 0,
         threads: 0,

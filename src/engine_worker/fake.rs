@@ -72,7 +72,7 @@ pub struct FakeEngine {
 }
 
 impl FakeEngine {
-    pub fn new(options: &FakeOptions, slots: u32) -> Result<Self, FakeSetupError> {
+    pub fn new(options: &FakeOptions, slots: u32, sequences: u32) -> Result<Self, FakeSetupError> {
         let script = match &options.script {
             Some(path) => {
                 let text = std::fs::read_to_string(path).map_err(|e| FakeSetupError::Script {
@@ -92,6 +92,7 @@ impl FakeEngine {
             .map(|spec| parse_fault(spec))
             .collect::<Result<HashMap<_, _>, _>>()?;
         let slots = slots.max(1);
+        let sequences = sequences.max(slots + 1);
         let chunk_tokens = if options.prompt_tokens_per_sec > 0.0 {
             ((options.prompt_tokens_per_sec / 64.0).round() as u32).clamp(1, 128) * 64
         } else {
@@ -113,6 +114,7 @@ impl FakeEngine {
                     chat_template: None,
                 },
                 slots,
+                sequences,
                 kv_cells: options.kv_cells,
                 n_batch: 8192,
                 threads: 1,
@@ -129,7 +131,7 @@ impl FakeEngine {
             options: options.clone(),
             script,
             faults,
-            seqs: vec![Vec::new(); slots as usize],
+            seqs: vec![Vec::new(); sequences as usize],
             samplers: HashMap::new(),
         })
     }
@@ -308,7 +310,7 @@ mod tests {
     use crate::protocol::{Chunk, Command, Reply};
 
     fn worker(slots: u32, script: Option<FakeScript>) -> Worker<FakeEngine> {
-        let mut engine = FakeEngine::new(&FakeOptions::instant(), slots).unwrap();
+        let mut engine = FakeEngine::new(&FakeOptions::instant(), slots, slots + 1).unwrap();
         if let Some(script) = script {
             engine.script = script;
         }
@@ -468,7 +470,7 @@ mod tests {
             kv_cells: 10,
             ..FakeOptions::instant()
         };
-        let mut w = Worker::new(FakeEngine::new(&options, 1).unwrap(), 0);
+        let mut w = Worker::new(FakeEngine::new(&options, 1, 2).unwrap(), 0);
         open(&mut w, 1, 0, None);
         let reply = w.serve(Command::Step {
             chunk: Some(Chunk {

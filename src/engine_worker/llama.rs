@@ -67,6 +67,13 @@ impl<'m> LlamaEngine<'m> {
             n_ctx_train.min(DEFAULT_CTX_CAP_TOKENS)
         };
         let slots = options.slots.max(1);
+        // Recurrent and hybrid models allocate state for every sequence: fewer of them.
+        let recurrent = model.is_recurrent() || model.is_hybrid();
+        let sequences = if recurrent {
+            options.effective_sequences().min(slots + 2)
+        } else {
+            options.effective_sequences()
+        };
         let n_batch = options.n_batch.clamp(64, ctx_tokens.max(64));
         let kv = match options.kv_type {
             KvType::F16 => KvCacheType::F16,
@@ -81,7 +88,7 @@ impl<'m> LlamaEngine<'m> {
             .with_n_ctx(NonZeroU32::new(ctx_tokens))
             .with_n_batch(n_batch)
             .with_n_ubatch(n_batch.min(512))
-            .with_n_seq_max(slots)
+            .with_n_seq_max(sequences)
             .with_kv_unified(true)
             .with_n_threads(threads as i32)
             .with_n_threads_batch(threads as i32)
@@ -104,6 +111,7 @@ impl<'m> LlamaEngine<'m> {
                 protocol_version: PROTOCOL_VERSION,
                 model: facts,
                 slots,
+                sequences,
                 kv_cells,
                 n_batch,
                 threads,

@@ -1,7 +1,7 @@
 //! The engine worker: a child process, the only place that runs inference.
 //!
 //! It loads a GGUF with llama.cpp into one context with one unified KV pool shared by
-//! `slots` sequences (or, with `--fake`, runs the simulated engine), answers the handshake,
+//! `kv_sequences` sequences (of which `slots` run in one step) (or, with `--fake`, runs the simulated engine), answers the handshake,
 //! then serves [`crate::protocol`] commands read as JSON lines from stdin, in order, until
 //! stdin closes. Each request keeps one sampler object from open to close, whatever sequence
 //! it is on, parked or not. A bad line gets an error reply; the worker goes on.
@@ -48,7 +48,7 @@ const MIB: u64 = 1024 * 1024;
 pub fn run(options: &WorkerOptions) -> Result<(), WorkerError> {
     let cache_bytes = options.conversation_cache_mib * MIB;
     if options.fake.enabled {
-        let engine = FakeEngine::new(&options.fake, options.slots)?;
+        let engine = FakeEngine::new(&options.fake, options.slots, options.effective_sequences())?;
         if options.fake.load_secs > 0.0 {
             std::thread::sleep(std::time::Duration::from_secs_f64(options.fake.load_secs));
         }

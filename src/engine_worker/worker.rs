@@ -5,6 +5,7 @@
 use super::backend::{Backend, ChunkRun, DecodeRun, Fault, Refusal};
 use super::cache::ConversationCache;
 use crate::ids::{RequestId, SeqId, TokenId};
+use crate::protocol::pool::CellPool;
 use crate::protocol::{
     Chunk, Command, ErrorKind, ErrorReply, ReadProgress, Reply, Sampled, Sampling, StateMoved,
     Stats, StepDone,
@@ -31,8 +32,8 @@ struct ParkedState<S> {
 pub struct Worker<B: Backend> {
     backend: B,
     requests: HashMap<RequestId, OpenRequest>,
-    /// Tokens each sequence holds (positions `0..len`).
-    seq_len: Vec<u32>,
+    /// The cells each sequence holds (positions `0..len`), prefix copies shared.
+    pool: CellPool,
     parked: HashMap<RequestId, ParkedState<B::Saved>>,
     cache: ConversationCache<B::Saved>,
     steps: u64,
@@ -46,11 +47,11 @@ fn invalid(message: String) -> Refusal {
 
 impl<B: Backend> Worker<B> {
     pub fn new(backend: B, conversation_cache_bytes: u64) -> Self {
-        let slots = backend.handshake().slots as usize;
+        let sequences = backend.handshake().sequences;
         Self {
             backend,
             requests: HashMap::new(),
-            seq_len: vec![0; slots],
+            pool: CellPool::new(sequences),
             parked: HashMap::new(),
             cache: ConversationCache::new(conversation_cache_bytes),
             steps: 0,
@@ -162,7 +163,7 @@ impl<B: Backend> Worker<B> {
                 Some(ChunkRun {
                     request: chunk.request,
                     seq,
-                    start_pos: self.seq_len[seq.0 as usize],
+                    start_pos: self.pool.len(seq),
                     tokens: &chunk.tokens,
                     sample: chunk.last,
                 })
@@ -186,7 +187,7 @@ impl<B: Backend> Worker<B> {
             decodes.push(DecodeRun {
                 request: *request,
                 seq,
-                pos: self.seq_len[seq.0 as usize],
+                pos: self.pool.len(seq),
                 token,
             });
         }
@@ -197,18 +198,18 @@ impl<B: Backend> Worker<B> {
         let mut done = StepDone::default();
         let mut sampled_for = Vec::with_capacity(decodes.len() + 1);
         if let Some(run) = &chunk_run {
-            self.seq_len[run.seq.0 as usize] += run.tokens.len() as u32;
+            self.pool.append(run.seq, run.tokens.len() as u32);
             self.prompt_tokens_read += run.tokens.len() as u64;
             done.read = Some(ReadProgress {
                 request: run.request,
-                held_tokens: self.seq_len[run.seq.0 as usize],
+                held_tokens: self.pool.len(run.seq),
             });
             if run.sample {
                 sampled_for.push(run.request);
             }
         }
         for run in &decodes {
-            self.seq_len[run.seq.0 as usize] += 1;
+            self.pool.append(run.seq, 1);
             sampled_for.push(run.request);
         }
         self.tokens_decoded += decodes.len() as u64;
@@ -232,7 +233,7 @@ impl<B: Backend> Worker<B> {
         let seq = self.running(request)?.seq.expect("running");
         let started = Instant::now();
         let saved = self.backend.save(seq)?;
-        let tokens = self.seq_len[seq.0 as usize];
+        let tokens = self.pool.len(seq);
         let bytes = B::saved_bytes(&saved);
         self.set_len(seq, 0)?;
         self.parked.insert(
@@ -268,7 +269,8 @@ impl<B: Backend> Worker<B> {
             self.parked.insert(request, parked);
             return Err(e);
         }
-        self.seq_len[seq.0 as usize] = parked.tokens;
+        self.pool.clear(seq);
+        self.pool.append(seq, parked.tokens);
         if let Some(open) = self.requests.get_mut(&request) {
             open.seq = Some(seq);
         }
@@ -303,7 +305,7 @@ impl<B: Backend> Worker<B> {
             )));
         }
         self.backend.copy_prefix(from, to, tokens)?;
-        self.seq_len[to.0 as usize] = tokens;
+        self.pool.copy_prefix(from, to, tokens);
         Ok(Reply::Copied {
             to,
             held_tokens: tokens,
@@ -333,7 +335,8 @@ impl<B: Backend> Worker<B> {
         let started = Instant::now();
         let (saved, tokens, bytes) = self.cache.get(key).expect("checked");
         self.backend.load(saved, seq)?;
-        self.seq_len[seq.0 as usize] = tokens;
+        self.pool.clear(seq);
+        self.pool.append(seq, tokens);
         if take {
             self.cache.remove(key);
         }
@@ -346,8 +349,10 @@ impl<B: Backend> Worker<B> {
     pub fn stats(&self) -> Stats {
         Stats {
             kv_cells: self.backend.handshake().kv_cells,
-            kv_cells_used: self.seq_len.iter().sum(),
-            seq_tokens: self.seq_len.clone(),
+            kv_cells_used: self.pool.used() as u32,
+            seq_tokens: (0..self.pool.sequences())
+                .map(|s| self.pool.len(SeqId(s)))
+                .collect(),
             open_requests: self.requests.len() as u32,
             parked_requests: self.parked.len() as u32,
             parked_bytes: self.parked.values().map(|p| p.bytes).sum(),
@@ -374,12 +379,14 @@ impl<B: Backend> Worker<B> {
 
     /// The tokens `seq` holds, if it exists.
     fn seq_exists(&self, seq: SeqId) -> Result<u32, Refusal> {
-        self.seq_len.get(seq.0 as usize).copied().ok_or_else(|| {
-            invalid(format!(
-                "{seq} does not exist: the engine has {} slots",
-                self.seq_len.len()
-            ))
-        })
+        if seq.0 < self.pool.sequences() {
+            Ok(self.pool.len(seq))
+        } else {
+            Err(invalid(format!(
+                "{seq} does not exist: the engine has {} sequences",
+                self.pool.sequences()
+            )))
+        }
     }
 
     /// The tokens `seq` holds, if it exists and no open request runs on it.
@@ -393,15 +400,15 @@ impl<B: Backend> Worker<B> {
 
     fn set_len(&mut self, seq: SeqId, tokens: u32) -> Result<(), Refusal> {
         self.backend.trim(seq, tokens)?;
-        self.seq_len[seq.0 as usize] = tokens;
+        self.pool.trim(seq, tokens);
         Ok(())
     }
 
     /// Whether `added` more cells fit in the pool (after freeing `freed` of them).
-    fn check_room_after(&self, freed: u32, added: u32) -> Result<(), Refusal> {
-        let used = self.seq_len.iter().sum::<u32>() - freed;
-        let cells = self.backend.handshake().kv_cells;
-        if used + added > cells {
+    fn check_room_after(&self, freed: u64, added: u32) -> Result<(), Refusal> {
+        let used = self.pool.used() - freed;
+        let cells = u64::from(self.backend.handshake().kv_cells);
+        if used + u64::from(added) > cells {
             return Err((
                 ErrorKind::Engine,
                 format!("the KV pool is full: {used} cells used + {added} > {cells} cells"),
@@ -416,7 +423,7 @@ impl<B: Backend> Worker<B> {
 
     /// Room for `tokens` put into `seq` in place of what it holds.
     fn check_room_replacing(&self, seq: SeqId, tokens: u32) -> Result<(), Refusal> {
-        self.check_room_after(self.seq_len[seq.0 as usize], tokens)
+        self.check_room_after(self.pool.exclusive(seq), tokens)
     }
 }
 

@@ -108,18 +108,21 @@ pub fn slots_ui(ui: &mut Ui, s: &ServiceSnapshot) {
         .num_columns(5)
         .show(ui, |ui| {
             for slot in &s.slots {
-                ui.label(format!("slot {}", slot.id.0));
+                ui.label(format!("slot {}", slot.id));
                 let state = match slot.state {
                     SlotStatus::Empty => "idle",
                     other => other.as_str(),
                 };
                 ui.label(state);
-                match slot.request_id {
-                    Some(id) => ui.label(format!("{id} (priority {})", slot.priority.unwrap_or(0))),
-                    None if slot.state == SlotStatus::Conversation => {
-                        ui.label(format!("holds {} tokens", slot.held_tokens))
+                match (slot.request_id, slot.seq) {
+                    (Some(id), Some(seq)) => ui.label(format!(
+                        "{id} (priority {}) on {seq}",
+                        slot.priority.unwrap_or(0)
+                    )),
+                    (Some(id), None) => {
+                        ui.label(format!("{id} (priority {})", slot.priority.unwrap_or(0)))
                     }
-                    None => ui.label(""),
+                    (None, _) => ui.label(""),
                 };
                 match slot.state {
                     SlotStatus::Reading => {

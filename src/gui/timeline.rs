@@ -15,8 +15,6 @@ pub const TIMELINE_SECS: f64 = 180.0;
 pub enum Activity {
     Reading,
     Decoding,
-    /// A free slot keeping a cached conversation.
-    Holding,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -60,11 +58,10 @@ impl Timeline {
             let activity = match slot.state {
                 SlotStatus::Reading => Some(Activity::Reading),
                 SlotStatus::Decoding => Some(Activity::Decoding),
-                SlotStatus::Conversation => Some(Activity::Holding),
                 SlotStatus::Empty => None,
             };
             held.push((
-                format!("slot {}", slot.id.0),
+                format!("slot {}", slot.id),
                 activity.map(|a| (slot.request_id, a)),
             ));
         }
@@ -134,7 +131,6 @@ fn colour(request: Option<RequestId>, activity: Activity) -> Color32 {
     let value = match activity {
         Activity::Reading => 0.95,
         Activity::Decoding => 0.7,
-        Activity::Holding => 0.4,
     };
     egui::ecolor::Hsva::new(hue, 0.6, value, 1.0).into()
 }
@@ -209,9 +205,10 @@ mod tests {
     fn slot(state: SlotStatus, request: Option<u64>, lane: bool) -> SlotView {
         SlotView {
             slot: crate::service::SchedulerSlotView {
-                id: crate::ids::SeqId(0),
+                id: 0,
                 state,
                 request_id: request.map(RequestId),
+                seq: request.map(|_| crate::ids::SeqId(0)),
                 priority: None,
                 prompt_tokens: 0,
                 held_tokens: 0,

@@ -350,8 +350,7 @@ impl Actor {
 fn engine_facts(handshake: &Handshake, settings: &SchedulerSettings) -> EngineFacts {
     EngineFacts {
         parallel: handshake.slots,
-        // The worker parks to host RAM; it keeps no spare sequences.
-        spare_seqs: 0,
+        sequences: handshake.sequences,
         kv_cells_total: handshake.kv_cells,
         context_tokens: handshake.model.n_ctx,
         chunk_tokens: settings.chunk_tokens.unwrap_or(handshake.chunk_tokens),

@@ -7,7 +7,7 @@ use super::actor::Actor;
 use crate::engine::EngineError;
 use crate::ids::RequestId;
 use crate::protocol::{self, Command};
-use crate::scheduler::{Action, ConversationId, Event};
+use crate::scheduler::{Action, ConversationId, Event, ParkPlace};
 use std::time::Duration;
 
 impl Actor {
@@ -103,6 +103,15 @@ impl Actor {
                         .await?;
                 }
             }
+            // Parked in its own sequence: nothing moves, the engine is not asked.
+            Action::Park {
+                to: ParkPlace::Pool(_),
+                ..
+            }
+            | Action::Restore {
+                from: ParkPlace::Pool(_),
+                ..
+            } => {}
             Action::Park { request, .. } => {
                 self.engine.call(Command::Park { request }).await?;
             }
@@ -114,6 +123,11 @@ impl Actor {
                         request,
                         seq: into_seq,
                     })
+                    .await?;
+            }
+            Action::CopyPrefix { from, to, tokens } => {
+                self.engine
+                    .call(Command::CopyPrefix { from, to, tokens })
                     .await?;
             }
             Action::DropParked { request, .. } => self.engine.close(request).await?,

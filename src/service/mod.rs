@@ -32,9 +32,9 @@ pub use handle::{
 // layer rule a test in `lib.rs` checks).
 pub use crate::protocol::{Grammar, Sampling};
 pub use crate::scheduler::{
-    ConfigError as SettingsError, FinishReason, GiveWay, ParkKind, ParkedIn, ParkedView,
-    RequestStatus, SchedulerSettings, SlotStatus, SlotView as SchedulerSlotView, WaitingView,
-    resolve_priority,
+    ConfigError as SettingsError, ConversationView, FinishReason, GiveWay, KeptIn, ParkKind,
+    ParkedIn, ParkedView, RequestStatus, SchedulerSettings, SlotStatus,
+    SlotView as SchedulerSlotView, WaitingView, resolve_priority,
 };
 pub use snapshot::{
     ConversationCacheView, CountersView, EngineStatus, EngineView, ServiceSnapshot, SlotView,

@@ -5,7 +5,7 @@
 
 use crate::ids::RequestId;
 use crate::scheduler::{
-    self, GiveWay, Mode, ParkedView, SchedulerSettings, SlotStatus, WaitingView,
+    self, ConversationView, GiveWay, Mode, ParkedView, SchedulerSettings, SlotStatus, WaitingView,
 };
 use serde::Serialize;
 
@@ -31,6 +31,9 @@ pub struct EngineView {
     pub kv_cells_used: u64,
     /// Context tokens of the loaded engine (0 before the first handshake).
     pub context_tokens: u32,
+    /// Engine sequences over the pool, and how many hold nothing.
+    pub kv_sequences: u32,
+    pub kv_sequences_free: u32,
     /// Slots (sequences served at once).
     pub parallel: u32,
     /// Engine processes started so far (each start attempt is one).
@@ -83,6 +86,10 @@ pub struct CountersView {
     pub engine_restarts: u64,
     pub read_parks: u64,
     pub read_restores: u64,
+    /// Parks that kept the sequence and its cells in the pool (no copy), and those saved to
+    /// host RAM because the cells were needed.
+    pub parks_in_pool: u64,
+    pub parks_to_host: u64,
     pub kv_parks: u64,
     pub refusals: u64,
     pub finished: u64,
@@ -107,6 +114,8 @@ impl From<&scheduler::Counters> for CountersView {
             engine_restarts: c.engine_restarts,
             read_parks: c.read_parks,
             read_restores: c.read_restores,
+            parks_in_pool: c.parks_in_pool,
+            parks_to_host: c.parks_to_host,
             kv_parks: c.kv_parks,
             refusals: c.refusals,
             finished: c.finished,
@@ -139,6 +148,8 @@ pub struct ServiceSnapshot {
     pub slots: Vec<SlotView>,
     pub parked: Vec<ParkedView>,
     pub waiting: Vec<WaitingView>,
+    /// Kept conversations (no text): in the pool least recently used first, then in host RAM.
+    pub conversations: Vec<ConversationView>,
     pub conversation_cache: ConversationCacheView,
     pub counters: CountersView,
     /// The most recent first tokens, oldest first.
@@ -163,6 +174,8 @@ impl ServiceSnapshot {
                 kv_cells_total: 0,
                 kv_cells_used: 0,
                 context_tokens: 0,
+                kv_sequences: 0,
+                kv_sequences_free: 0,
                 parallel,
                 generation: 0,
             },
@@ -170,6 +183,7 @@ impl ServiceSnapshot {
             slots: Vec::new(),
             parked: Vec::new(),
             waiting: Vec::new(),
+            conversations: Vec::new(),
             conversation_cache: ConversationCacheView::default(),
             counters: CountersView::default(),
             ttft: Vec::new(),
@@ -190,6 +204,9 @@ impl ServiceSnapshot {
         self.chunk_tokens = s.chunk_tokens;
         self.engine.kv_cells_total = s.kv_cells_total;
         self.engine.kv_cells_used = s.kv_cells_used;
+        self.engine.kv_sequences = s.kv_sequences;
+        self.engine.kv_sequences_free = s.kv_sequences_free;
+        self.conversations = s.conversations.clone();
         self.engine.restarts = s.counters.engine_restarts;
         self.engine.parallel = s.slots.len() as u32;
         self.conversation_cache.entries = s.host_cached_conversations;
@@ -219,6 +236,9 @@ impl ServiceSnapshot {
         }
         for p in &mut s.parked {
             p.parked_secs = 0.0;
+        }
+        for c in &mut s.conversations {
+            c.idle_secs = None;
         }
         for slot in &mut s.slots {
             slot.tokens_per_sec = None;

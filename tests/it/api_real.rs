@@ -204,8 +204,14 @@ async fn killing_the_worker_mid_stream_gives_an_error_event_and_the_next_request
     let mut text = String::from_utf8_lossy(&stream.next().await.unwrap().unwrap()).into_owned();
     tokio::time::sleep(Duration::from_millis(300)).await;
     let model = model_path().display().to_string();
+    // This test's own worker (a child of this process): another server's may be running.
     let pids = std::process::Command::new("pgrep")
-        .args(["-f", &format!("engine-worker --model {model}")])
+        .args([
+            "-P",
+            &std::process::id().to_string(),
+            "-f",
+            &format!("engine-worker --model {model}"),
+        ])
         .output()
         .unwrap();
     let pid = String::from_utf8_lossy(&pids.stdout)

@@ -277,7 +277,7 @@ async fn malformed_and_unknown_lines_get_an_error_reply_and_the_next_call_is_ser
         .call(
             Command::Open {
                 request: RequestId(1),
-                seq: SeqId(9),
+                seq: SeqId(999),
                 keep_tokens: 0,
                 sampling: greedy(),
             },

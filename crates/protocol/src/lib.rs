@@ -7,6 +7,8 @@
 //!   [`Reply`], the [`Handshake`], [`Sampling`] and [`Grammar`].
 //! - [`options`]: `strata-desk engine-worker`'s options ([`WorkerOptions`]) and the engine
 //!   settings the config file also names ([`FlashAttn`], [`KvType`]).
+//! - [`pool`]: the cells of the unified KV pool as the commands move them (prefix copies
+//!   share cells), counted the same way by the scheduler and the worker.
 //! - [`sim_vocab`]: the simulated engine's special tokens, which the host's tokenizer mirrors.
 //!
 //! This crate knows no tokio, no llama.cpp and no UI.
@@ -14,6 +16,7 @@
 pub mod ids;
 mod messages;
 pub mod options;
+pub mod pool;
 
 pub use messages::*;
 pub use options::{FakeOptions, FlashAttn, KvType, WorkerOptions};

@@ -13,7 +13,7 @@ use crate::ids::{RequestId, SeqId, TokenId};
 use serde::{Deserialize, Serialize};
 
 /// Bumped on every incompatible change; the host refuses a worker that speaks another one.
-pub const PROTOCOL_VERSION: u32 = 1;
+pub const PROTOCOL_VERSION: u32 = 2;
 
 /// One line from the host to the worker.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -232,8 +232,11 @@ pub enum Reply {
 pub struct Handshake {
     pub protocol_version: u32,
     pub model: ModelFacts,
-    /// Sequences (slots) the context serves.
+    /// Slots: requests read or decode together in one step (the host's `parallel`).
     pub slots: u32,
+    /// Sequences over the unified pool (`0..sequences`): every live request and every kept
+    /// conversation has its own (more than `slots`).
+    pub sequences: u32,
     /// Cells of the one unified KV pool, shared by every sequence.
     pub kv_cells: u32,
     /// Most tokens one llama.cpp decode call takes.

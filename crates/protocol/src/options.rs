@@ -34,9 +34,13 @@ pub struct WorkerOptions {
     /// Context size in tokens (the unified KV pool); 0 takes the model's, at most 32768.
     #[cfg_attr(feature = "cli", arg(long = "ctx", default_value_t = 0))]
     pub ctx_tokens: u32,
-    /// Sequences (slots) served at once; the KV pool is shared by all of them.
+    /// Slots: requests that read or decode together in one step.
     #[cfg_attr(feature = "cli", arg(long, default_value_t = 1))]
     pub slots: u32,
+    /// Sequences over the one KV pool (every live request and kept conversation has its
+    /// own); 0 takes max(16, slots + 1). At most 256.
+    #[cfg_attr(feature = "cli", arg(long, default_value_t = 0))]
+    pub kv_sequences: u32,
     /// CPU threads for llama.cpp; 0 takes one less than the cores (at least 1).
     #[cfg_attr(feature = "cli", arg(long, default_value_t = 0))]
     pub threads: u32,
@@ -98,6 +102,7 @@ impl WorkerOptions {
             model: Some(model),
             ctx_tokens: 0,
             slots: 1,
+            kv_sequences: 0,
             threads: 0,
             gpu_layers: 0,
             flash_attn: FlashAttn::Auto,
@@ -130,6 +135,23 @@ impl WorkerOptions {
         cores.saturating_sub(1).max(1)
     }
 }
+
+impl WorkerOptions {
+    /// The sequences to open: the option, else max(16, slots + 1); at least slots + 1, at
+    /// most 256 (llama.cpp's limit).
+    pub fn effective_sequences(&self) -> u32 {
+        let slots = self.slots.max(1);
+        let asked = if self.kv_sequences > 0 {
+            self.kv_sequences
+        } else {
+            16.max(slots + 1)
+        };
+        asked.clamp(slots + 1, MAX_SEQUENCES)
+    }
+}
+
+/// llama.cpp's most sequences in one context.
+pub const MAX_SEQUENCES: u32 = 256;
 
 impl FakeOptions {
     /// Fast settings for tests: a simulated engine with no delays.

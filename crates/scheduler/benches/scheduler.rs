@@ -68,7 +68,7 @@ fn drive_to_decoding(s: &mut Scheduler, mut out: Vec<Action>, now: &mut Duration
 fn setup(slots: u32, waiting: u32, len: u32, shared: u32) -> (Scheduler, Event, Duration) {
     let facts = EngineFacts {
         parallel: slots,
-        spare_seqs: 0,
+        sequences: (slots + 1).max(16),
         kv_cells_total: (slots + 2) * (len + 1024),
         context_tokens: len + 1024,
         chunk_tokens: 8192,

@@ -6,10 +6,23 @@ use crate::ids::RequestId;
 use std::cmp::Reverse;
 
 use super::kv::Source;
-use super::lifecycle::{ParkedKind, Phase, SlotState};
-use super::prefix::BLOCK;
-use super::types::{Action, Chunk, FinishReason, Now, ParkPlace, Step};
+use super::lifecycle::{ParkedKind, Phase, SeqState, SlotState};
+use super::types::{Action, Chunk, ConversationId, FinishReason, Now, ParkPlace, Step};
 use super::{EngineState, Scheduler};
+use crate::ids::SeqId;
+
+/// How a waiting request gets its sequence.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Via {
+    /// It continues a kept conversation in that conversation's sequence.
+    TakeOver,
+    /// A free sequence shares this sequence's prefix cells.
+    Copy(SeqId),
+    /// A host-RAM conversation is restored into a free sequence.
+    Restore(ConversationId),
+    /// A free sequence, nothing kept.
+    Fresh,
+}
 
 /// Why a read gave way (counted separately).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -69,7 +82,7 @@ impl Scheduler {
             .filter(|id| self.requests.get(id).is_some_and(|r| r.cancel_pending))
             .collect();
         for id in pending {
-            self.finish_in_slot(id, FinishReason::Cancelled, now);
+            self.finish_in_seq(id, FinishReason::Cancelled, now);
         }
     }
 
@@ -143,10 +156,10 @@ impl Scheduler {
         if w_eff <= p_eff {
             return;
         }
-        let Some(allow_spare) = self.park_plan(p, w) else {
+        let Some(in_pool) = self.park_plan(p, w, now) else {
             return;
         };
-        self.park(p, ParkedKind::Decode, allow_spare, now);
+        self.park(p, ParkedKind::Decode, in_pool, now);
         self.counters.pauses += 1;
         if let Some(r) = self.requests.get_mut(&p) {
             r.pauses += 1;
@@ -178,62 +191,81 @@ impl Scheduler {
         }
     }
 
-    /// Tokens a free slot's conversation holds (0 for an empty or busy slot).
-    fn conversation_len(&self, idx: usize) -> u32 {
-        match &self.slots[idx].state {
-            SlotState::Conversation(c) => c.tokens.len(),
-            _ => 0,
-        }
-    }
-
-    /// A free slot to overwrite: an empty one, else the least recently used conversation.
-    fn plain_free_slot(&self) -> Option<usize> {
-        let free = self
-            .slots
+    /// A free slot (lane), if any.
+    fn free_slot(&self) -> Option<usize> {
+        self.slots
             .iter()
-            .enumerate()
-            .filter(|(_, s)| !matches!(s.state, SlotState::Busy { .. }));
-        free.min_by_key(|(i, s)| (!matches!(s.state, SlotState::Empty), s.last_used, *i))
-            .map(|(i, _)| i)
+            .position(|s| matches!(s.state, SlotState::Empty))
     }
 
+    /// R1 for a waiting request: it continues the kept conversation holding the longest
+    /// prefix of its prompt (taking its sequence when it continues all of it, else sharing
+    /// the prefix cells by a copy into a sequence of its own), or a live request's prefix (a
+    /// copy), or a host-RAM conversation (restored into a sequence of its own), or starts a
+    /// fresh sequence. Nothing kept is destroyed while the pool has room and a sequence id is
+    /// free; when a copy does not fit, the conversation it would copy is continued in place
+    /// (its tail past the shared prefix is dropped), and when nothing else fits it starts
+    /// fresh, with room made from what is kept.
     fn admit_waiting(&mut self, id: RequestId, now: Now) -> bool {
-        let Some(plain) = self.plain_free_slot() else {
+        let Some(slot) = self.free_slot() else {
             return false;
-        };
-        // A prefix shorter than one block (a shared BOS or template header) does not choose the
-        // slot when taking it would drop the rest of a conversation: the slot is then the plain
-        // one (empty, else the least recently used), so a recent conversation is not
-        // overwritten for a few header tokens. A short conversation's follow-up (its whole
-        // conversation is the prefix) still goes to its slot.
-        let (idx, mut keep, from_host) = match self.best_source(id) {
-            Some((Source::Slot(i), u))
-                if (u as usize) < BLOCK && i != plain && u < self.conversation_len(i) =>
-            {
-                (plain, 0, None)
-            }
-            Some((Source::Host(_), u)) if (u as usize) < BLOCK => (plain, 0, None),
-            Some((Source::Slot(i), u)) => (i, u, None),
-            Some((Source::Host(h), u)) => (plain, u, Some(self.host_cache[h].0)),
-            None => (plain, 0, None),
         };
         let Some(r) = self.requests.get(&id) else {
             return false;
         };
         let reserve = self.initial_reservation(r.prompt_len(), r.max_tokens);
-        if !self.make_room(u64::from(reserve), Some(idx), Some(id), now) {
+        let Some((seq, keep, via)) = self.admission_plan(id, reserve, now) else {
             return false;
+        };
+        let seq = match seq {
+            Some(s) => s,
+            None => {
+                let protect: Vec<SeqId> = match via {
+                    Via::Copy(from) => vec![from],
+                    _ => Vec::new(),
+                };
+                match self.free_seq(&protect, now) {
+                    Some(s) => s,
+                    None => return false,
+                }
+            }
+        };
+        let need = match via {
+            Via::TakeOver | Via::Copy(_) => reserve.saturating_sub(keep),
+            Via::Restore(_) | Via::Fresh => reserve,
+        };
+        let mut keep = keep;
+        match via {
+            Via::TakeOver => self.pool.trim(seq, keep),
+            Via::Copy(from) => {
+                self.out.actions.push(Action::CopyPrefix {
+                    from,
+                    to: seq,
+                    tokens: keep,
+                });
+                self.pool.copy_prefix(from, seq, keep);
+            }
+            Via::Restore(_) | Via::Fresh => {}
         }
-        let seq = self.slots[idx].seq;
-        if let Some(cid) = from_host {
+        // the new sequence is taken before room is made, so nothing evicts it
+        let mut protect = vec![seq];
+        if let Via::Copy(from) = via {
+            protect.push(from);
+        }
+        if !self.make_room(u64::from(need), &protect, now) {
+            self.diag(format!("{id}: the room planned for it was not there"));
+        }
+        if let Via::Restore(cid) = via {
             // making room may have pushed the cache's oldest entries out
             match self.host_cache.iter().position(|(c, _)| *c == cid) {
                 Some(h) => {
-                    self.host_cache.remove(h);
+                    let (_, conv) = self.host_cache.remove(h).expect("found");
                     self.out.actions.push(Action::RestoreConversation {
                         conversation: cid,
                         into_seq: seq,
                     });
+                    self.pool.append(seq, conv.tokens.len());
+                    self.pool.trim(seq, keep);
                 }
                 None => keep = 0,
             }
@@ -243,7 +275,8 @@ impl Scheduler {
             seq,
             keep_tokens: keep,
         });
-        self.set_slot(idx, SlotState::Busy { request: id }, now);
+        self.set_seq(seq, SeqState::Owned(id), now);
+        self.set_slot(slot, SlotState::Busy { request: id }, now);
         self.set_phase(id, Phase::Reading { seq, read_to: keep });
         self.waiting.retain(|x| *x != id);
         let chunk = self.chunk_tokens();
@@ -257,6 +290,57 @@ impl Scheduler {
         true
     }
 
+    /// How a waiting request would take a slot now, best first, that fits: (the sequence it
+    /// takes over, if any; the prefix it keeps; how it gets it). `None` when nothing fits.
+    fn admission_plan(
+        &mut self,
+        id: RequestId,
+        reserve: u32,
+        now: Now,
+    ) -> Option<(Option<SeqId>, u32, Via)> {
+        let kept_len = |s: &Self, seq: SeqId| match &s.seqs[seq.0 as usize].state {
+            SeqState::Kept(c) => c.tokens.len(),
+            _ => 0,
+        };
+        let mut plans: Vec<(Option<SeqId>, u32, Via)> = Vec::new();
+        match self.best_source(id) {
+            // it continues the whole conversation: the sequence is its
+            Some((Source::Kept(s), u)) if u == kept_len(self, s) => {
+                plans.push((Some(s), u, Via::TakeOver));
+            }
+            // an engine that cannot share a prefix takes the sequence (cut at a checkpoint)
+            Some((Source::Kept(s), u)) if !self.facts.trims_at_any_token => {
+                plans.push((Some(s), u, Via::TakeOver));
+            }
+            Some((Source::Kept(s), u)) => {
+                plans.push((None, u, Via::Copy(s)));
+                plans.push((Some(s), u, Via::TakeOver));
+            }
+            Some((Source::Live(s), u)) => plans.push((None, u, Via::Copy(s))),
+            Some((Source::Host(h), u)) => {
+                plans.push((None, u, Via::Restore(self.host_cache[h].0)));
+            }
+            None => {}
+        }
+        plans.push((None, 0, Via::Fresh));
+        plans.into_iter().find(|(seq, keep, via)| {
+            let need = u64::from(match via {
+                Via::TakeOver | Via::Copy(_) => reserve.saturating_sub(*keep),
+                Via::Restore(_) | Via::Fresh => reserve,
+            });
+            match (via, seq) {
+                (Via::TakeOver, Some(s)) => self.can_make_room_trimmed(*s, *keep, need, now),
+                (Via::Copy(from), _) => {
+                    // the copy's sequence comes free first (perhaps by an eviction), then room
+                    self.seq_obtainable(&[*from], now) && self.can_make_room(need, &[*from], now)
+                }
+                _ => self.seq_obtainable(&[], now) && self.can_make_room(need, &[], now),
+            }
+        })
+    }
+
+    /// A parked request takes a slot again: from its own sequence (nothing moves), or from
+    /// host RAM into a free sequence.
     fn admit_parked(
         &mut self,
         id: RequestId,
@@ -264,44 +348,44 @@ impl Scheduler {
         kind: ParkedKind,
         now: Now,
     ) -> bool {
-        let Some(idx) = self.plain_free_slot() else {
+        let Some(slot) = self.free_slot() else {
             return false;
         };
-        let need = self.admission_need(id);
-        if !self.make_room(need, Some(idx), Some(id), now) {
-            return false;
-        }
-        // make_room never moves this very request out of its spare sequence (it is `keep`);
-        // the phase is read again to be safe
-        let place = match self.requests.get(&id).map(|r| &r.phase) {
-            Some(Phase::Parked { place, .. }) => *place,
-            _ => place,
-        };
-        if place == ParkPlace::HostRam {
-            let need2 = u64::from(self.restore_reservation(id));
-            if !self.make_room(need2, Some(idx), Some(id), now) {
-                return false;
+        let reserve = self.restore_reservation(id);
+        let seq = match place {
+            ParkPlace::Pool(seq) => {
+                let more = reserve.saturating_sub(self.pool.len(seq));
+                if !self.make_room(u64::from(more), &[seq], now) {
+                    return false;
+                }
+                seq
             }
-        }
-        if let SlotState::Conversation(_) = self.slots[idx].state {
-            // the restore replaces the slot's content
-            self.set_slot(idx, SlotState::Empty, now);
-        }
-        let seq = self.slots[idx].seq;
+            ParkPlace::HostRam => {
+                if !self.seq_obtainable(&[], now)
+                    || !self.can_make_room(u64::from(reserve), &[], now)
+                {
+                    return false;
+                }
+                let Some(seq) = self.free_seq(&[], now) else {
+                    return false;
+                };
+                if !self.make_room(u64::from(reserve), &[seq], now) {
+                    self.diag(format!("{id}: room vanished while its sequence was freed"));
+                    return false;
+                }
+                let held = self.requests.get(&id).map_or(0, |r| r.held_cells());
+                // restored, it holds its own cells (nothing shared)
+                self.pool.append(seq, held);
+                self.set_seq(seq, SeqState::Owned(id), now);
+                seq
+            }
+        };
         self.out.actions.push(Action::Restore {
             request: id,
             from: place,
             into_seq: seq,
         });
-        if let ParkPlace::Spare(_) = place {
-            for s in &mut self.spares {
-                if *s == Some(id) {
-                    *s = None;
-                }
-            }
-        }
-        let reserve = self.restore_reservation(id);
-        self.set_slot(idx, SlotState::Busy { request: id }, now);
+        self.set_slot(slot, SlotState::Busy { request: id }, now);
         let to = match kind {
             ParkedKind::Read { read_to } => Phase::Reading { seq, read_to },
             ParkedKind::Decode => Phase::Decoding { seq },
@@ -428,7 +512,7 @@ impl Scheduler {
         qualifying.sort_by_key(|(w, _)| self.lane_key(*w, now));
         qualifying
             .into_iter()
-            .find(|(w, _)| !solo || self.park_plan(rid, *w).is_some())
+            .find(|(w, _)| !solo || self.park_plan(rid, *w, now).is_some())
     }
 
     fn give_way(&mut self, rid: RequestId, w: RequestId, reason: GiveWayReason, now: Now) {
@@ -445,14 +529,14 @@ impl Scheduler {
         self.lane = None;
         if self.slots.len() == 1 {
             // solo: R's part is parked (nothing read is lost), W takes the slot at once
-            let Some(allow_spare) = self.park_plan(rid, w) else {
+            let Some(in_pool) = self.park_plan(rid, w, now) else {
                 return;
             };
             let read_to = match self.requests.get(&rid).map(|r| &r.phase) {
                 Some(Phase::Reading { read_to, .. }) => *read_to,
                 _ => return,
             };
-            self.park(rid, ParkedKind::Read { read_to }, allow_spare, now);
+            self.park(rid, ParkedKind::Read { read_to }, in_pool, now);
             self.counters.read_parks += 1;
             if !self.take_slot(w, now) {
                 self.diag(format!("{w} could not take the slot {rid} gave way to"));
@@ -482,17 +566,19 @@ impl Scheduler {
                 is_last: end == len,
             })
         });
-        let mut decoding: Vec<(RequestId, crate::ids::SeqId)> = self
+        let mut decoding: Vec<(RequestId, SeqId)> = self
             .slots
             .iter()
             .filter_map(|s| match s.state {
-                SlotState::Busy { request } => Some((request, s.seq)),
-                _ => None,
+                SlotState::Busy { request } => Some(request),
+                SlotState::Empty => None,
             })
-            .filter(|(id, _)| {
-                self.requests
-                    .get(id)
-                    .is_some_and(|r| !r.cancel_pending && matches!(r.phase, Phase::Decoding { .. }))
+            .filter_map(|id| {
+                let r = self.requests.get(&id)?;
+                match r.phase {
+                    Phase::Decoding { seq } if !r.cancel_pending => Some((id, seq)),
+                    _ => None,
+                }
             })
             .collect();
         // higher ranks get cells first
@@ -501,6 +587,11 @@ impl Scheduler {
         let mut stalled = Vec::new();
         let share = self.settings.output_reserve_tokens;
         let ctx = self.context_tokens();
+        let running: Vec<SeqId> = self
+            .requests
+            .values()
+            .filter_map(|r| r.phase.seq())
+            .collect();
         for (id, seq) in decoding {
             let Some(r) = self.requests.get(&id) else {
                 continue;
@@ -509,7 +600,7 @@ impl Scheduler {
             let reserved = r.reserved_cells;
             if want > reserved {
                 let grow_to = reserved.saturating_add(share).min(ctx).max(want);
-                let new_res = if self.make_room(u64::from(grow_to - reserved), None, None, now) {
+                let new_res = if self.make_room(u64::from(grow_to - reserved), &running, now) {
                     Some(grow_to)
                 } else if self.cells_free() >= u64::from(want - reserved) {
                     Some(want)

@@ -5,11 +5,12 @@ use crate::ids::{RequestId, TokenId};
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use super::lifecycle::{Phase, Request, SlotState};
+use super::lifecycle::{Phase, Request, SeqState};
 use super::prefix::TokenSeq;
 use super::settings::MaxTokensOverContext;
 use super::types::{
-    Action, EngineFacts, Event, FailKind, FinishReason, NewRequest, Now, Refusal, StepOutput,
+    Action, EngineFacts, Event, FailKind, FinishReason, NewRequest, Now, ParkPlace, Refusal,
+    StepOutput,
 };
 use super::{EngineState, Scheduler, SchedulerSettings};
 
@@ -176,6 +177,14 @@ impl Scheduler {
                 });
                 self.end(id);
             }
+            Phase::Parked {
+                place: ParkPlace::Pool(_),
+                ..
+            } => {
+                // its tokens stay in its sequence as a conversation, like a running request's
+                self.counters.cancellations.parked += 1;
+                self.finish_in_seq(id, FinishReason::Cancelled, now);
+            }
             Phase::Parked { place, .. } => {
                 self.counters.cancellations.parked += 1;
                 self.out
@@ -199,20 +208,21 @@ impl Scheduler {
                     r.cancel_pending = true;
                 }
                 if self.outstanding.is_none() {
-                    self.finish_in_slot(id, FinishReason::Cancelled, now);
+                    self.finish_in_seq(id, FinishReason::Cancelled, now);
                 }
             }
             Phase::Ended => {}
         }
     }
 
-    /// Ends a slot holder: its tokens stay in the slot as a conversation.
-    pub(crate) fn finish_in_slot(&mut self, id: RequestId, reason: FinishReason, now: Now) {
+    /// Ends a request that owns a sequence (running, or parked in it): its tokens stay there
+    /// as a conversation, and its slot (if it held one) is free.
+    pub(crate) fn finish_in_seq(&mut self, id: RequestId, reason: FinishReason, now: Now) {
         let Some(r) = self.requests.get(&id) else {
             return;
         };
-        let Some(seq) = r.phase.seq() else {
-            self.illegal(format!("{id} finished in a slot it does not hold"));
+        let Some(seq) = r.phase.own_seq() else {
+            self.illegal(format!("{id} finished in a sequence it does not own"));
             return;
         };
         let output_tokens = r.generated();
@@ -223,12 +233,15 @@ impl Scheduler {
             seq,
             keep_as_conversation: keep,
         });
+        // the cells past what it held (a pledge never used) are not the conversation's
+        self.pool.trim(seq, held.len());
         let to = if keep {
-            SlotState::Conversation(self.new_conversation(held))
+            SeqState::Kept(self.new_conversation(held))
         } else {
-            SlotState::Empty
+            SeqState::Free
         };
-        self.set_slot(seq.0 as usize, to, now);
+        self.free_slot_of(id, now);
+        self.set_seq(seq, to, now);
         let stats = self.stats(id);
         self.out.actions.push(Action::Finish {
             request: id,
@@ -268,9 +281,9 @@ impl Scheduler {
             index,
         });
         if let Some(reason) = finished {
-            self.finish_in_slot(id, reason, now);
+            self.finish_in_seq(id, reason, now);
         } else if at_max {
-            self.finish_in_slot(id, FinishReason::Length, now);
+            self.finish_in_seq(id, FinishReason::Length, now);
         }
     }
 
@@ -282,6 +295,13 @@ impl Scheduler {
         let mut by: HashMap<RequestId, StepOutput> =
             outputs.into_iter().map(|o| (o.request, o)).collect();
         let mut sampled: Vec<RequestId> = Vec::new();
+        // the cells the step took: the chunk's tokens, and one fed token per decode
+        if let Some(ch) = &step.chunk {
+            self.pool.append(ch.seq, ch.tokens.end - ch.tokens.start);
+        }
+        for (_, seq) in &step.decode {
+            self.pool.append(*seq, 1);
+        }
         if let Some(ch) = &step.chunk {
             let id = ch.request;
             if let Some(r) = self.requests.get_mut(&id) {
@@ -333,7 +353,9 @@ impl Scheduler {
                             seq,
                             keep_as_conversation: false,
                         });
-                        self.set_slot(seq.0 as usize, SlotState::Empty, now);
+                        self.free_slot_of(id, now);
+                        self.pool.clear(seq);
+                        self.set_seq(seq, SeqState::Free, now);
                     }
                     self.fail(id, FailKind::EngineProtocol);
                 }
@@ -366,11 +388,16 @@ impl Scheduler {
             .map(|r| r.id)
             .collect();
         for id in held {
-            if let Some(Phase::Parked { place, .. }) = self.requests.get(&id).map(|r| &r.phase) {
-                let place = *place;
-                self.out
-                    .actions
-                    .push(Action::DropParked { request: id, place });
+            // a request parked in its sequence went with the engine's pool
+            if let Some(Phase::Parked {
+                place: ParkPlace::HostRam,
+                ..
+            }) = self.requests.get(&id).map(|r| &r.phase)
+            {
+                self.out.actions.push(Action::DropParked {
+                    request: id,
+                    place: ParkPlace::HostRam,
+                });
             }
             self.fail(id, kind.clone());
         }

@@ -1,144 +1,216 @@
-//! The KV cell budget: what every holder uses, reservations, making room by moving idle
-//! conversations to the host-RAM conversation cache (and engine-parked sequences to host RAM),
-//! held-for-sure lookups against the free conversations, and parking places.
+//! The KV pool: its cells (what every sequence holds, prefix copies shared, plus what running
+//! requests have pledged), its sequence ids, and making room. Room is made by moving idle
+//! conversations to the host-RAM conversation cache, least recently used first, then parked
+//! requests to host RAM; never a running request's cells. Also held-for-sure lookups against
+//! every kept conversation, and parking places.
 
 use crate::ids::{RequestId, SeqId};
 use std::sync::Arc;
 
 use super::Scheduler;
-use super::lifecycle::{Conversation, ParkedKind, Phase, SlotState};
-use super::prefix::TokenSeq;
+use super::lifecycle::{Conversation, ParkedKind, Phase, SeqState};
+use super::prefix::{BLOCK, TokenSeq};
 use super::types::{Action, ConversationId, Now, ParkPlace};
+use strata_protocol::pool::CellPool;
 
 /// Where a waiting request's held prefix comes from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Source {
-    Slot(usize),
+    /// An idle conversation in this sequence.
+    Kept(SeqId),
+    /// A live request's sequence (shared by a prefix copy, never taken).
+    Live(SeqId),
+    /// The host-RAM conversation cache, at this position.
     Host(usize),
 }
 
+/// What makes room, in the order it is taken.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Victim {
+    Conversation(SeqId),
+    Parked(RequestId, SeqId),
+}
+
+/// Whether a usable prefix `u` from a source of `source_len` tokens is worth continuing for a
+/// prompt of `prompt_len`: at least one block (a shared template header alone is not), or a
+/// kept conversation continued whole (a follow-up), or, in the pool, the whole prompt but the
+/// token it must read (the same request sent again).
+fn worth(src: Source, u: u32, source_len: u32, prompt_len: u32) -> bool {
+    let in_pool = matches!(src, Source::Kept(_) | Source::Live(_));
+    u as usize >= BLOCK
+        || (u > 0 && matches!(src, Source::Kept(_)) && u == source_len)
+        || (u > 0 && in_pool && u + 1 == prompt_len)
+}
+
+fn victim_seq(victim: Victim) -> SeqId {
+    match victim {
+        Victim::Conversation(s) | Victim::Parked(_, s) => s,
+    }
+}
+
 impl Scheduler {
-    /// Cells held now: busy slots (their reservation), conversations in slots, engine-parked.
+    /// Cells held now, each shared cell once, plus what running requests have pledged.
     pub(crate) fn cells_used(&self) -> u64 {
-        let mut used = 0u64;
-        for s in &self.slots {
-            used += match &s.state {
-                SlotState::Empty => 0,
-                SlotState::Conversation(c) => u64::from(c.tokens.len()),
-                SlotState::Busy { request } => self
-                    .requests
-                    .get(request)
-                    .map_or(0, |r| u64::from(r.reserved_cells.max(r.held_cells()))),
-            };
-        }
-        for id in self.spares.iter().flatten() {
-            used += self
-                .requests
-                .get(id)
-                .map_or(0, |r| u64::from(r.held_cells()));
-        }
-        used
+        self.pool.used() + self.pledged()
+    }
+
+    /// Cells running requests may still take without asking (their reservation past what
+    /// their sequence holds).
+    fn pledged(&self) -> u64 {
+        self.requests
+            .values()
+            .filter_map(|r| {
+                let seq = r.phase.seq()?;
+                Some(u64::from(
+                    r.reserved_cells.saturating_sub(self.pool.len(seq)),
+                ))
+            })
+            .sum()
     }
 
     pub(crate) fn cells_free(&self) -> u64 {
         u64::from(self.facts.kv_cells_total).saturating_sub(self.cells_used())
     }
 
-    /// Cells that `make_room` could free (idle conversations in slots other than `protect`, and
-    /// engine-parked sequences other than `keep`'s).
-    pub(crate) fn cells_evictable(&self, protect: Option<usize>, keep: Option<RequestId>) -> u64 {
-        let conv: u64 = self
-            .slots
+    /// What could make room, in order: idle conversations least recently used first, then
+    /// parked requests (the one that would come back last first). Never a sequence in
+    /// `protect`.
+    fn victims(&self, protect: &[SeqId], now: Now) -> Vec<Victim> {
+        let mut kept: Vec<(Now, SeqId)> = self
+            .seqs
             .iter()
-            .enumerate()
-            .filter(|(i, _)| Some(*i) != protect)
-            .map(|(_, s)| match &s.state {
-                SlotState::Conversation(c) => u64::from(c.tokens.len()),
-                _ => 0,
-            })
-            .sum();
-        let parked: u64 = self
-            .spares
+            .filter(|s| matches!(s.state, SeqState::Kept(_)) && !protect.contains(&s.id))
+            .map(|s| (s.last_used, s.id))
+            .collect();
+        kept.sort();
+        let mut parked: Vec<RequestId> = self
+            .parked
             .iter()
-            .flatten()
-            .filter(|id| Some(**id) != keep)
-            .map(|id| {
+            .copied()
+            .filter(|id| {
                 self.requests
                     .get(id)
-                    .map_or(0, |r| u64::from(r.held_cells()))
+                    .and_then(|r| r.phase.own_seq())
+                    .is_some_and(|s| !protect.contains(&s))
             })
-            .sum();
-        conv + parked
+            .collect();
+        parked.sort_by_key(|id| std::cmp::Reverse(self.admission_key(*id, now)));
+        kept.into_iter()
+            .map(|(_, seq)| Victim::Conversation(seq))
+            .chain(parked.into_iter().filter_map(|id| {
+                let seq = self.requests.get(&id)?.phase.own_seq()?;
+                Some(Victim::Parked(id, seq))
+            }))
+            .collect()
     }
 
-    fn conv_cells(&self, idx: usize) -> u64 {
-        match &self.slots[idx].state {
-            SlotState::Conversation(c) => u64::from(c.tokens.len()),
-            _ => 0,
-        }
+    /// The victims to take so that `need` cells are free, or `None` when all of them would
+    /// not do. Sharing is counted exactly: cells two victims share free with the second.
+    fn room_plan(&self, need: u64, protect: &[SeqId], now: Now) -> Option<Vec<Victim>> {
+        self.room_plan_from(self.pool.clone(), need, protect, now)
     }
 
-    /// Makes `need` cells available for slot `target` (whose own conversation is replaced, so it
-    /// counts as free) and for `keep`, the request being admitted or restored, whose own spare
-    /// sequence is never moved out. Evicts least recently used conversations first, then moves
-    /// other engine-parked sequences to host RAM. Acts only when it can succeed.
-    pub(crate) fn make_room(
-        &mut self,
+    /// [`Scheduler::room_plan`] from another state of the pool (one about to be trimmed).
+    fn room_plan_from(
+        &self,
+        mut pool: CellPool,
         need: u64,
-        target: Option<usize>,
-        keep: Option<RequestId>,
+        protect: &[SeqId],
         now: Now,
-    ) -> bool {
-        let own = target.map_or(0, |t| self.conv_cells(t));
-        let mut avail = self.cells_free() + own;
-        if avail >= need {
-            return true;
+    ) -> Option<Vec<Victim>> {
+        let total = u64::from(self.facts.kv_cells_total);
+        let pledged = self.pledged();
+        let mut plan = Vec::new();
+        let free = |pool: &CellPool| total.saturating_sub(pool.used() + pledged);
+        if free(&pool) >= need {
+            return Some(plan);
         }
-        if avail + self.cells_evictable(target, keep) < need {
-            return false;
-        }
-        while avail < need {
-            let lru = self
-                .slots
-                .iter()
-                .enumerate()
-                .filter(|(i, s)| {
-                    Some(*i) != target && matches!(s.state, SlotState::Conversation(_))
-                })
-                .min_by_key(|(i, s)| (s.last_used, *i))
-                .map(|(i, _)| i);
-            if let Some(i) = lru {
-                avail += self.conv_cells(i);
-                self.evict_conversation(i, now);
+        // Victims that free nothing by themselves (every cell shared) are taken last: the
+        // cells they share only with other victims free with those.
+        let mut later = Vec::new();
+        for victim in self.victims(protect, now) {
+            let seq = victim_seq(victim);
+            if pool.exclusive(seq) == 0 {
+                later.push(victim);
                 continue;
             }
-            let Some(pos) = self.spares.iter().position(|s| s.is_some() && *s != keep) else {
-                return false;
-            };
-            let Some(id) = self.spares[pos] else {
-                return false;
-            };
-            avail += self
-                .requests
-                .get(&id)
-                .map_or(0, |r| u64::from(r.held_cells()));
-            self.move_spare_to_host(id, pos);
+            pool.clear(seq);
+            plan.push(victim);
+            if free(&pool) >= need {
+                return Some(plan);
+            }
+        }
+        for victim in later {
+            pool.clear(victim_seq(victim));
+            plan.push(victim);
+            if free(&pool) >= need {
+                return Some(plan);
+            }
+        }
+        None
+    }
+
+    /// Makes `need` cells free, never touching the sequences in `protect`. Acts only when it
+    /// can succeed.
+    pub(crate) fn make_room(&mut self, need: u64, protect: &[SeqId], now: Now) -> bool {
+        let Some(plan) = self.room_plan(need, protect, now) else {
+            return false;
+        };
+        for victim in plan {
+            self.take_victim(victim, now);
         }
         true
     }
 
-    /// Moves slot `idx`'s idle conversation to the host-RAM cache (or drops it when the cache
-    /// is off), clearing the slot.
-    pub(crate) fn evict_conversation(&mut self, idx: usize, now: Now) {
-        let SlotState::Conversation(conv) = self.slots[idx].state.clone() else {
+    /// Whether `need` cells could be made free without the sequences in `protect`.
+    pub(crate) fn can_make_room(&self, need: u64, protect: &[SeqId], now: Now) -> bool {
+        self.room_plan(need, protect, now).is_some()
+    }
+
+    /// Whether `need` cells could be made free once `seq` is trimmed to `keep` (a request
+    /// taking over a conversation it continues only in part).
+    pub(crate) fn can_make_room_trimmed(&self, seq: SeqId, keep: u32, need: u64, now: Now) -> bool {
+        let mut pool = self.pool.clone();
+        pool.trim(seq, keep);
+        self.room_plan_from(pool, need, &[seq], now).is_some()
+    }
+
+    fn take_victim(&mut self, victim: Victim, now: Now) {
+        match victim {
+            Victim::Conversation(seq) => self.evict_conversation(seq, now),
+            Victim::Parked(id, _) => self.move_parked_to_host(id, now),
+        }
+    }
+
+    /// A free sequence id, freeing one (the least recently used idle conversation, else a
+    /// parked request's) when none is; never one in `protect`.
+    pub(crate) fn free_seq(&mut self, protect: &[SeqId], now: Now) -> Option<SeqId> {
+        if let Some(s) = self.seqs.iter().find(|s| matches!(s.state, SeqState::Free)) {
+            return Some(s.id);
+        }
+        let victim = *self.victims(protect, now).first()?;
+        self.take_victim(victim, now);
+        Some(victim_seq(victim))
+    }
+
+    /// Whether a sequence id could be had without the sequences in `protect`.
+    pub(crate) fn seq_obtainable(&self, protect: &[SeqId], now: Now) -> bool {
+        self.seqs.iter().any(|s| matches!(s.state, SeqState::Free))
+            || !self.victims(protect, now).is_empty()
+    }
+
+    /// Moves the idle conversation in `seq` to the host-RAM cache (or drops it when the cache
+    /// is off); its cells shared with other sequences stay for them.
+    pub(crate) fn evict_conversation(&mut self, seq: SeqId, now: Now) {
+        let SeqState::Kept(conv) = self.seqs[seq.0 as usize].state.clone() else {
             return;
         };
-        let seq = self.slots[idx].seq;
         let to_cache = self.push_host(conv);
         self.out
             .actions
             .push(Action::EvictConversation { seq, to_cache });
-        self.set_slot(idx, SlotState::Empty, now);
+        self.pool.clear(seq);
+        self.set_seq(seq, SeqState::Free, now);
     }
 
     fn push_host(&mut self, conv: Conversation) -> Option<ConversationId> {
@@ -158,12 +230,13 @@ impl Scheduler {
         Some(id)
     }
 
-    fn move_spare_to_host(&mut self, id: RequestId, pos: usize) {
-        let Some(Phase::Parked { place, kind }) = self.requests.get(&id).map(|r| r.phase.clone())
+    /// A request parked in its sequence moves to host RAM (its cells or its id are needed).
+    fn move_parked_to_host(&mut self, id: RequestId, now: Now) {
+        let Some(Phase::Parked {
+            place: ParkPlace::Pool(seq),
+            kind,
+        }) = self.requests.get(&id).map(|r| r.phase.clone())
         else {
-            return;
-        };
-        let ParkPlace::Spare(seq) = place else {
             return;
         };
         self.out.actions.push(Action::Park {
@@ -171,6 +244,7 @@ impl Scheduler {
             from_seq: seq,
             to: ParkPlace::HostRam,
         });
+        self.counters.parks_to_host += 1;
         self.set_phase(
             id,
             Phase::Parked {
@@ -178,7 +252,8 @@ impl Scheduler {
                 kind,
             },
         );
-        self.spares[pos] = None;
+        self.pool.clear(seq);
+        self.set_seq(seq, SeqState::Free, now);
     }
 
     /// A new conversation from a request's held tokens.
@@ -190,81 +265,98 @@ impl Scheduler {
         }
     }
 
-    /// The usable prefix of `id`'s prompt from one conversation (memoized per conversation).
-    fn usable_from(&mut self, id: RequestId, key: u64, tokens: &TokenSeq) -> u32 {
+    /// The usable prefix of `id`'s prompt from a conversation or a live request's tokens
+    /// (memoized per key: a kept conversation never changes).
+    fn usable_from(&mut self, id: RequestId, key: Option<u64>, tokens: &TokenSeq) -> u32 {
         let trims = self.facts.trims_at_any_token;
-        let live = self.slots.len() + self.host_cache.len() + 4;
+        let live = self.seqs.len() + self.host_cache.len() + 4;
         let Some(r) = self.requests.get_mut(&id) else {
             return 0;
         };
-        if let Some(v) = r.prefix_memo.get(&key) {
+        if let Some(v) = key.and_then(|k| r.prefix_memo.get(&k)) {
             return *v;
         }
         let lcp = r.prompt.common_prefix(tokens);
         let u = r.prompt.usable_prefix(lcp, tokens.len(), trims);
-        if r.prefix_memo.len() > 4 * live {
-            r.prefix_memo.clear();
+        if let Some(k) = key {
+            if r.prefix_memo.len() > 4 * live {
+                r.prefix_memo.clear();
+            }
+            r.prefix_memo.insert(k, u);
         }
-        r.prefix_memo.insert(key, u);
         u
     }
 
-    /// The best source of held-for-sure tokens for a request that has no slot: the free slot
-    /// conversation or host-RAM conversation sharing the longest usable prefix. At equal
-    /// length a slot beats host RAM (no restore needed), and between slots the one whose
-    /// overwrite drops the fewest tokens, then the least recently used.
-    pub(crate) fn best_source(&mut self, id: RequestId) -> Option<(Source, u32)> {
-        let mut convs: Vec<(Source, u64, Arc<TokenSeq>)> = Vec::new();
-        for (i, s) in self.slots.iter().enumerate() {
-            if let SlotState::Conversation(c) = &s.state {
-                convs.push((Source::Slot(i), c.key, c.tokens.clone()));
+    /// Every source a waiting request could continue: kept conversations, the tokens live
+    /// requests hold (prefix copies only, on engines that trim anywhere), the host cache.
+    fn sources(&self, id: RequestId) -> Vec<(Source, Option<u64>, Arc<TokenSeq>)> {
+        let mut out = Vec::new();
+        for s in &self.seqs {
+            match &s.state {
+                SeqState::Kept(c) => out.push((Source::Kept(s.id), Some(c.key), c.tokens.clone())),
+                SeqState::Owned(other) if *other != id && self.facts.trims_at_any_token => {
+                    if let Some(r) = self.requests.get(other) {
+                        let held = r.held_tokens(self.facts.turn_token);
+                        out.push((Source::Live(s.id), None, Arc::new(held)));
+                    }
+                }
+                _ => {}
             }
         }
         for (i, (_, c)) in self.host_cache.iter().enumerate() {
-            convs.push((Source::Host(i), c.key, c.tokens.clone()));
+            out.push((Source::Host(i), Some(c.key), c.tokens.clone()));
         }
-        // (source, usable prefix, tokens an overwrite drops, last used)
-        let mut best: Option<(Source, u32, u32, Now)> = None;
-        for (src, key, tokens) in convs {
-            let u = self.usable_from(id, key, &tokens);
-            let dropped = tokens.len().saturating_sub(u);
-            let used = match src {
-                Source::Slot(i) => self.slots[i].last_used,
-                Source::Host(_) => Now::ZERO,
-            };
-            let better = match best {
-                None => u > 0,
-                Some((_, b, _, _)) if u != b => u > b,
-                Some((Source::Host(_), ..)) => matches!(src, Source::Slot(_)),
-                Some((Source::Slot(_), _, b_dropped, b_used)) => {
-                    matches!(src, Source::Slot(_)) && (dropped, used) < (b_dropped, b_used)
-                }
-            };
-            if better {
-                best = Some((src, u, dropped, used));
-            }
-        }
-        best.map(|(src, u, _, _)| (src, u))
+        out
     }
 
-    /// Held for sure of a request without a slot, without touching the memo (for snapshots).
+    /// The best source of held-for-sure tokens for a waiting request: the longest usable
+    /// prefix that is worth it (see [`worth`]); at equal length a kept conversation (no copy),
+    /// then a live sequence (a copy, no restore), then host RAM, and between kept ones the
+    /// least recently used.
+    pub(crate) fn best_source(&mut self, id: RequestId) -> Option<(Source, u32)> {
+        let prompt_len = self.requests.get(&id).map_or(0, |r| r.prompt_len());
+        let mut best: Option<(Source, u32, (u8, Now))> = None;
+        for (src, key, tokens) in self.sources(id) {
+            let u = self.usable_from(id, key, &tokens);
+            if !worth(src, u, tokens.len(), prompt_len) {
+                continue;
+            }
+            let rank = match src {
+                Source::Kept(s) => (0, self.seqs[s.0 as usize].last_used),
+                Source::Live(_) => (1, Now::ZERO),
+                Source::Host(_) => (2, Now::ZERO),
+            };
+            let better = match &best {
+                None => true,
+                Some((_, b, b_rank)) => u > *b || (u == *b && rank < *b_rank),
+            };
+            if better {
+                best = Some((src, u, rank));
+            }
+        }
+        best.map(|(src, u, _)| (src, u))
+    }
+
+    /// Held for sure of a waiting request, without touching the memo (for snapshots).
     pub(crate) fn held_for_sure_peek(&self, id: RequestId) -> u32 {
         let Some(r) = self.requests.get(&id) else {
             return 0;
         };
         let trims = self.facts.trims_at_any_token;
-        let slot_convs = self.slots.iter().filter_map(|s| match &s.state {
-            SlotState::Conversation(c) => Some(c),
-            _ => None,
-        });
-        let host_convs = self.host_cache.iter().map(|(_, c)| c);
-        slot_convs
-            .chain(host_convs)
-            .map(|c| match r.prefix_memo.get(&c.key) {
-                Some(v) => *v,
-                None => {
-                    let lcp = r.prompt.common_prefix(&c.tokens);
-                    r.prompt.usable_prefix(lcp, c.tokens.len(), trims)
+        self.sources(id)
+            .into_iter()
+            .map(|(src, key, tokens)| {
+                let u = match key.and_then(|k| r.prefix_memo.get(&k)) {
+                    Some(v) => *v,
+                    None => {
+                        let lcp = r.prompt.common_prefix(&tokens);
+                        r.prompt.usable_prefix(lcp, tokens.len(), trims)
+                    }
+                };
+                if worth(src, u, tokens.len(), r.prompt_len()) {
+                    u
+                } else {
+                    0
                 }
             })
             .max()
@@ -296,23 +388,37 @@ impl Scheduler {
         }
     }
 
-    /// The cells a request needs to get a slot now.
-    pub(crate) fn admission_need(&self, id: RequestId) -> u64 {
+    /// The cells a request needs to take a slot now, and the sequence it keeps from its
+    /// source (protected while room is made).
+    pub(crate) fn admission_need(&mut self, id: RequestId) -> (u64, Option<SeqId>) {
         let Some(r) = self.requests.get(&id) else {
-            return 0;
+            return (0, None);
         };
-        match r.phase {
-            Phase::Waiting => u64::from(self.initial_reservation(r.prompt_len(), r.max_tokens)),
+        match r.phase.clone() {
+            Phase::Waiting => {
+                let reserve = self.initial_reservation(r.prompt_len(), r.max_tokens);
+                match self.best_source(id) {
+                    // its prefix is in the pool already (kept, or shared by a copy)
+                    Some((Source::Kept(s) | Source::Live(s), u)) => {
+                        (u64::from(reserve.saturating_sub(u)), Some(s))
+                    }
+                    _ => (u64::from(reserve), None),
+                }
+            }
             Phase::Parked {
                 place: ParkPlace::HostRam,
                 ..
-            } => u64::from(self.restore_reservation(id)),
-            // a spare sequence's cells are counted already; its reservation comes on top
+            } => (u64::from(self.restore_reservation(id)), None),
             Phase::Parked {
-                place: ParkPlace::Spare(_),
+                place: ParkPlace::Pool(seq),
                 ..
-            } => u64::from(self.restore_reservation(id).saturating_sub(r.held_cells())),
-            _ => 0,
+            } => {
+                let more = self
+                    .restore_reservation(id)
+                    .saturating_sub(self.pool.len(seq));
+                (u64::from(more), Some(seq))
+            }
+            _ => (0, None),
         }
     }
 
@@ -322,7 +428,7 @@ impl Scheduler {
         prompt_len.saturating_add(share).min(self.context_tokens())
     }
 
-    /// What a host-parked request needs to come back: its reservation, at least one cell more
+    /// What a parked request needs to come back: its reservation, at least one cell more
     /// than it holds.
     pub(crate) fn restore_reservation(&self, id: RequestId) -> u32 {
         self.requests.get(&id).map_or(0, |r| {
@@ -332,24 +438,19 @@ impl Scheduler {
         })
     }
 
-    /// Moves a slot holder out of its slot to a spare sequence (when `allow_spare` and one is
-    /// free) or to host RAM. The slot is cleared.
-    pub(crate) fn park(&mut self, id: RequestId, kind: ParkedKind, allow_spare: bool, now: Now) {
+    /// Takes a slot holder out of its slot: parked in its own sequence (cells kept, nothing
+    /// moves) when `in_pool`, else to host RAM (its sequence is freed).
+    pub(crate) fn park(&mut self, id: RequestId, kind: ParkedKind, in_pool: bool, now: Now) {
         let Some(seq) = self.requests.get(&id).and_then(|r| r.phase.seq()) else {
             self.illegal(format!("park of {id}, which holds no slot"));
             return;
         };
-        let spare = if allow_spare {
-            self.spares.iter().position(Option::is_none)
+        let place = if in_pool {
+            self.counters.parks_in_pool += 1;
+            ParkPlace::Pool(seq)
         } else {
-            None
-        };
-        let place = match spare {
-            Some(i) => {
-                self.spares[i] = Some(id);
-                ParkPlace::Spare(SeqId(self.facts.parallel + i as u32))
-            }
-            None => ParkPlace::HostRam,
+            self.counters.parks_to_host += 1;
+            ParkPlace::HostRam
         };
         self.out.actions.push(Action::Park {
             request: id,
@@ -357,10 +458,15 @@ impl Scheduler {
             to: place,
         });
         self.set_phase(id, Phase::Parked { place, kind });
-        let idx = seq.0 as usize;
-        self.set_slot(idx, SlotState::Empty, now);
+        self.free_slot_of(id, now);
+        if !in_pool {
+            self.pool.clear(seq);
+            self.set_seq(seq, SeqState::Free, now);
+        }
         self.parked.push(id);
         if let Some(r) = self.requests.get_mut(&id) {
+            // parked, it pledges nothing (only running requests do); its reservation is what
+            // it asks for again when it comes back
             r.idle_since = Some(now);
         }
         if self.lane == Some(id) {
@@ -369,27 +475,32 @@ impl Scheduler {
     }
 
     /// For a solo pause or give-way of `running` in favour of `w`: where the running request
-    /// can be parked so that `w` fits (`Some(allow_spare)`), or `None` when `w` cannot fit.
-    pub(crate) fn park_plan(&self, running: RequestId, w: RequestId) -> Option<bool> {
-        let need = self.admission_need(w);
-        let held = self
-            .requests
-            .get(&running)
-            .map_or(0, |r| u64::from(r.reserved_cells.max(r.held_cells())));
-        // `w`'s own spare sequence is not freeable for `w`: its cells come along into the slot
-        let base = self.cells_free() + self.cells_evictable(None, Some(w));
-        let spare_free = self.spares.iter().any(Option::is_none);
-        // parked in a spare sequence, the running request's cells stay in the pool
-        let spare_held = self
-            .requests
-            .get(&running)
-            .map_or(0, |r| u64::from(r.held_cells()));
-        if spare_free && base + held - spare_held >= need {
-            Some(true)
-        } else if base + held >= need {
-            Some(false)
-        } else {
-            None
+    /// can be parked so that `w` gets the slot now (`Some(true)`: in the pool, its cells
+    /// kept; `Some(false)`: host RAM), or `None` when `w` cannot get it either way.
+    pub(crate) fn park_plan(&mut self, running: RequestId, w: RequestId, now: Now) -> Option<bool> {
+        let (need, source) = self.admission_need(w);
+        let own = self.requests.get(&running)?.phase.seq()?;
+        let (pledge, held) = self.requests.get(&running).map_or((0, 0), |r| {
+            let len = self.pool.len(own);
+            (u64::from(r.reserved_cells.saturating_sub(len)), len)
+        });
+        let mut protect: Vec<SeqId> = source.into_iter().collect();
+        let w_has_seq = source.is_some_and(|s| {
+            matches!(
+                self.requests.get(&w).map(|r| &r.phase),
+                Some(Phase::Parked { .. })
+            ) || matches!(self.seqs[s.0 as usize].state, SeqState::Kept(_))
+        });
+        // in the pool: its pledge is released, its cells and sequence stay
+        protect.push(own);
+        let seq_ok = w_has_seq || self.seq_obtainable(&protect, now);
+        if seq_ok && self.can_make_room(need.saturating_sub(pledge), &protect, now) {
+            return Some(true);
         }
+        // to host RAM: its own cells (those nobody shares) and its sequence are freed too
+        protect.pop();
+        let freed = pledge + self.pool.exclusive(own).min(u64::from(held));
+        let seq_ok = true; // its own sequence becomes free
+        (seq_ok && self.can_make_room(need.saturating_sub(freed), &protect, now)).then_some(false)
     }
 }

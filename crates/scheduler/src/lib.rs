@@ -87,8 +87,8 @@ pub use settings::{
     resolve_priority,
 };
 pub use snapshot::{
-    Cancellations, Counters, EngineCondition, Mode, ParkKind, ParkedIn, ParkedView, RequestStatus,
-    SlotStatus, SlotView, Snapshot, WaitingView,
+    Cancellations, ConversationView, Counters, EngineCondition, KeptIn, Mode, ParkKind, ParkedIn,
+    ParkedView, RequestStatus, SlotStatus, SlotView, Snapshot, WaitingView,
 };
 pub use types::{
     Action, Chunk, ConversationId, EngineFacts, Event, FailKind, FinishReason, NewRequest, Now,
@@ -99,8 +99,9 @@ pub use types::{
 pub use strata_protocol::ids;
 
 use ids::{RequestId, SeqId};
-use lifecycle::{Conversation, Phase, Request, Slot, SlotState};
+use lifecycle::{Conversation, Phase, Request, Seq, SeqState, Slot, SlotState};
 use std::collections::{BTreeMap, VecDeque};
+use strata_protocol::pool::CellPool;
 
 /// The engine as the scheduler sees it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -125,8 +126,12 @@ pub struct Scheduler {
     waiting: Vec<RequestId>,
     /// Parked, in parking order.
     parked: Vec<RequestId>,
+    /// The lanes: at most `parallel` requests read or decode in one step.
     slots: Vec<Slot>,
-    spares: Vec<Option<RequestId>>,
+    /// Every engine sequence: free, an idle conversation, or a live request's.
+    seqs: Vec<Seq>,
+    /// The cells each sequence holds, prefix copies shared.
+    pool: CellPool,
     host_cache: VecDeque<(ConversationId, Conversation)>,
     lane: Option<RequestId>,
     outstanding: Option<Step>,
@@ -159,7 +164,7 @@ impl Scheduler {
         // Placeholders until the handshake: nothing is admitted before it.
         let facts = EngineFacts {
             parallel,
-            spare_seqs: 0,
+            sequences: parallel + 1,
             kv_cells_total: 2,
             context_tokens: 2,
             chunk_tokens: 1,
@@ -174,7 +179,8 @@ impl Scheduler {
             waiting: Vec::new(),
             parked: Vec::new(),
             slots: Vec::new(),
-            spares: Vec::new(),
+            seqs: Vec::new(),
+            pool: CellPool::default(),
             host_cache: VecDeque::new(),
             lane: None,
             outstanding: None,
@@ -258,15 +264,21 @@ impl Scheduler {
         !self.requests.is_empty()
     }
 
+    /// A new engine: every slot and sequence empty.
     fn rebuild_slots(&mut self) {
         self.slots = (0..self.facts.parallel)
-            .map(|i| Slot {
-                seq: SeqId(i),
+            .map(|_| Slot {
                 state: SlotState::Empty,
+            })
+            .collect();
+        self.seqs = (0..self.facts.sequences)
+            .map(|i| Seq {
+                id: SeqId(i),
+                state: SeqState::Free,
                 last_used: Now::ZERO,
             })
             .collect();
-        self.spares = vec![None; self.facts.spare_seqs as usize];
+        self.pool = CellPool::new(self.facts.sequences);
     }
 
     /// The read chunk size for reads that start now.
@@ -312,12 +324,11 @@ impl Scheduler {
     }
 
     /// The one checked slot transition.
-    pub(crate) fn set_slot(&mut self, idx: usize, to: SlotState, now: Now) -> bool {
+    pub(crate) fn set_slot(&mut self, idx: usize, to: SlotState, _now: Now) -> bool {
         let slot = &mut self.slots[idx];
         if !lifecycle::slot_transition_ok(&slot.state, &to) {
             let msg = format!(
-                "illegal transition of {}: {} -> {}",
-                slot.seq,
+                "illegal transition of slot {idx}: {} -> {}",
                 slot.state.name(),
                 to.name()
             );
@@ -325,7 +336,37 @@ impl Scheduler {
             return false;
         }
         slot.state = to;
-        slot.last_used = now;
+        true
+    }
+
+    /// Frees the slot `id` holds, if it holds one.
+    pub(crate) fn free_slot_of(&mut self, id: RequestId, now: Now) {
+        if let Some(idx) = self
+            .slots
+            .iter()
+            .position(|s| s.state == SlotState::Busy { request: id })
+        {
+            self.set_slot(idx, SlotState::Empty, now);
+        }
+    }
+
+    /// The one checked sequence transition.
+    pub(crate) fn set_seq(&mut self, seq: SeqId, to: SeqState, now: Now) -> bool {
+        let Some(s) = self.seqs.get_mut(seq.0 as usize) else {
+            self.illegal(format!("transition of unknown {seq}"));
+            return false;
+        };
+        if !lifecycle::seq_transition_ok(&s.state, &to) {
+            let msg = format!(
+                "illegal transition of {seq}: {} -> {}",
+                s.state.name(),
+                to.name()
+            );
+            self.illegal(msg);
+            return false;
+        }
+        s.state = to;
+        s.last_used = now;
         true
     }
 
@@ -353,11 +394,6 @@ impl Scheduler {
         self.set_phase(id, Phase::Ended);
         self.waiting.retain(|x| *x != id);
         self.parked.retain(|x| *x != id);
-        for s in &mut self.spares {
-            if *s == Some(id) {
-                *s = None;
-            }
-        }
         if self.lane == Some(id) {
             self.lane = None;
         }
@@ -398,8 +434,12 @@ fn validate_facts(f: &EngineFacts) -> Result<(), ConfigError> {
     if !(1..=256).contains(&f.parallel) {
         return bad("parallel", "between 1 and 256", f.parallel);
     }
-    if f.spare_seqs > 256 {
-        return bad("spare_seqs", "at most 256", f.spare_seqs);
+    if f.sequences <= f.parallel || f.sequences > 256 {
+        return bad(
+            "kv_sequences",
+            "more than parallel and at most 256",
+            f.sequences,
+        );
     }
     if f.kv_cells_total < 2 {
         return bad("kv_cells_total", "at least 2", f.kv_cells_total);

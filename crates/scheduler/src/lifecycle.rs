@@ -1,5 +1,6 @@
-//! One lifecycle enum per request (`Phase`) and per slot (`SlotState`), with data inside the
-//! variants, and the one checked function each goes through to change.
+//! One lifecycle enum per request (`Phase`), per slot (`SlotState`) and per engine sequence
+//! (`SeqState`), with data inside the variants, and the one checked function each goes through
+//! to change.
 
 use crate::ids::{RequestId, SeqId, TokenId};
 use std::collections::HashMap;
@@ -23,9 +24,10 @@ pub(crate) enum ParkedKind {
 pub(crate) enum Phase {
     /// In the queue, no slot.
     Waiting,
-    /// Holds `seq`; its cache holds prompt positions `..read_to`, the rest is left to read.
+    /// Holds a slot and its sequence `seq`; the cache holds prompt positions `..read_to`, the
+    /// rest is left to read.
     Reading { seq: SeqId, read_to: u32 },
-    /// Holds `seq`; every step feeds its last token and samples one.
+    /// Holds a slot and `seq`; every step feeds its last token and samples one.
     Decoding { seq: SeqId },
     /// Out of the active set, losing nothing.
     Parked { place: ParkPlace, kind: ParkedKind },
@@ -44,9 +46,23 @@ impl Phase {
         }
     }
 
+    /// The sequence it runs on (holding a slot).
     pub(crate) fn seq(&self) -> Option<SeqId> {
         match self {
             Phase::Reading { seq, .. } | Phase::Decoding { seq } => Some(*seq),
+            _ => None,
+        }
+    }
+
+    /// The sequence it owns: the one it runs on, or the one it is parked in.
+    pub(crate) fn own_seq(&self) -> Option<SeqId> {
+        match self {
+            Phase::Reading { seq, .. }
+            | Phase::Decoding { seq }
+            | Phase::Parked {
+                place: ParkPlace::Pool(seq),
+                ..
+            } => Some(*seq),
             _ => None,
         }
     }
@@ -71,7 +87,7 @@ pub(crate) fn phase_transition_ok(from: &Phase, to: &Phase) -> bool {
     }
 }
 
-/// A conversation kept as cache (in a free slot or in host RAM).
+/// A conversation kept as cache (in its own sequence or in host RAM).
 #[derive(Debug, Clone)]
 pub(crate) struct Conversation {
     /// Unique per content; keys the per-request prefix memo.
@@ -79,12 +95,12 @@ pub(crate) struct Conversation {
     pub tokens: Arc<TokenSeq>,
 }
 
-/// A slot's lifecycle.
-#[derive(Debug, Clone)]
+/// A slot's lifecycle: a lane of the engine, not a place. Giving it to another request moves
+/// no data (the step names another sequence).
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum SlotState {
     Empty,
-    /// Free, holding a finished request's tokens for prefix reuse.
-    Conversation(Conversation),
+    /// A request reading or decoding on its own sequence.
     Busy {
         request: RequestId,
     },
@@ -94,7 +110,6 @@ impl SlotState {
     pub(crate) fn name(&self) -> &'static str {
         match self {
             SlotState::Empty => "empty",
-            SlotState::Conversation(_) => "conversation",
             SlotState::Busy { .. } => "busy",
         }
     }
@@ -103,20 +118,55 @@ impl SlotState {
 /// Whether `from → to` is a legal slot transition.
 pub(crate) fn slot_transition_ok(from: &SlotState, to: &SlotState) -> bool {
     use SlotState::*;
-    matches!(
-        (from, to),
-        (Empty, Busy { .. })
-            | (Conversation(_), Busy { .. })
-            | (Busy { .. }, Conversation(_))
-            | (Busy { .. }, Empty)
-            | (Conversation(_), Empty)
-    )
+    matches!((from, to), (Empty, Busy { .. }) | (Busy { .. }, Empty))
 }
 
 #[derive(Debug, Clone)]
 pub(crate) struct Slot {
-    pub seq: SeqId,
     pub state: SlotState,
+}
+
+/// An engine sequence's lifecycle.
+#[derive(Debug, Clone)]
+pub(crate) enum SeqState {
+    /// Holds nothing.
+    Free,
+    /// An idle conversation: a finished request's tokens, kept for the next turn.
+    Kept(Conversation),
+    /// A live request's: it reads or decodes there, or is parked there with its cells.
+    Owned(RequestId),
+}
+
+impl SeqState {
+    pub(crate) fn name(&self) -> &'static str {
+        match self {
+            SeqState::Free => "free",
+            SeqState::Kept(_) => "kept",
+            SeqState::Owned(_) => "owned",
+        }
+    }
+}
+
+/// Whether `from → to` is a legal sequence transition (a kept conversation is continued or
+/// evicted; a request's sequence becomes its conversation or is freed).
+pub(crate) fn seq_transition_ok(from: &SeqState, to: &SeqState) -> bool {
+    use SeqState::*;
+    matches!(
+        (from, to),
+        (Free, Owned(_))
+            | (Free, Kept(_))
+            | (Kept(_), Owned(_))
+            | (Kept(_), Free)
+            | (Owned(_), Kept(_))
+            | (Owned(_), Free)
+    )
+}
+
+#[derive(Debug, Clone)]
+pub(crate) struct Seq {
+    pub id: SeqId,
+    pub state: SeqState,
+    /// When it was last given out or kept (least recently used out first).
     pub last_used: Duration,
 }
 
@@ -140,6 +190,8 @@ pub(crate) struct Request {
     pub yields: u32,
     pub pauses: u32,
     pub tokens_since_resume: u32,
+    /// Tokens its sequence may reach without asking for more cells (prompt plus a share of
+    /// the output); what it does not hold yet is pledged in the pool while it runs.
     pub reserved_cells: u32,
     /// Chunk size fixed at admission, so a read keeps its boundaries.
     pub chunk_tokens: u32,
@@ -171,7 +223,7 @@ impl Request {
         self.output.len() as u32
     }
 
-    /// Cells its sequence holds now.
+    /// Tokens its sequence holds now.
     pub(crate) fn held_cells(&self) -> u32 {
         match self.phase {
             Phase::Reading { read_to, .. }

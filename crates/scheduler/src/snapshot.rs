@@ -5,7 +5,7 @@
 use crate::ids::{RequestId, SeqId};
 use serde::Serialize;
 
-use super::lifecycle::{ParkedKind, Phase, SlotState};
+use super::lifecycle::{ParkedKind, Phase, SeqState, SlotState};
 use super::types::{Now, ParkPlace};
 use super::{EngineState, Scheduler, SchedulerSettings};
 
@@ -17,13 +17,12 @@ pub enum Mode {
     Batch,
 }
 
-/// A slot's state as shown: `empty`, `conversation` (free, holding a kept conversation),
-/// `reading` or `decoding`.
+/// A slot's state as shown: `empty`, `reading` or `decoding`. (A slot is a lane: kept
+/// conversations have sequences of their own, listed in `conversations`.)
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum SlotStatus {
     Empty,
-    Conversation,
     Reading,
     Decoding,
 }
@@ -32,7 +31,6 @@ impl SlotStatus {
     pub fn as_str(self) -> &'static str {
         match self {
             Self::Empty => "empty",
-            Self::Conversation => "conversation",
             Self::Reading => "reading",
             Self::Decoding => "decoding",
         }
@@ -66,11 +64,20 @@ impl std::fmt::Display for RequestStatus {
     }
 }
 
-/// Where a parked request's state is: `spare` (an engine sequence) or `host_ram`.
+/// Where a parked request's state is: `spare` (its own sequence in the KV pool, cells kept:
+/// parking moved nothing) or `host_ram` (saved there because its cells were needed).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum ParkedIn {
     Spare,
+    HostRam,
+}
+
+/// Where a kept conversation is: `sequence` (its own, in the KV pool) or `host_ram`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum KeptIn {
+    Sequence,
     HostRam,
 }
 
@@ -112,6 +119,11 @@ pub struct Counters {
     pub resumes: u64,
     /// Solo reads parked when they gave way, and brought back.
     pub read_parks: u64,
+    /// Parks (pauses, give-ways, KV stalls) that kept the request's sequence and cells in
+    /// the pool (no copy), and those that saved it to host RAM (including later moves of a
+    /// parked request whose cells were needed).
+    pub parks_in_pool: u64,
+    pub parks_to_host: u64,
     pub read_restores: u64,
     /// Decodes parked because the KV pool had no cell left for them.
     pub kv_parks: u64,
@@ -127,10 +139,12 @@ pub struct Counters {
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct SlotView {
-    /// The slot's engine sequence.
-    pub id: SeqId,
+    /// The slot's index, `0..parallel`.
+    pub id: u32,
     pub state: SlotStatus,
     pub request_id: Option<RequestId>,
+    /// The engine sequence its request runs on.
+    pub seq: Option<SeqId>,
     pub priority: Option<i32>,
     pub prompt_tokens: u32,
     /// Tokens the sequence holds (cache or prompt read so far plus output).
@@ -152,6 +166,21 @@ pub struct ParkedView {
     pub pauses: u32,
     pub kind: ParkKind,
     pub place: ParkedIn,
+    /// Its sequence, when parked in the pool.
+    pub seq: Option<SeqId>,
+}
+
+/// A kept conversation (no text).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ConversationView {
+    /// Its key (the host-RAM cache's too).
+    pub id: u64,
+    pub kept_in: KeptIn,
+    /// Its sequence, when kept in the pool.
+    pub seq: Option<SeqId>,
+    pub tokens: u32,
+    /// Seconds since it was last continued or kept (pool only).
+    pub idle_secs: Option<f64>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -176,7 +205,12 @@ pub struct Snapshot {
     pub chunk_tokens: u32,
     pub kv_cells_total: u32,
     pub kv_cells_used: u64,
+    /// Engine sequences, and how many hold nothing.
+    pub kv_sequences: u32,
+    pub kv_sequences_free: u32,
     pub host_cached_conversations: usize,
+    /// Kept conversations, in the pool (least recently used first), then in host RAM.
+    pub conversations: Vec<ConversationView>,
     pub slots: Vec<SlotView>,
     pub parked: Vec<ParkedView>,
     pub waiting: Vec<WaitingView>,
@@ -196,42 +230,59 @@ impl Scheduler {
         let slots = self
             .slots
             .iter()
-            .map(|s| match &s.state {
-                SlotState::Busy { request } => {
-                    let r = self.requests.get(request);
-                    SlotView {
-                        id: s.seq,
-                        state: match r.map(|r| &r.phase) {
-                            Some(Phase::Decoding { .. }) => SlotStatus::Decoding,
-                            _ => SlotStatus::Reading,
-                        },
-                        request_id: Some(*request),
-                        priority: r.map(|r| r.priority),
-                        prompt_tokens: r.map_or(0, |r| r.prompt_len()),
-                        held_tokens: r.map_or(0, |r| r.held_cells()),
-                        read_tokens: r.map_or(0, |r| r.prompt_tokens_read),
-                        generated_tokens: r.map_or(0, |r| r.generated()),
-                        has_lane: self.lane == Some(*request),
-                    }
+            .enumerate()
+            .map(|(i, s)| {
+                let request = match s.state {
+                    SlotState::Busy { request } => Some(request),
+                    SlotState::Empty => None,
+                };
+                let r = request.and_then(|id| self.requests.get(&id));
+                SlotView {
+                    id: i as u32,
+                    state: match r.map(|r| &r.phase) {
+                        None => SlotStatus::Empty,
+                        Some(Phase::Decoding { .. }) => SlotStatus::Decoding,
+                        Some(_) => SlotStatus::Reading,
+                    },
+                    request_id: request,
+                    seq: r.and_then(|r| r.phase.seq()),
+                    priority: r.map(|r| r.priority),
+                    prompt_tokens: r.map_or(0, |r| r.prompt_len()),
+                    held_tokens: r.map_or(0, |r| r.held_cells()),
+                    read_tokens: r.map_or(0, |r| r.prompt_tokens_read),
+                    generated_tokens: r.map_or(0, |r| r.generated()),
+                    has_lane: request.is_some() && self.lane == request,
                 }
-                other => SlotView {
-                    id: s.seq,
-                    state: match other {
-                        SlotState::Conversation(_) => SlotStatus::Conversation,
-                        _ => SlotStatus::Empty,
-                    },
-                    request_id: None,
-                    priority: None,
-                    prompt_tokens: 0,
-                    held_tokens: match other {
-                        SlotState::Conversation(c) => c.tokens.len(),
-                        _ => 0,
-                    },
-                    read_tokens: 0,
-                    generated_tokens: 0,
-                    has_lane: false,
-                },
             })
+            .collect();
+        let mut in_pool: Vec<(Now, ConversationView)> = self
+            .seqs
+            .iter()
+            .filter_map(|s| match &s.state {
+                SeqState::Kept(c) => Some((
+                    s.last_used,
+                    ConversationView {
+                        id: c.key,
+                        kept_in: KeptIn::Sequence,
+                        seq: Some(s.id),
+                        tokens: c.tokens.len(),
+                        idle_secs: Some(now.saturating_sub(s.last_used).as_secs_f64()),
+                    },
+                )),
+                _ => None,
+            })
+            .collect();
+        in_pool.sort_by_key(|(t, c)| (*t, c.id));
+        let conversations = in_pool
+            .into_iter()
+            .map(|(_, c)| c)
+            .chain(self.host_cache.iter().map(|(id, c)| ConversationView {
+                id: id.0,
+                kept_in: KeptIn::HostRam,
+                seq: None,
+                tokens: c.tokens.len(),
+                idle_secs: None,
+            }))
             .collect();
         let parked = self
             .parked
@@ -261,6 +312,7 @@ impl Scheduler {
                         .map_or(0.0, |t| now.saturating_sub(t).as_secs_f64()),
                     generated_tokens: r.generated(),
                     pauses: r.pauses,
+                    seq: r.phase.own_seq(),
                 }
             })
             .collect();
@@ -289,7 +341,14 @@ impl Scheduler {
             chunk_tokens: self.chunk_tokens(),
             kv_cells_total: self.facts.kv_cells_total,
             kv_cells_used: self.cells_used(),
+            kv_sequences: self.seqs.len() as u32,
+            kv_sequences_free: self
+                .seqs
+                .iter()
+                .filter(|s| matches!(s.state, SeqState::Free))
+                .count() as u32,
             host_cached_conversations: self.host_cache.len(),
+            conversations,
             slots,
             parked,
             waiting,

@@ -13,11 +13,11 @@ pub type Now = Duration;
 /// What the engine's handshake states.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct EngineFacts {
-    /// Slots (`parallel`): sequences `0..parallel` run requests.
+    /// Slots (`parallel`): at most this many requests read or decode in one step.
     pub parallel: u32,
-    /// Spare sequences for parking in the engine (`parallel..parallel + spare_seqs`); 0: parks go
-    /// to host RAM.
-    pub spare_seqs: u32,
+    /// Engine sequences over the unified pool (`kv_sequences`): every live request and every
+    /// kept conversation has its own; at least `parallel + 1`.
+    pub sequences: u32,
     /// Size of the unified KV pool, in cells.
     pub kv_cells_total: u32,
     /// The most tokens one sequence can hold (the model's context); capped by `kv_cells_total`.
@@ -117,13 +117,13 @@ pub struct Refused {
     pub outcome: Outcome,
 }
 
-/// Where a parked sequence lives.
+/// Where a parked request's tokens are.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum ParkPlace {
-    /// A spare engine sequence (the KV stays in the engine's pool).
-    Spare(SeqId),
-    /// Host RAM (llama.cpp sequence state get/set).
+    /// Its own sequence in the KV pool, cells kept: parking and resuming move nothing.
+    Pool(SeqId),
+    /// Host RAM (llama.cpp sequence state get/set), when its cells were needed.
     HostRam,
 }
 
@@ -212,6 +212,9 @@ pub enum Action {
         conversation: ConversationId,
         into_seq: SeqId,
     },
+    /// Make `to` (free) share the first `tokens` cells of `from` (a prefix another request's
+    /// prompt continues; no data moves in the unified pool).
+    CopyPrefix { from: SeqId, to: SeqId, tokens: u32 },
     /// Give `seq` to `request`: keep its first `keep_tokens` cells (a prefix of the prompt it
     /// already holds), drop the rest.
     Assign {
@@ -220,20 +223,22 @@ pub enum Action {
         keep_tokens: u32,
     },
     /// Save an idle conversation to the host-RAM cache under `to_cache` (or just drop it when
-    /// `None`), then clear `seq`.
+    /// `None`), then clear `seq` (its cells shared with other sequences stay for them).
     EvictConversation {
         seq: SeqId,
         to_cache: Option<ConversationId>,
     },
     /// Drop a conversation from the host-RAM cache.
     DropConversation { conversation: ConversationId },
-    /// Move a request's sequence out of the active set, losing nothing; `from_seq` is cleared.
+    /// Take a request out of the active set, losing nothing. To `Pool(from_seq)` nothing moves
+    /// (the engine is not asked); to `HostRam` its state is saved and `from_seq` cleared.
     Park {
         request: RequestId,
         from_seq: SeqId,
         to: ParkPlace,
     },
-    /// Bring a parked request back into `into_seq` (replacing what it holds), same sampler.
+    /// Bring a parked request back, same sampler: from `Pool(s)` into `s` itself (nothing
+    /// moves), from host RAM into the free `into_seq`.
     Restore {
         request: RequestId,
         from: ParkPlace,

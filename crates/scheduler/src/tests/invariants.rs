@@ -61,7 +61,7 @@ fn workload(seed: u64) -> Workload {
         ..SchedulerSettings::default()
     };
     let mut f = facts(parallel, 256);
-    f.spare_seqs = g.range(0, 2) as u32;
+    f.sequences = parallel + 1 + g.range(0, 3) as u32;
     f.trims_at_any_token = g.chance(70);
     f.context_tokens = g.range(800, 3000) as u32;
     f.kv_cells_total = f.context_tokens + g.range(0, u64::from(f.context_tokens) * 3) as u32;

@@ -23,7 +23,7 @@ pub(crate) fn secs(s: f64) -> Duration {
 pub(crate) fn facts(parallel: u32, chunk: u32) -> EngineFacts {
     EngineFacts {
         parallel,
-        spare_seqs: 1,
+        sequences: (parallel + 1).max(16),
         kv_cells_total: 1_000_000,
         context_tokens: 200_000,
         chunk_tokens: chunk,
@@ -385,6 +385,11 @@ impl Sim {
                 conversation,
                 into_seq,
             } => {
+                assert!(
+                    !self.seq_owner.contains_key(into_seq)
+                        && self.seqs.get(into_seq).is_none_or(Vec::is_empty),
+                    "a conversation restored over {into_seq}'s content"
+                );
                 let c = self
                     .host
                     .remove(conversation)
@@ -392,6 +397,10 @@ impl Sim {
                 self.seqs.insert(*into_seq, c);
             }
             Action::EvictConversation { seq, to_cache } => {
+                assert!(
+                    !self.seq_owner.contains_key(seq),
+                    "{seq} evicted while a request owns it"
+                );
                 let c = self.seqs.remove(seq).unwrap_or_default();
                 if let Some(id) = to_cache {
                     self.host.insert(*id, c);
@@ -405,16 +414,25 @@ impl Sim {
                 from_seq,
                 to,
             } => {
-                let content = match self.parked.remove(request) {
-                    Some((ParkPlace::Spare(s), c)) if s == *from_seq => c,
-                    Some(other) => panic!("{request}: parked from {from_seq} but was at {other:?}"),
-                    None => {
-                        assert_eq!(self.seq_owner.get(from_seq), Some(request));
-                        self.seq_owner.remove(from_seq);
-                        self.seqs.remove(from_seq).unwrap_or_default()
+                assert_eq!(
+                    self.seq_owner.get(from_seq),
+                    Some(request),
+                    "{request}: parked from {from_seq}, which it does not own"
+                );
+                match (self.parked.remove(request), to) {
+                    // parked in its own sequence: nothing moves
+                    (None, ParkPlace::Pool(s)) => {
+                        assert_eq!(s, from_seq, "{request}: parked in another sequence");
+                        self.parked.insert(*request, (*to, Vec::new()));
                     }
-                };
-                self.parked.insert(*request, (*to, content));
+                    // saved to host RAM, from running or from its pool park
+                    (None | Some((ParkPlace::Pool(_), _)), ParkPlace::HostRam) => {
+                        self.seq_owner.remove(from_seq);
+                        let content = self.seqs.remove(from_seq).unwrap_or_default();
+                        self.parked.insert(*request, (*to, content));
+                    }
+                    (other, _) => panic!("{request}: parked to {to:?} but was at {other:?}"),
+                }
             }
             Action::Restore {
                 request,
@@ -426,11 +444,49 @@ impl Sim {
                     .remove(request)
                     .expect("restore of a request that is not parked");
                 assert_eq!(place, *from, "{request}: restored from the wrong place");
-                self.seqs.insert(*into_seq, content);
-                self.seq_owner.insert(*into_seq, *request);
+                match place {
+                    ParkPlace::Pool(s) => {
+                        assert_eq!(s, *into_seq, "{request}: a pool park moves nowhere");
+                        assert_eq!(self.seq_owner.get(into_seq), Some(request));
+                    }
+                    ParkPlace::HostRam => {
+                        assert!(
+                            !self.seq_owner.contains_key(into_seq),
+                            "{request}: restored into {into_seq}, which another request owns"
+                        );
+                        assert!(
+                            self.seqs.get(into_seq).is_none_or(Vec::is_empty),
+                            "{request}: restored into {into_seq}, which holds a conversation"
+                        );
+                        self.seqs.insert(*into_seq, content);
+                        self.seq_owner.insert(*into_seq, *request);
+                    }
+                }
             }
-            Action::DropParked { request, .. } => {
+            Action::DropParked { request, place } => {
+                assert_eq!(
+                    *place,
+                    ParkPlace::HostRam,
+                    "a pool park is released, not dropped"
+                );
                 self.parked.remove(request);
+            }
+            Action::CopyPrefix { from, to, tokens } => {
+                assert!(
+                    !self.seq_owner.contains_key(to),
+                    "prefix copied onto {to}, which a request owns"
+                );
+                assert!(
+                    self.seqs.get(to).is_none_or(Vec::is_empty),
+                    "prefix copied onto {to}, which holds a conversation"
+                );
+                let source = self.seqs.get(from).cloned().unwrap_or_default();
+                assert!(
+                    *tokens as usize <= source.len(),
+                    "copies {tokens} of {from}, which holds {}",
+                    source.len()
+                );
+                self.seqs.insert(*to, source[..*tokens as usize].to_vec());
             }
             Action::Release {
                 request,
@@ -439,6 +495,11 @@ impl Sim {
             } => {
                 assert_eq!(self.seq_owner.get(seq), Some(request));
                 self.seq_owner.remove(seq);
+                // a request parked in its sequence ends there too (cancelled)
+                if let Some((ParkPlace::Pool(s), _)) = self.parked.get(request) {
+                    assert_eq!(s, seq);
+                    self.parked.remove(request);
+                }
                 if !keep_as_conversation {
                     self.seqs.remove(seq);
                 }
@@ -573,8 +634,26 @@ impl Sim {
         }
         assert!(
             self.s.cells_used() <= u64::from(self.s.engine_facts().kv_cells_total),
-            "KV cells over budget"
+            "KV cells over budget at {:?}: {} used of {}; last actions {:#?}",
+            self.now,
+            self.s.cells_used(),
+            self.s.engine_facts().kv_cells_total,
+            &self.log[self.log.len().saturating_sub(8)..]
         );
+        // the scheduler's pool holds what the engine's sequences hold (a pending step's
+        // tokens join both when it is done)
+        if self.pending_step.is_none() {
+            for seq in 0..self.s.engine_facts().sequences {
+                let seq = SeqId(seq);
+                let engine = self.seqs.get(&seq).map_or(0, Vec::len);
+                assert_eq!(
+                    self.s.pool.len(seq) as usize,
+                    engine,
+                    "{seq}: the scheduler counts {} tokens, the engine holds {engine}",
+                    self.s.pool.len(seq)
+                );
+            }
+        }
         if let Some(l) = self.s.lane {
             let r = &self.s.requests[&l];
             assert!(
@@ -617,7 +696,6 @@ impl Sim {
         assert!(snap.waiting.is_empty() && snap.parked.is_empty());
         assert!(snap.slots.iter().all(|s| s.request_id.is_none()));
         assert!(self.parked.is_empty(), "engine still holds parked state");
-        assert!(self.s.spares.iter().all(Option::is_none));
         assert_eq!(self.prefix_losses, 0, "prompt tokens read twice");
         assert_eq!(snap.counters.processed_prefix_losses, 0);
         assert!(

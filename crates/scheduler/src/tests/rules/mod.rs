@@ -28,6 +28,7 @@ fn assigned_seq(sim: &Sim, id: u64) -> (SeqId, u32) {
         .expect("never assigned")
 }
 
+mod conversations;
 mod held_kv_aging;
 mod precedence;
 mod r10_engine_death;

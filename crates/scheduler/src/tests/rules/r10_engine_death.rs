@@ -20,25 +20,37 @@ fn engine_death_fails_what_it_held_keeps_the_waiting_and_restarts() {
 
 #[test]
 fn parked_state_from_a_dead_engine_is_never_restored() {
-    let mut f = facts(1, 256);
-    f.spare_seqs = 0;
-    let s = SchedulerSettings {
-        solo_priority: true,
-        ..SchedulerSettings::default()
-    };
-    let mut sim = with(s, f);
-    sim.arrive(Arrival::new(1, p(300, 1)).output(400));
-    sim.arrive(Arrival::new(2, p(300, 2)).at(1.0).priority(5).output(400));
-    sim.kill_engine_at(8.0);
-    sim.arrive(Arrival::new(3, p(300, 3)).at(9.0).output(5));
-    sim.run(100.0);
-    sim.check_end();
-    assert!(sim.log.iter().any(
-        |(_, a)| matches!(a, Action::Park { request, to: ParkPlace::HostRam, .. } if request.0 == 1)
-    ));
-    assert_eq!(sim.failed_with(1), Some(FailKind::EngineDied));
-    assert!(sim.pos(is_restore(1)).is_none());
-    assert_eq!(sim.rec(3).finish_reason(), Some(FinishReason::Stop));
+    // in its sequence (room in the pool) and in host RAM (a pool too small for both)
+    for (cells, place) in [(1_000_000, "pool"), (700, "host")] {
+        let mut f = facts(1, 256);
+        f.sequences = 2;
+        f.kv_cells_total = cells;
+        let s = SchedulerSettings {
+            solo_priority: true,
+            ..SchedulerSettings::default()
+        };
+        let mut sim = with(s, f);
+        sim.arrive(Arrival::new(1, p(300, 1)).output(400));
+        sim.arrive(Arrival::new(2, p(300, 2)).at(1.0).priority(5).output(400));
+        sim.kill_engine_at(8.0);
+        sim.arrive(Arrival::new(3, p(300, 3)).at(9.0).output(5));
+        sim.run(100.0);
+        sim.check_end();
+        let parked_to = sim.log.iter().find_map(|(_, a)| match a {
+            Action::Park { request, to, .. } if request.0 == 1 => Some(*to),
+            _ => None,
+        });
+        match place {
+            "pool" => assert!(
+                matches!(parked_to, Some(ParkPlace::Pool(_))),
+                "{parked_to:?}"
+            ),
+            _ => assert_eq!(parked_to, Some(ParkPlace::HostRam)),
+        }
+        assert_eq!(sim.failed_with(1), Some(FailKind::EngineDied), "{place}");
+        assert!(sim.pos(is_restore(1)).is_none(), "{place}");
+        assert_eq!(sim.rec(3).finish_reason(), Some(FinishReason::Stop));
+    }
 }
 
 #[test]

@@ -46,7 +46,14 @@ fn cancelling_a_decoder_stops_its_tokens_and_others_go_on() {
 
 #[test]
 fn cancelling_a_parked_request_drops_its_parked_state() {
-    let mut sim = solo(256, true);
+    // parked in host RAM (a pool too small for both): its saved state is dropped
+    let mut f = facts(1, 256);
+    f.kv_cells_total = 700;
+    let s = SchedulerSettings {
+        solo_priority: true,
+        ..SchedulerSettings::default()
+    };
+    let mut sim = with(s, f);
     sim.arrive(Arrival::new(1, p(300, 1)).output(400));
     sim.arrive(Arrival::new(2, p(300, 2)).at(1.0).priority(5).output(100));
     sim.cancel_at(6.0, 1);
@@ -58,4 +65,23 @@ fn cancelling_a_parked_request_drops_its_parked_state() {
     );
     assert!(sim.pos(is_restore(1)).is_none());
     assert_eq!(sim.s.snapshot(sim.now).counters.cancellations.parked, 1);
+}
+
+#[test]
+fn cancelling_a_request_parked_in_its_sequence_keeps_its_tokens_as_a_conversation() {
+    let mut sim = solo(256, true);
+    sim.arrive(Arrival::new(1, p(300, 1)).output(400));
+    sim.arrive(Arrival::new(2, p(300, 2)).at(1.0).priority(5).output(100));
+    sim.cancel_at(6.0, 1);
+    sim.run(100.0);
+    sim.check_end();
+    let (seq, _) = assigned_seq(&sim, 1);
+    assert!(sim.log.iter().any(|(_, a)| matches!(
+        a,
+        Action::Release { request, seq: s, keep_as_conversation: true } if request.0 == 1 && *s == seq
+    )));
+    assert!(sim.pos(is_restore(1)).is_none());
+    assert_eq!(sim.s.snapshot(sim.now).counters.cancellations.parked, 1);
+    let kept = sim.s.snapshot(sim.now).conversations;
+    assert!(kept.iter().any(|c| c.seq == Some(seq)), "{kept:?}");
 }

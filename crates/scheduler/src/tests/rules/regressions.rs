@@ -201,7 +201,7 @@ fn restoring_a_read_from_a_spare_never_moves_that_read_itself_to_host_ram() {
     // spares. A comes back first (older give-way ticket) but needs B's cells: B goes to host
     // RAM, A comes back from its spare.
     let mut f = facts(1, 256);
-    f.spare_seqs = 2;
+    f.sequences = 3;
     f.kv_cells_total = 9000;
     let mut sim = with(SchedulerSettings::default(), f);
     sim.arrive(Arrival::new(1, p(8000, 1)).output(5));
@@ -213,7 +213,7 @@ fn restoring_a_read_from_a_spare_never_moves_that_read_itself_to_host_ram() {
     assert!(matches!(
         sim.log[first_restore_of_a].1,
         Action::Restore {
-            from: ParkPlace::Spare(_),
+            from: ParkPlace::Pool(_),
             ..
         }
     ));
