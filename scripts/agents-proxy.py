@@ -70,6 +70,10 @@ HOP_BY_HOP = {
     "accept-encoding",
 }
 ERROR_BODY_CAP = 256 * 1024
+# An error reported inside a 200 event stream: Anthropic `event: error`, Responses
+# `response.failed` / `error` events, Chat Completions `data: {"error": ...}` chunks.
+STREAM_ERROR_RE = re.compile(
+    rb'event: *(error|response\.failed)\b|"type": *"(error|response\.failed)"|data: *\{"error"')
 HEAD_TAIL = 2048
 
 
@@ -223,6 +227,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
             self.end_headers()
             self.wfile.flush()
 
+            scan = b""
             head = bytearray()
             tail = bytearray()
             errbody = bytearray()
@@ -238,10 +243,13 @@ class Handler(http.server.BaseHTTPRequestHandler):
                 tail = (tail + chunk)[-HEAD_TAIL:]
                 if resp.status >= 400 and len(errbody) < ERROR_BODY_CAP:
                     errbody += chunk[: ERROR_BODY_CAP - len(errbody)]
-                if "event-stream" in ctype:
-                    m = re.search(rb'(event: *error|"type": *"error")[^\n]*(\n[^\n]+)*', chunk)
-                    if m and "stream_error" not in rec:
-                        rec["stream_error"] = m.group(0).decode("utf-8", "replace")[:4000]
+                if "event-stream" in ctype and "stream_error" not in rec:
+                    window = bytes(scan[-8192:]) + chunk
+                    scan = window
+                    if STREAM_ERROR_RE.search(window):
+                        m = re.search(rb'"error":\s*(\{[^{}]*\})', window)
+                        text = m.group(1) if m else STREAM_ERROR_RE.search(window).group(0)
+                        rec["stream_error"] = text.decode("utf-8", "replace")[:4000]
                 if client_gone:
                     continue
                 try:

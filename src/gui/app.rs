@@ -152,6 +152,7 @@ impl Dashboard {
                     panels::parked_ui(&mut columns[0], &s);
                     panels::waiting_ui(&mut columns[0], &s, self.starving_secs, &mut self.commands);
                     panels::counters_ui(&mut columns[1], &s);
+                    panels::conversations_ui(&mut columns[1], &s);
                     panels::ttft_ui(&mut columns[1], &s);
                 });
                 ui.separator();

@@ -185,6 +185,40 @@ pub fn parked_ui(ui: &mut Ui, s: &ServiceSnapshot) {
         });
 }
 
+/// The kept conversations: each in its own sequence of the KV pool (least recently used
+/// first) or in host RAM; how many tokens a next turn will not read again.
+pub fn conversations_ui(ui: &mut Ui, s: &ServiceSnapshot) {
+    ui.heading("Kept conversations");
+    ui.label(format!(
+        "{} of {} sequences free; KV cells {} of {} used",
+        s.engine.kv_sequences_free,
+        s.engine.kv_sequences,
+        s.engine.kv_cells_used,
+        s.engine.kv_cells_total
+    ));
+    if s.conversations.is_empty() {
+        ui.label("none kept yet");
+        return;
+    }
+    egui::Grid::new("conversations")
+        .striped(true)
+        .num_columns(3)
+        .show(ui, |ui| {
+            for c in &s.conversations {
+                ui.label(match c.seq {
+                    Some(seq) => format!("{seq}"),
+                    None => "host RAM".to_owned(),
+                });
+                ui.label(format!("{} tokens", c.tokens));
+                ui.label(match c.idle_secs {
+                    Some(secs) => format!("idle {secs:.0} s"),
+                    None => "saved".to_owned(),
+                });
+                ui.end_row();
+            }
+        });
+}
+
 /// The waiting queue with each request's effective priority, age and what is left to read;
 /// a request waiting longer than `starving_secs` is highlighted. Per row: priority up/down
 /// and Cancel.
@@ -259,6 +293,8 @@ pub fn counters_ui(ui: &mut Ui, s: &ServiceSnapshot) {
         ("cancellations", c.cancellations),
         ("engine restarts", c.engine_restarts),
         ("conversation-cache hits", s.conversation_cache.hits),
+        ("parks kept in the pool", c.parks_in_pool),
+        ("parks saved to host RAM", c.parks_to_host),
     ];
     egui::Grid::new("counters").num_columns(2).show(ui, |ui| {
         for (name, value) in rows {

@@ -381,3 +381,30 @@ fn settings_whose_model_fails_to_load_are_rolled_back_and_not_saved() {
     });
     assert_eq!(std::fs::read_to_string(&config_path).unwrap(), before);
 }
+
+#[test]
+fn a_finished_request_shows_as_a_kept_conversation_with_its_sequence() {
+    let rt = runtime();
+    let server = rt.block_on(server(Setup::default()));
+    let mut dashboard = Dashboard::new(server.service.clone(), rt.handle().clone());
+    let mut harness = Harness::new_ui(|ui| dashboard.ui(ui));
+    harness.run_ok();
+    assert!(harness.query_by_label("none kept yet").is_some());
+    let response = rt
+        .block_on(server.post(&chat("keep me", 5)).send())
+        .unwrap();
+    assert_eq!(response.status(), 200);
+    wait(&rt, &server, "a conversation is kept", |s| {
+        s.conversations.len() == 1
+    });
+    frames(&mut harness, &rt, 0.2);
+    let kept = server.service.snapshot().conversations[0].clone();
+    let seq = kept.seq.expect("kept in the pool");
+    assert!(harness.query_by_label(&format!("{seq}")).is_some());
+    assert!(
+        harness
+            .query_by_label(&format!("{} tokens", kept.tokens))
+            .is_some()
+    );
+    assert!(harness.query_by_label("none kept yet").is_none());
+}

@@ -12,6 +12,7 @@ mod api_real;
 mod api_tools;
 mod bench;
 mod cli;
+mod engine_exact;
 mod engine_fake;
 mod engine_park;
 mod engine_real;
