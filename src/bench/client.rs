@@ -53,6 +53,9 @@ impl Ask {
 #[derive(Debug, Clone, Serialize, Default)]
 pub struct Record {
     pub label: String,
+    /// In `agent-replay`: which agent sent it, and its turn (from 0).
+    pub agent: Option<u32>,
+    pub turn: Option<u32>,
     pub priority: Option<i64>,
     /// The server's `x-request-id`, when it sends one.
     pub request_id: Option<String>,
@@ -64,6 +67,9 @@ pub struct Record {
     /// `usage` from the final chunk, when the server sends it.
     pub prompt_tokens: Option<u64>,
     pub completion_tokens: Option<u64>,
+    /// Prompt tokens the server already held (`usage.prompt_tokens_details.cached_tokens`,
+    /// or llama-server's `timings.cache_n`).
+    pub cached_tokens: Option<u64>,
     /// Pieces per second between the first and the last piece.
     pub tokens_per_sec: Option<f64>,
     pub finish_reason: Option<String>,
@@ -210,6 +216,14 @@ impl Target {
                     if let Some(usage) = value.get("usage").filter(|u| !u.is_null()) {
                         record.prompt_tokens = usage["prompt_tokens"].as_u64();
                         record.completion_tokens = usage["completion_tokens"].as_u64();
+                        if let Some(cached) =
+                            usage["prompt_tokens_details"]["cached_tokens"].as_u64()
+                        {
+                            record.cached_tokens = Some(cached);
+                        }
+                    }
+                    if let Some(cached) = value["timings"]["cache_n"].as_u64() {
+                        record.cached_tokens = Some(cached);
                     }
                     let Some(choice) = value["choices"].get(0) else {
                         continue;

@@ -315,9 +315,27 @@ pub async fn followup_vs_fresh(target: &Target, p: &FollowupVsFresh, seed: u64) 
         out.records.extend([b1, a, b2]);
     }
     let of = |label: &str| ttfts(out.records.iter().filter(|r| r.label == label));
+    let b2_cached_share: Vec<f64> = out
+        .records
+        .iter()
+        .filter(|r| r.label == "b2")
+        .filter_map(|r| Some(r.cached_tokens? as f64 / r.prompt_tokens?.max(1) as f64))
+        .collect();
+    let totals: Vec<f64> = out
+        .records
+        .iter()
+        .filter(|r| r.label == "a" && r.error.is_none())
+        .map(|r| r.end_secs - r.sent_secs)
+        .collect();
     out.summary = vec![
         Line::new("B2 TTFT, median", median(&of("b2")), "s"),
+        Line::new(
+            "B2 cached share of its prompt, median",
+            median(&b2_cached_share).map(|s| 100.0 * s),
+            "%",
+        ),
         Line::new("A TTFT, median", median(&of("a")), "s"),
+        Line::new("A total, median", median(&totals), "s"),
         Line::new("B1 TTFT, median", median(&of("b1")), "s"),
     ];
     out.notes.extend(failures(&out.records));
@@ -421,8 +439,10 @@ pub async fn agent_replay(target: &Target, p: &AgentReplay, seed: u64) -> Report
                     disconnect_after: None,
                     first_token: None,
                 };
-                let record = target.stream(&ask).await;
+                let mut record = target.stream(&ask).await;
                 history.push(json!({"role": "assistant", "content": record.text}));
+                record.agent = Some(agent);
+                record.turn = Some(turn);
                 records.push(record);
                 if p.side_every > 0 && turn % p.side_every == p.side_every - 1 {
                     let mut side = Ask::user(
@@ -452,6 +472,32 @@ pub async fn agent_replay(target: &Target, p: &AgentReplay, seed: u64) -> Report
             ));
         }
     }
+    // A later turn continued its conversation when the server already held at least the
+    // previous turn's whole prompt.
+    let turns: Vec<&Record> = out.records.iter().filter(|r| r.label == "turn").collect();
+    let later: Vec<&&Record> = turns.iter().filter(|r| r.turn > Some(0)).collect();
+    let continued = later
+        .iter()
+        .filter(|r| {
+            let previous = turns
+                .iter()
+                .find(|p| p.agent == r.agent && p.turn.map(|t| t + 1) == r.turn);
+            match (previous.and_then(|p| p.prompt_tokens), r.cached_tokens) {
+                (Some(before), Some(cached)) => cached >= before,
+                _ => false,
+            }
+        })
+        .count();
+    out.summary.push(Line::new(
+        "later turns",
+        Some(later.len() as f64),
+        "",
+    ));
+    out.summary.push(Line::new(
+        "later turns that continued their conversation",
+        Some(continued as f64),
+        "",
+    ));
     let pieces: u32 = out.records.iter().map(|r| r.pieces).sum();
     out.summary.push(Line::new(
         "aggregate tokens/s",

@@ -23,17 +23,29 @@ async fn engine(threads: u32) -> EngineProcess {
             slots: 1,
             kv_sequences: 16,
             threads,
+            flash_attn: flash_attn(),
             ..WorkerOptions::for_model(model_path())
         },
     );
     EngineProcess::start(&launch, 1).await.expect("starts")
 }
 
-/// A prompt of about 2,000 tokens (a long context, where the split across threads shows).
-fn stream_prompt() -> Vec<TokenId> {
+/// `STRATA_EXACT_FA` (`on`, `off`), else the default (`auto`).
+fn flash_attn() -> strata_desk::protocol::FlashAttn {
+    use strata_desk::protocol::FlashAttn;
+    match std::env::var("STRATA_EXACT_FA").as_deref() {
+        Ok("on") => FlashAttn::On,
+        Ok("off") => FlashAttn::Off,
+        _ => FlashAttn::Auto,
+    }
+}
+
+/// The stream's prompt: `sentences` facts (110: about 3,000 tokens, a long context where
+/// the split across threads shows; 45: about 1,300).
+fn stream_prompt(sentences: usize) -> Vec<TokenId> {
     chat_prompt(&format!(
         "{}\nTell the story of these towns, one by one.",
-        long_text(110)
+        long_text(sentences)
     ))
 }
 
@@ -57,13 +69,13 @@ async fn keep_conversation(engine: &mut EngineProcess, id: u64, seq: u32) {
 }
 
 /// The stream's tokens: uninterrupted, on a fresh engine.
-async fn uninterrupted(threads: u32, sampling: &Sampling) -> Vec<TokenId> {
+async fn uninterrupted(threads: u32, sentences: usize, sampling: &Sampling) -> Vec<TokenId> {
     let mut e = engine(threads).await;
     run_alone(
         &mut e,
         RequestId(1),
         SeqId(0),
-        &stream_prompt(),
+        &stream_prompt(sentences),
         CHUNK,
         TOTAL,
         sampling.clone(),
@@ -72,11 +84,11 @@ async fn uninterrupted(threads: u32, sampling: &Sampling) -> Vec<TokenId> {
 }
 
 /// Paused in its sequence while three other conversations are read beside it.
-async fn paused_beside_others(threads: u32, sampling: &Sampling) -> Vec<TokenId> {
+async fn paused_beside_others(threads: u32, sentences: usize, sampling: &Sampling) -> Vec<TokenId> {
     let mut e = engine(threads).await;
     let a = RequestId(1);
     open(&mut e, a, SeqId(0), sampling.clone()).await;
-    let mut out = vec![read_aligned(&mut e, a, &stream_prompt(), 0, CHUNK).await];
+    let mut out = vec![read_aligned(&mut e, a, &stream_prompt(sentences), 0, CHUNK).await];
     out.extend(decode_n(&mut e, a, BEFORE - 1).await);
     for (i, seq) in [(10, 1), (11, 2), (12, 3)] {
         keep_conversation(&mut e, i, seq).await;
@@ -86,11 +98,11 @@ async fn paused_beside_others(threads: u32, sampling: &Sampling) -> Vec<TokenId>
 }
 
 /// Parked to host RAM, its cells taken by other conversations, restored into other cells.
-async fn restored_elsewhere(threads: u32, sampling: &Sampling) -> Vec<TokenId> {
+async fn restored_elsewhere(threads: u32, sentences: usize, sampling: &Sampling) -> Vec<TokenId> {
     let mut e = engine(threads).await;
     let a = RequestId(1);
     open(&mut e, a, SeqId(0), sampling.clone()).await;
-    let mut out = vec![read_aligned(&mut e, a, &stream_prompt(), 0, CHUNK).await];
+    let mut out = vec![read_aligned(&mut e, a, &stream_prompt(sentences), 0, CHUNK).await];
     out.extend(decode_n(&mut e, a, BEFORE - 1).await);
     let Reply::Parked(_) = call(&mut e, Command::Park { request: a }).await else {
         panic!("not parked");
@@ -123,11 +135,11 @@ async fn at_one_thread_a_stream_continues_identical_beside_other_conversations_a
  {
     let _serial = real_model();
     for sampling in [greedy(), seeded(7)] {
-        let reference = uninterrupted(1, &sampling).await;
+        let reference = uninterrupted(1, 45, &sampling).await;
         assert_eq!(reference.len(), TOTAL);
-        let paused = paused_beside_others(1, &sampling).await;
+        let paused = paused_beside_others(1, 45, &sampling).await;
         assert_eq!(diverges(&reference, &paused), None, "{sampling:?}: paused");
-        let restored = restored_elsewhere(1, &sampling).await;
+        let restored = restored_elsewhere(1, 45, &sampling).await;
         assert_eq!(
             diverges(&reference, &restored),
             None,
@@ -144,12 +156,16 @@ async fn exactness_report_at_the_threads_asked() {
         .ok()
         .and_then(|t| t.parse().ok())
         .unwrap_or(2);
-    println!("prompt tokens: {}", stream_prompt().len());
+    println!(
+        "prompt tokens: {}, flash attention {:?}",
+        stream_prompt(110).len(),
+        flash_attn()
+    );
     for (name, sampling) in [("greedy", greedy()), ("seeded", seeded(7))] {
-        let reference = uninterrupted(threads, &sampling).await;
-        let again = uninterrupted(threads, &sampling).await;
-        let paused = paused_beside_others(threads, &sampling).await;
-        let restored = restored_elsewhere(threads, &sampling).await;
+        let reference = uninterrupted(threads, 110, &sampling).await;
+        let again = uninterrupted(threads, 110, &sampling).await;
+        let paused = paused_beside_others(threads, 110, &sampling).await;
+        let restored = restored_elsewhere(threads, 110, &sampling).await;
         println!(
             "threads {threads}, {name}: uninterrupted twice {:?}; paused beside others {:?}; \
              restored elsewhere {:?} (first differing token index; None: identical)",
