@@ -48,6 +48,13 @@ pub struct ServeArgs {
     /// own, at most 256 [default: max(16, parallel + 1)].
     #[arg(long)]
     pub kv_sequences: Option<u32>,
+    /// Output tokens for a request that asks no limit [default: the rest of the context].
+    #[arg(long)]
+    pub max_output_tokens_default: Option<u32>,
+    /// The most output tokens any request gets, whatever it asks (it then ends with
+    /// `length`) [default: no cap].
+    #[arg(long)]
+    pub max_output_tokens_cap: Option<u32>,
     /// Opt-in solo preemption (needs parallel 1) [default: off].
     #[arg(long)]
     pub solo_priority: bool,
@@ -83,6 +90,8 @@ impl ServeArgs {
             port: self.port,
             parallel: self.parallel,
             kv_sequences: self.kv_sequences,
+            max_output_tokens_default: self.max_output_tokens_default,
+            max_output_tokens_cap: self.max_output_tokens_cap,
             solo_priority: self.solo_priority,
             ctx: self.ctx,
             chunk_tokens: self.chunk_tokens,

@@ -488,11 +488,8 @@ pub async fn agent_replay(target: &Target, p: &AgentReplay, seed: u64) -> Report
             }
         })
         .count();
-    out.summary.push(Line::new(
-        "later turns",
-        Some(later.len() as f64),
-        "",
-    ));
+    out.summary
+        .push(Line::new("later turns", Some(later.len() as f64), ""));
     out.summary.push(Line::new(
         "later turns that continued their conversation",
         Some(continued as f64),

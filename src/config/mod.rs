@@ -160,6 +160,8 @@ pub struct Overrides {
     pub port: Option<u16>,
     pub parallel: Option<u32>,
     pub kv_sequences: Option<u32>,
+    pub max_output_tokens_default: Option<u32>,
+    pub max_output_tokens_cap: Option<u32>,
     pub solo_priority: bool,
     pub ctx: Option<u32>,
     pub chunk_tokens: Option<u32>,
@@ -220,6 +222,12 @@ impl Config {
         }
         if o.chunk_tokens.is_some() {
             self.scheduler.chunk_tokens = o.chunk_tokens;
+        }
+        if o.max_output_tokens_default.is_some() {
+            self.scheduler.max_output_tokens_default = o.max_output_tokens_default;
+        }
+        if o.max_output_tokens_cap.is_some() {
+            self.scheduler.max_output_tokens_cap = o.max_output_tokens_cap;
         }
     }
 

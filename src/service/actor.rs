@@ -308,6 +308,15 @@ impl Actor {
         match self.engine.started(generation, started) {
             None => {} // a start that was superseded
             Some(Ok(handshake)) => {
+                let model = &handshake.model;
+                if model.n_ctx > model.n_ctx_train && model.n_ctx_train > 0 {
+                    tracing::warn!(
+                        "the context ({} tokens) is larger than the model was trained on ({}); \
+                         it works, but answers that far in may lose their way",
+                        model.n_ctx,
+                        model.n_ctx_train
+                    );
+                }
                 let facts = engine_facts(&handshake, self.scheduler.settings());
                 self.feed(Event::EngineReady(facts));
             }

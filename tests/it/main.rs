@@ -5,6 +5,7 @@
 // on its own thread, so holding it blocks only other tests, which is its job.
 #![allow(clippy::await_holding_lock)]
 
+mod agent_fixtures;
 mod api_agents;
 mod api_fake;
 mod api_observe;

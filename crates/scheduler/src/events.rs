@@ -76,7 +76,15 @@ impl Scheduler {
             });
         }
         let room = ctx - len;
-        let mut max_tokens = nr.max_tokens.unwrap_or(room).max(1);
+        // the server's default for a request that names no limit, then its cap for every
+        // request; both clamp silently (a capped request ends with `length`)
+        let asked = nr.max_tokens.or(self.settings.max_output_tokens_default);
+        let capped = match (asked, self.settings.max_output_tokens_cap) {
+            (Some(a), Some(cap)) => Some(a.min(cap)),
+            (None, Some(cap)) => Some(cap),
+            (a, None) => a,
+        };
+        let mut max_tokens = capped.unwrap_or(room).max(1);
         if max_tokens > room {
             if self.settings.max_tokens_over_context == MaxTokensOverContext::Reject {
                 return Err(Refusal::MaxTokensOverContext {

@@ -79,6 +79,11 @@ pub struct SchedulerSettings {
     pub give_way: GiveWay,
     /// Clamp or refuse a `max_tokens` over the room left (R11).
     pub max_tokens_over_context: MaxTokensOverContext,
+    /// The output limit of a request that names none; `None`: the rest of the context.
+    pub max_output_tokens_default: Option<u32>,
+    /// The most output tokens any request gets, whatever it asks (clamped, ending with
+    /// `length`, as R11 clamps); `None`: no cap.
+    pub max_output_tokens_cap: Option<u32>,
     /// Output cells reserved at admission (and added each time a decode outgrows its reservation).
     pub output_reserve_tokens: u32,
     /// Conversations kept in the host-RAM conversation cache (least recently used out).
@@ -105,6 +110,8 @@ impl Default for SchedulerSettings {
             priority_order: PriorityOrder::HigherFirst,
             give_way: GiveWay::Left,
             max_tokens_over_context: MaxTokensOverContext::Clamp,
+            max_output_tokens_default: None,
+            max_output_tokens_cap: None,
             output_reserve_tokens: 512,
             host_cache_conversations_max: 16,
             restart_attempts_max: 3,
@@ -200,6 +207,19 @@ impl SchedulerSettings {
             r.min <= r.max && r.min >= -1_000_000 && r.max <= 1_000_000,
             "min <= max, both within -1000000..1000000",
         )?;
+        for (key, value) in [
+            ("max_output_tokens_default", self.max_output_tokens_default),
+            ("max_output_tokens_cap", self.max_output_tokens_cap),
+        ] {
+            if let Some(v) = value {
+                bound(
+                    key,
+                    v,
+                    (1..=10_000_000).contains(&v),
+                    "between 1 and 10000000",
+                )?;
+            }
+        }
         bound(
             "output_reserve_tokens",
             self.output_reserve_tokens,

@@ -209,9 +209,14 @@ pub fn to_messages(
         let role = match m.role.as_str() {
             "user" => "user",
             "assistant" => "assistant",
+            // Claude Code sends one after the user's first turn (its environment notes); it
+            // is folded as other APIs' late system messages are (`generation::normalize`).
+            "system" => "system",
             other => {
                 return Err(bad(
-                    format!("`messages[{i}].role` must be user or assistant, got {other:?}"),
+                    format!(
+                        "`messages[{i}].role` must be user, assistant or system, got {other:?}"
+                    ),
                     &format!("messages[{i}].role"),
                 ));
             }
@@ -305,7 +310,9 @@ pub fn to_messages(
         }
         // Separate blocks stay separate paragraphs.
         let text = texts.join("\n\n");
-        if role == "assistant" {
+        if role == "system" {
+            out.push(ChatMessage::new("system", &text));
+        } else if role == "assistant" {
             let mut message = ChatMessage::new("assistant", strip_reasoning(&text));
             message.tool_calls = calls;
             out.push(message);

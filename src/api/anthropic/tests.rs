@@ -106,3 +106,32 @@ proptest! {
         }
     }
 }
+
+/// Regression: Claude Code's first request carries a system message after the user's first
+/// turn (its environment notes), and was refused with a 400.
+#[test]
+fn a_system_message_inside_messages_is_taken_and_folded_as_a_late_system_message() {
+    let messages = [
+        message(
+            "user",
+            json!([
+                {"type": "text", "text": "<system-reminder>notes</system-reminder>"},
+                {"type": "text", "text": "Create hello.txt"},
+            ]),
+        ),
+        message(
+            "system",
+            json!([{"type": "text", "text": "# Environment", "cache_control": {"type": "ephemeral"}}]),
+        ),
+    ];
+    let out = to_messages(Some(&json!("You are Claude Code.")), &messages).unwrap();
+    let roles: Vec<&str> = out.iter().map(|m| m.role.as_str()).collect();
+    assert_eq!(roles, ["system", "user", "system"]);
+    let folded = crate::api::generation::normalize(out);
+    let roles: Vec<&str> = folded.iter().map(|m| m.role.as_str()).collect();
+    assert_eq!(roles, ["system", "user", "user"]);
+    assert_eq!(folded[2].content, "# Environment");
+    // a string works as well as blocks
+    let out = to_messages(None, &[message("system", json!("be brief"))]).unwrap();
+    assert_eq!(out[0].content, "be brief");
+}

@@ -72,3 +72,33 @@ fn max_tokens_over_context_reject_refuses_the_request() {
         })
     );
 }
+
+#[test]
+fn a_request_that_names_no_limit_gets_the_server_default_and_every_request_the_cap() {
+    let s = SchedulerSettings {
+        max_output_tokens_default: Some(10),
+        max_output_tokens_cap: Some(20),
+        ..SchedulerSettings::default()
+    };
+    let mut sim = with(s, facts(1, 256));
+    sim.arrive(Arrival::new(1, p(300, 1)).output(1000)); // names none: the default
+    sim.arrive(Arrival::new(2, p(300, 2)).output(1000).max_tokens(500)); // over the cap
+    sim.arrive(Arrival::new(3, p(300, 3)).output(1000).max_tokens(15)); // under it
+    sim.run(200.0);
+    sim.check_end();
+    for (id, n) in [(1, 10), (2, 20), (3, 15)] {
+        assert_eq!(sim.rec(id).delivered.len(), n, "request {id}");
+        assert_eq!(sim.rec(id).finish_reason(), Some(FinishReason::Length));
+    }
+}
+
+#[test]
+fn without_a_default_or_a_cap_a_request_that_names_no_limit_may_use_the_rest_of_the_context() {
+    let mut f = facts(1, 256);
+    f.context_tokens = 400;
+    let mut sim = with(SchedulerSettings::default(), f);
+    sim.arrive(Arrival::new(1, p(300, 1)).output(1000));
+    sim.run(200.0);
+    sim.check_end();
+    assert_eq!(sim.rec(1).delivered.len(), 100);
+}
