@@ -47,6 +47,7 @@ impl Scheduler {
         for _ in 0..self.slots.len() + 2 {
             self.end_pending(now);
             self.maybe_pause(now);
+            self.grow_decodes(now);
             self.fill_slots(now);
             self.assign_lane(now);
             match self.compose(now) {
@@ -57,12 +58,30 @@ impl Scheduler {
                 }
                 Composed::Idle => return,
                 Composed::Stalled(stalled) => {
-                    // the lowest-ranked stalled decode leaves for host RAM so others go on
-                    let Some(victim) = stalled.into_iter().max_by_key(|id| self.lane_key(*id, now))
+                    // the lowest-ranked running request (a stalled decode, or a reader
+                    // holding cells) leaves for host RAM, losing nothing, so the rest go on
+                    let running: Vec<RequestId> = self
+                        .slots
+                        .iter()
+                        .filter_map(|s| match s.state {
+                            SlotState::Busy { request } => Some(request),
+                            SlotState::Empty => None,
+                        })
+                        .collect();
+                    let Some(victim) = running
+                        .into_iter()
+                        .chain(stalled)
+                        .max_by_key(|id| self.lane_key(*id, now))
                     else {
                         return;
                     };
-                    self.park(victim, ParkedKind::Decode, false, now);
+                    let kind = match self.requests.get(&victim).map(|r| &r.phase) {
+                        Some(Phase::Reading { read_to, .. }) => {
+                            ParkedKind::Read { read_to: *read_to }
+                        }
+                        _ => ParkedKind::Decode,
+                    };
+                    self.park(victim, kind, false, now);
                     self.counters.kv_parks += 1;
                 }
             }
@@ -566,6 +585,22 @@ impl Scheduler {
                 is_last: end == len,
             })
         });
+        let (decode, stalled) = self.grow_decodes(now);
+        if !stalled.is_empty() {
+            // a running decode is never skipped while other work runs: room is made first
+            Composed::Stalled(stalled)
+        } else if chunk.is_none() && decode.is_empty() {
+            Composed::Idle
+        } else {
+            Composed::Step(Step { chunk, decode })
+        }
+    }
+
+    /// Every running decode's next cell, reserved (growing its reservation by a share of
+    /// output when it has used it up): the decodes that have one, highest rank first, and
+    /// those that could not get one. Run before any admission, so a newcomer never takes the
+    /// cell a running decode needs next.
+    fn grow_decodes(&mut self, now: Now) -> (Vec<(RequestId, SeqId)>, Vec<RequestId>) {
         let mut decoding: Vec<(RequestId, SeqId)> = self
             .slots
             .iter()
@@ -621,14 +656,6 @@ impl Scheduler {
             }
             decode.push((id, seq));
         }
-        if chunk.is_none() && decode.is_empty() {
-            if stalled.is_empty() {
-                Composed::Idle
-            } else {
-                Composed::Stalled(stalled)
-            }
-        } else {
-            Composed::Step(Step { chunk, decode })
-        }
+        (decode, stalled)
     }
 }

@@ -515,9 +515,11 @@ impl Scheduler {
     /// A user's new priority: the request keeps its place among equals (its ticket) and is
     /// ranked by the new value from the next decision on.
     fn on_reprioritised(&mut self, id: RequestId, priority: i32) {
+        // clamped like an arrival's (the dashboard's +1/-1 send the next integer as it is)
+        let (lo, hi) = super::settings::resolved_range(&self.settings);
         match self.requests.get_mut(&id) {
             Some(r) if r.phase != Phase::Ended => {
-                r.priority = priority;
+                r.priority = priority.clamp(lo, hi);
                 r.boost_eligible = false;
             }
             _ => self.diag(format!("re-prioritise of unknown request {id}")),

@@ -90,9 +90,8 @@ fn slot_transitions_never_hand_a_busy_slot_to_another_request() {
     assert!(!slot_transition_ok(&SlotState::Empty, &SlotState::Empty));
 }
 
-#[test]
-#[should_panic(expected = "illegal transition")]
-fn an_illegal_transition_panics_in_debug_builds_and_is_a_diagnostic_in_release() {
+/// A scheduler with request 1 admitted (it is reading).
+fn one_waiting() -> crate::Scheduler {
     let mut s = crate::Scheduler::new(
         crate::SchedulerSettings::default(),
         super::sim::facts(1, 256),
@@ -108,5 +107,30 @@ fn an_illegal_transition_panics_in_debug_builds_and_is_a_diagnostic_in_release()
         },
         std::time::Duration::ZERO,
     );
-    s.set_phase(RequestId(1), Phase::Waiting);
+    s
+}
+
+#[test]
+#[cfg(debug_assertions)]
+#[should_panic(expected = "illegal transition")]
+fn an_illegal_transition_panics_in_debug_builds() {
+    one_waiting().set_phase(RequestId(1), Phase::Waiting);
+}
+
+#[test]
+#[cfg(not(debug_assertions))]
+fn an_illegal_transition_is_refused_with_a_diagnostic_in_release_builds() {
+    let mut s = one_waiting();
+    let before = s.request_state(RequestId(1));
+    assert_eq!(before, Some(crate::RequestStatus::Reading));
+    // reading → waiting is not a legal transition
+    assert!(!s.set_phase(RequestId(1), Phase::Waiting));
+    assert_eq!(s.request_state(RequestId(1)), before);
+    let diagnostics = s
+        .handle(crate::Event::Tick, std::time::Duration::ZERO)
+        .diagnostics;
+    assert!(
+        diagnostics.iter().any(|d| d.contains("illegal transition")),
+        "{diagnostics:?}"
+    );
 }

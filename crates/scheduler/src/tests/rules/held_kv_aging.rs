@@ -125,3 +125,35 @@ fn the_snapshot_is_plain_data_that_serializes() {
     assert_eq!(v["waiting"][0]["tokens_left_to_read"], 300);
     assert!(v["counters"]["give_ways_higher_priority"].is_u64());
 }
+
+/// Audit finding: admissions made room (and took the free cells) before running decodes grew,
+/// so a running decode found no cell for its next token and was skipped for as long as other
+/// steps ran.
+#[test]
+fn a_running_decode_s_next_cell_is_reserved_before_any_admission_and_it_is_never_skipped() {
+    let mut f = facts(2, 256);
+    f.kv_cells_total = 1000;
+    let s = SchedulerSettings {
+        output_reserve_tokens: 8,
+        ..SchedulerSettings::default()
+    };
+    let mut sim = with(s, f);
+    sim.arrive(Arrival::new(1, p(300, 1)).output(400));
+    // needs 634 + 8 cells: 644 are free at 3 s; it took them, and request 1 was skipped in
+    // 4 steps while it read (before the fix)
+    sim.arrive(Arrival::new(2, p(634, 2)).at(3.0).output(5));
+    sim.run(300.0);
+    sim.check_end();
+    let first = sim.pos(is_deliver(1)).unwrap();
+    let released = sim.pos(is_release(1)).unwrap();
+    let skipped = sim.log[first..released]
+        .iter()
+        .filter(|(_, a)| matches!(a, Action::Step(step) if !step.decode.iter().any(|(id, _)| id.0 == 1)))
+        .count();
+    assert_eq!(skipped, 0, "request 1 was skipped in {skipped} steps");
+    assert!(
+        sim.pos(is_park(1)).is_none(),
+        "the running decode was parked"
+    );
+    assert_eq!(sim.rec(2).delivered.len(), 5);
+}

@@ -290,3 +290,22 @@ fn a_conversation_the_engine_evicted_is_never_restored() {
             .is_none()
     );
 }
+
+/// Regression (audit): the dashboard's +1/-1 sent the next integer as it was, past
+/// `priority_range`.
+#[test]
+fn a_new_priority_is_clamped_to_the_priority_range() {
+    let mut sim = solo(256, false);
+    sim.arrive(Arrival::new(1, p(300, 1)).output(100));
+    sim.arrive(Arrival::new(2, p(300, 2)).at(0.1).output(5));
+    sim.run(0.2);
+    for (asked, kept) in [(101, 100), (-5000, -100), (7, 7)] {
+        sim.feed(Event::Reprioritised {
+            request: RequestId(2),
+            priority: asked,
+        });
+        assert_eq!(sim.s.snapshot(sim.now).waiting[0].priority, kept, "{asked}");
+    }
+    sim.run(100.0);
+    sim.check_end();
+}
