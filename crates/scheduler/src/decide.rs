@@ -182,6 +182,7 @@ impl Scheduler {
         self.counters.pauses += 1;
         if let Some(r) = self.requests.get_mut(&p) {
             r.pauses += 1;
+            r.paused_for = Some(w);
         }
     }
 
@@ -507,9 +508,13 @@ impl Scheduler {
             };
             let w_eff = self.effective(wr, now);
             let w_len = wr.prompt_len();
+            // R7: the request paused for this reader does not take the lane or the slot back
+            // by the shorter-left rule before the reader's first token (no pause/restore
+            // cycles); a higher priority still does
+            let paused_for_reader = wr.paused_for == Some(rid);
             let reason = if w_eff > r_eff {
                 GiveWayReason::HigherPriority
-            } else if w_eff == r_eff {
+            } else if w_eff == r_eff && !paused_for_reader {
                 let shorter = match rule {
                     super::GiveWay::Left => {
                         2 * u64::from(self.left_to_read(w)) <= u64::from(r_left)

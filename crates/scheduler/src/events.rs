@@ -117,6 +117,7 @@ impl Scheduler {
             output: Vec::new(),
             yields: 0,
             pauses: 0,
+            paused_for: None,
             tokens_since_resume: 0,
             reserved_cells: 0,
             chunk_tokens: self.chunk_tokens(),

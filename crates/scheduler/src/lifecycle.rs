@@ -189,6 +189,9 @@ pub(crate) struct Request {
     pub output: Vec<TokenId>,
     pub yields: u32,
     pub pauses: u32,
+    /// The request it was last paused for (R7): until that one has produced its first
+    /// token, this one cannot take the lane or the slot back from it by the shorter-left rule.
+    pub paused_for: Option<RequestId>,
     pub tokens_since_resume: u32,
     /// Tokens its sequence may reach without asking for more cells (prompt plus a share of
     /// the output); what it does not hold yet is pledged in the pool while it runs.

@@ -7,6 +7,7 @@ mod rules;
 mod seeds;
 mod settings;
 mod sim;
+mod solo_preemption;
 
 use super::{EngineFacts, SchedulerSettings};
 use sim::Sim;

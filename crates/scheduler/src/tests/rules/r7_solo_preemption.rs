@@ -75,3 +75,29 @@ fn a_paused_request_is_not_paused_again_before_it_produced_a_token() {
     }
     assert!(sim.s.snapshot(sim.now).counters.pauses >= 2);
 }
+
+/// Audit finding: with equal base priorities, W (aged +1) paused P, took the lane and its
+/// aging reset, so it tied with the parked P; P had nothing left to read, so the shorter-left
+/// rule gave P the slot back at the next chunk, and so on every aging interval.
+#[test]
+fn the_request_paused_for_w_does_not_take_the_slot_back_by_shorter_left_before_w_s_first_token() {
+    let mut sim = solo(256, true);
+    sim.arrive(Arrival::new(1, p(300, 1)).output(2000)); // P: a long stream
+    sim.arrive(Arrival::new(2, p(8000, 2)).at(1.0).output(5)); // W: 8 s of reading
+    sim.run(300.0);
+    sim.check_end();
+    let w_first = sim.time_of(is_deliver(2)).unwrap();
+    let paused = sim.time_of(is_park(1)).unwrap();
+    assert!(
+        (30.0..32.0).contains(&paused),
+        "P paused at {paused}: W ages +1 after 30 s"
+    );
+    let restored = sim.time_of(is_restore(1)).unwrap();
+    assert!(
+        restored > w_first,
+        "P came back at {restored}, before W's first token at {w_first}"
+    );
+    assert_eq!(sim.rec(2).ends.len(), 1);
+    let give_ways = sim.s.snapshot(sim.now).counters.give_ways_shorter_left;
+    assert_eq!(give_ways, 0);
+}
