@@ -61,7 +61,7 @@ pub struct ServeArgs {
     /// Context size in tokens [default: the model's, at most 32768].
     #[arg(long = "ctx")]
     pub ctx: Option<u32>,
-    /// Prompt tokens per read chunk [default: about one second of reading, measured].
+    /// Prompt tokens per read chunk [default: about a quarter second of reading, measured].
     #[arg(long)]
     pub chunk_tokens: Option<u32>,
     /// CPU threads for the engine [default: one less than the cores].
@@ -137,7 +137,7 @@ pub struct GenerateArgs {
     /// Context size in tokens; 0 takes the model's (at most 32768).
     #[arg(long = "ctx", default_value_t = 0)]
     pub ctx_tokens: u32,
-    /// Prompt tokens read per step; 0 takes the engine's measured default (about 1 s).
+    /// Prompt tokens read per step; 0 takes the engine's measured default (about 0.25 s).
     #[arg(long, default_value_t = 0)]
     pub chunk_tokens: u32,
     /// CPU threads; 0 takes one less than the cores.

@@ -93,8 +93,9 @@ impl FakeEngine {
             .collect::<Result<HashMap<_, _>, _>>()?;
         let slots = slots.max(1);
         let sequences = sequences.max(slots + 1);
+        // as the real engine: about a quarter second of (simulated) reading
         let chunk_tokens = if options.prompt_tokens_per_sec > 0.0 {
-            ((options.prompt_tokens_per_sec / 64.0).round() as u32).clamp(1, 128) * 64
+            super::llama::chunk_tokens_for(options.prompt_tokens_per_sec, 8192)
         } else {
             256
         };

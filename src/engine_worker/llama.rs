@@ -127,7 +127,7 @@ impl<'m> LlamaEngine<'m> {
         Ok(engine)
     }
 
-    /// Reads a throwaway prompt on sequence 0 and times it: about one second of reading is
+    /// Reads a throwaway prompt on sequence 0 and times it: about [`CHUNK_SECS`] of reading is
     /// the default chunk. A GPU reads a short prompt too fast to time, so it gets a long one.
     fn measure_prompt_speed(&mut self) -> Result<f64, WorkerError> {
         let text = "The quick brown fox jumps over the lazy dog while the engine measures itself. "
@@ -371,9 +371,16 @@ fn make_sampler(model: &LlamaModel, sampling: &Sampling) -> Result<LlamaSampler,
     Ok(LlamaSampler::chain_simple(chain))
 }
 
-/// About one second of prompt reading, a multiple of 64 within 64..=8192 and `n_batch`.
+/// Seconds of prompt reading per chunk: the longest a short request waits for a long read to
+/// give way. Chosen from measurements (docs/BENCHMARKS.md, "Chunk size"): on two CPU cores a
+/// quarter second (64 tokens) reads a 1,500-token prompt about 22 % slower than one second
+/// (256) and half a second (128) about 7 % slower; a GPU's quarter second is thousands of
+/// tokens, where the cost is small. The short request's time to first token is the goal.
+pub const CHUNK_SECS: f64 = 0.25;
+
+/// About [`CHUNK_SECS`] of prompt reading, a multiple of 64 within 64..=8192 and `n_batch`.
 pub fn chunk_tokens_for(prompt_tokens_per_sec: f64, n_batch: u32) -> u32 {
-    let rounded = ((prompt_tokens_per_sec / 64.0).round() as u32).max(1) * 64;
+    let rounded = ((prompt_tokens_per_sec * CHUNK_SECS / 64.0).round() as u32).max(1) * 64;
     rounded.clamp(64, 8192).min(n_batch.max(64))
 }
 
@@ -418,9 +425,12 @@ mod tests {
     use super::chunk_tokens_for;
 
     #[test]
-    fn the_default_chunk_is_about_one_second_of_reading_within_bounds() {
-        assert_eq!(chunk_tokens_for(270.0, 2048), 256);
+    fn the_default_chunk_is_about_a_quarter_second_of_reading_within_bounds() {
+        // two CPU cores (about 270 tokens/s): a quarter second is 64 tokens
+        assert_eq!(chunk_tokens_for(270.0, 2048), 64);
         assert_eq!(chunk_tokens_for(10.0, 2048), 64);
+        assert_eq!(chunk_tokens_for(1100.0, 2048), 256);
+        // a GPU: bounded by n_batch and 8192
         assert_eq!(chunk_tokens_for(50_000.0, 2048), 2048);
         assert_eq!(chunk_tokens_for(50_000.0, 16_384), 8192);
     }

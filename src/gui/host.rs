@@ -21,7 +21,7 @@ pub struct RestartSettings {
     pub model: Option<PathBuf>,
     pub parallel: u32,
     pub ctx: u32,
-    /// `None`: the engine's measured figure (about one second of reading).
+    /// `None`: the engine's measured figure (about a quarter second of reading).
     pub chunk_tokens: Option<u32>,
     pub threads: u32,
     pub gpu_layers: u32,

@@ -244,7 +244,8 @@ pub struct Handshake {
     pub threads: u32,
     /// Prompt tokens read per second, measured at load.
     pub prompt_tokens_per_sec: f64,
-    /// About one second of prompt reading on this engine, bounded 64..=8192, a multiple of 64.
+    /// About a quarter second of prompt reading on this engine, bounded 64..=8192, a multiple
+    /// of 64.
     pub chunk_tokens: u32,
     /// True for a simulated engine; every UI labels it so.
     pub simulated: bool,

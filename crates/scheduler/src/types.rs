@@ -22,7 +22,7 @@ pub struct EngineFacts {
     pub kv_cells_total: u32,
     /// The most tokens one sequence can hold (the model's context); capped by `kv_cells_total`.
     pub context_tokens: u32,
-    /// The measured chunk size (about one second of prompt reading), used when the setting is unset.
+    /// The measured chunk size (about a quarter second of prompt reading), used when the setting is unset.
     pub chunk_tokens: u32,
     /// The engine can trim a sequence at any token (transformers); false: only at checkpoints.
     pub trims_at_any_token: bool,
