@@ -112,6 +112,7 @@ async fn through_protocol(engine: &mut EngineProcess, round: u64, prompt: &[Toke
     for (i, piece) in pieces.iter().enumerate() {
         let chunk = Chunk {
             request,
+            start: (i * CHUNK) as u32,
             tokens: piece.to_vec(),
             last: i + 1 == pieces.len(),
         };
@@ -233,6 +234,7 @@ fn main() {
         engine.call(open, deadline).await.unwrap();
         let chunk = Chunk {
             request,
+            start: 0,
             tokens: prompt.clone(),
             last: true,
         };

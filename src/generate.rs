@@ -124,6 +124,7 @@ pub async fn generate(
             Some(piece) => Command::Step {
                 chunk: Some(Chunk {
                     request,
+                    start: (step * chunk_tokens) as u32,
                     tokens: piece.to_vec(),
                     last: step + 1 == pieces.len(),
                 }),

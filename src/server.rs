@@ -56,6 +56,7 @@ pub fn prepare(config: &Config, exe: PathBuf) -> Result<(WorkerLaunch, Prompts),
                 script: None,
                 faults: Vec::new(),
                 load_secs: 0.0,
+                non_trimmable: false,
             };
             (WorkerOptions::simulated(fake), Tokenizer::simulated())
         }

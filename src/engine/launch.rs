@@ -72,6 +72,9 @@ impl WorkerLaunch {
                 args.push(flag.into());
                 args.push(value.into());
             }
+            if fake.non_trimmable {
+                args.push("--fake-non-trimmable".into());
+            }
             if let Some(script) = &fake.script {
                 args.push("--fake-script".into());
                 args.push(script.clone().into_os_string());

@@ -371,6 +371,7 @@ fn placeholder_handshake() -> Handshake {
             eog: Vec::new(),
             turn_token: None,
             trims_at_any_token: true,
+            keeps_checkpoints: false,
             chat_template: None,
         },
         slots: 0,

@@ -37,6 +37,9 @@ pub enum Fault {
     Hang,
     /// Answer with a line that is not a reply.
     Malformed,
+    /// Lose the step's chunk: run the step without it and report what the sequence holds
+    /// (the host must notice that it holds less than counted).
+    DropChunk,
 }
 
 pub trait Backend {

@@ -111,7 +111,8 @@ impl FakeEngine {
                     bos: None,
                     eog: vec![FAKE_EOG],
                     turn_token: Some(FAKE_TURN),
-                    trims_at_any_token: true,
+                    trims_at_any_token: !options.non_trimmable,
+                    keeps_checkpoints: false,
                     chat_template: None,
                 },
                 slots,
@@ -195,6 +196,7 @@ fn parse_fault(spec: &str) -> Result<(u64, ScheduledFault), FakeSetupError> {
         ("die", 2) => ScheduledFault::Fault(Fault::Die),
         ("hang", 2) => ScheduledFault::Fault(Fault::Hang),
         ("malformed", 2) => ScheduledFault::Fault(Fault::Malformed),
+        ("drop-chunk", 2) => ScheduledFault::Fault(Fault::DropChunk),
         ("slow", 3) => {
             ScheduledFault::Slow(Duration::from_millis(parts[2].parse().map_err(|_| bad())?))
         }
@@ -230,6 +232,14 @@ impl Backend for FakeEngine {
     }
 
     fn trim(&mut self, seq: SeqId, keep_tokens: u32) -> Result<(), Refusal> {
+        let held = self.seqs[seq.0 as usize].len();
+        if self.options.non_trimmable && keep_tokens > 0 && (keep_tokens as usize) < held {
+            // as llama.cpp refuses to cut a recurrent state inside
+            return Err((
+                ErrorKind::Engine,
+                format!("{seq} cannot be cut at {keep_tokens} of {held} tokens"),
+            ));
+        }
         self.seqs[seq.0 as usize].truncate(keep_tokens as usize);
         Ok(())
     }
@@ -356,6 +366,7 @@ mod tests {
     fn read(worker: &mut Worker<FakeEngine>, request: u64, prompt: &[TokenId]) -> TokenId {
         let chunk = Chunk {
             request: RequestId(request),
+            start: 0,
             tokens: prompt.to_vec(),
             last: true,
         };
@@ -476,6 +487,7 @@ mod tests {
         let reply = w.serve(Command::Step {
             chunk: Some(Chunk {
                 request: RequestId(1),
+                start: 0,
                 tokens: tokens("eleven toks"),
                 last: true,
             }),

@@ -413,6 +413,7 @@ fn model_facts(model: &LlamaModel, model_path: &std::path::Path, n_ctx: u32) -> 
         eog,
         turn_token,
         trims_at_any_token: !(model.is_recurrent() || model.is_hybrid()),
+        keeps_checkpoints: false,
         chat_template: model
             .chat_template(None)
             .ok()

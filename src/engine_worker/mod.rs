@@ -22,7 +22,7 @@ pub use backend::{Backend, Fault};
 pub use fake::{FakeEngine, FakeRule, FakeScript, FakeSetupError};
 pub use worker::Worker;
 
-use crate::protocol::{CommandLine, ErrorKind, Reply, ReplyLine, salvage_id};
+use crate::protocol::{Command, CommandLine, ErrorKind, Reply, ReplyLine, salvage_id};
 use std::io::{BufRead, Write};
 
 /// Why the worker could not start or serve.
@@ -90,7 +90,7 @@ fn serve_stdio<B: Backend>(worker: &mut Worker<B>) -> Result<(), WorkerError> {
             continue;
         }
         let reply = match serde_json::from_str::<CommandLine>(line) {
-            Ok(CommandLine { id, command }) => {
+            Ok(CommandLine { id, mut command }) => {
                 match worker.fault_for(&command) {
                     Some(Fault::Die) => {
                         eprintln!("simulated engine: injected fault: dying at command {id}");
@@ -106,6 +106,12 @@ fn serve_stdio<B: Backend>(worker: &mut Worker<B>) -> Result<(), WorkerError> {
                         out.write_all(b"{this is not a reply\n")?;
                         out.flush()?;
                         continue;
+                    }
+                    Some(Fault::DropChunk) => {
+                        eprintln!("simulated engine: injected fault: losing the chunk of {id}");
+                        if let Command::Step { chunk, .. } = &mut command {
+                            *chunk = None;
+                        }
                     }
                     None => {}
                 }

@@ -7,8 +7,8 @@ use super::cache::ConversationCache;
 use crate::ids::{RequestId, SeqId, TokenId};
 use crate::protocol::pool::CellPool;
 use crate::protocol::{
-    Chunk, Command, ErrorKind, ErrorReply, ReadProgress, Reply, Sampled, Sampling, StateMoved,
-    Stats, StepDone,
+    Chunk, Command, ErrorKind, ErrorReply, ReadProgress, Reply, RequestFailure, Sampled, Sampling,
+    StateMoved, Stats, StepDone,
 };
 use std::collections::HashMap;
 use std::time::Instant;
@@ -115,7 +115,12 @@ impl<B: Backend> Worker<B> {
             return Err(invalid(format!("{request} is already open")));
         }
         let held = self.free_seq(seq)?;
-        let kept = keep_tokens.min(held);
+        if keep_tokens > held {
+            return Err(invalid(format!(
+                "{request} keeps {keep_tokens} tokens of {seq}, which holds {held}"
+            )));
+        }
+        let kept = keep_tokens;
         self.backend.new_sampler(request, sampling)?;
         if let Err(e) = self.set_len(seq, kept) {
             self.backend.drop_sampler(request);
@@ -146,56 +151,68 @@ impl<B: Backend> Worker<B> {
 
     fn step(&mut self, chunk: Option<Chunk>, decode: &[RequestId]) -> Result<StepDone, Refusal> {
         let started = Instant::now();
+        let mut done = StepDone::default();
         let mut seqs: Vec<SeqId> = Vec::with_capacity(decode.len() + 1);
         let mut added = 0u32;
+        // A chunk or a decode that cannot run fails only its own request; the rest runs.
         let chunk_run = match &chunk {
-            Some(chunk) => {
-                let open = self.running(chunk.request)?;
-                if open.pending.is_some() {
-                    return Err(invalid(format!(
-                        "{} has finished reading its prompt",
-                        chunk.request
-                    )));
+            Some(chunk) => match self.check_chunk(chunk) {
+                Ok(seq) => {
+                    seqs.push(seq);
+                    added += chunk.tokens.len() as u32;
+                    Some(ChunkRun {
+                        request: chunk.request,
+                        seq,
+                        start_pos: chunk.start,
+                        tokens: &chunk.tokens,
+                        sample: chunk.last,
+                    })
                 }
-                let seq = open.seq.expect("running");
-                seqs.push(seq);
-                added += chunk.tokens.len() as u32;
-                Some(ChunkRun {
-                    request: chunk.request,
-                    seq,
-                    start_pos: self.pool.len(seq),
-                    tokens: &chunk.tokens,
-                    sample: chunk.last,
-                })
-            }
+                Err((kind, message)) => {
+                    done.failed.push(RequestFailure {
+                        request: chunk.request,
+                        kind,
+                        message,
+                    });
+                    None
+                }
+            },
             None => None,
         };
         let mut decodes = Vec::with_capacity(decode.len());
         for request in decode {
-            let open = self.running(*request)?;
-            let seq = open.seq.expect("running");
-            let Some(token) = open.pending else {
-                return Err(invalid(format!(
-                    "{request} has no sampled token to decode yet"
-                )));
-            };
-            if seqs.contains(&seq) {
-                return Err(invalid(format!("{seq} appears twice in one step")));
-            }
-            seqs.push(seq);
-            added += 1;
-            decodes.push(DecodeRun {
-                request: *request,
-                seq,
-                pos: self.pool.len(seq),
-                token,
+            let checked = self.running(*request).and_then(|open| {
+                let seq = open.seq.expect("running");
+                let token = open.pending.ok_or_else(|| {
+                    invalid(format!("{request} has no sampled token to decode yet"))
+                })?;
+                if seqs.contains(&seq) {
+                    return Err(invalid(format!("{seq} appears twice in one step")));
+                }
+                Ok((seq, token))
             });
+            match checked {
+                Ok((seq, token)) => {
+                    seqs.push(seq);
+                    added += 1;
+                    decodes.push(DecodeRun {
+                        request: *request,
+                        seq,
+                        pos: self.pool.len(seq),
+                        token,
+                    });
+                }
+                Err((kind, message)) => done.failed.push(RequestFailure {
+                    request: *request,
+                    kind,
+                    message,
+                }),
+            }
         }
         self.check_room(added)?;
 
         let sampled_tokens = self.backend.run(chunk_run.as_ref(), &decodes)?;
 
-        let mut done = StepDone::default();
         let mut sampled_for = Vec::with_capacity(decodes.len() + 1);
         if let Some(run) = &chunk_run {
             self.pool.append(run.seq, run.tokens.len() as u32);
@@ -363,6 +380,27 @@ impl<B: Backend> Worker<B> {
             prompt_tokens_read: self.prompt_tokens_read,
             tokens_decoded: self.tokens_decoded,
         }
+    }
+
+    /// The sequence a chunk reads into: the request runs, has not finished reading, and the
+    /// chunk starts exactly where its sequence ends.
+    fn check_chunk(&self, chunk: &Chunk) -> Result<SeqId, Refusal> {
+        let open = self.running(chunk.request)?;
+        if open.pending.is_some() {
+            return Err(invalid(format!(
+                "{} has finished reading its prompt",
+                chunk.request
+            )));
+        }
+        let seq = open.seq.expect("running");
+        let held = self.pool.len(seq);
+        if chunk.start != held {
+            return Err(invalid(format!(
+                "{}'s chunk starts at {}, but {seq} holds {held} tokens",
+                chunk.request, chunk.start
+            )));
+        }
+        Ok(seq)
     }
 
     /// An open request that holds a sequence.

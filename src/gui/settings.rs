@@ -141,7 +141,10 @@ pub fn settings_ui(
 
             let label = ui.label("chunk_tokens");
             ui.horizontal(|ui| {
-                ui.checkbox(&mut draft.chunk_measured, "measured (about 0.25 s of reading)");
+                ui.checkbox(
+                    &mut draft.chunk_measured,
+                    "measured (about 0.25 s of reading)",
+                );
                 ui.add_enabled(
                     !draft.chunk_measured,
                     egui::DragValue::new(&mut draft.chunk_tokens).range(64..=8192),

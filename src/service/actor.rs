@@ -69,6 +69,7 @@ pub fn spawn(options: ServiceOptions) -> Result<ServiceHandle, ConfigError> {
         shutting_down: None,
         metrics: metrics.clone(),
         last_failure: None,
+        expected_read: None,
     };
     tokio::spawn(actor.run());
     Ok(ServiceHandle {
@@ -95,6 +96,8 @@ pub(super) struct Actor {
     pub(super) metrics: Arc<Metrics>,
     /// Why the engine last failed to start or died (shown while it is down).
     pub(super) last_failure: Option<String>,
+    /// The outstanding step's chunk: its request and the tokens its sequence must then hold.
+    pub(super) expected_read: Option<(RequestId, u32)>,
 }
 
 impl Actor {
@@ -331,13 +334,49 @@ impl Actor {
     }
 
     fn on_step_reply(&mut self, reply: Result<crate::protocol::StepDone, String>) {
-        match reply {
-            Ok(done) => {
-                let outputs = self.streams.sampled(done.sampled);
-                self.feed(Event::StepDone(outputs));
+        let expected = self.expected_read.take();
+        let done = match reply {
+            Ok(done) => done,
+            Err(reason) => return self.engine_lost(reason),
+        };
+        // Requests the engine failed in this step, and a read whose count disagrees (R8's
+        // drift check): each fails alone; the rest of the step counts.
+        let mut failed: Vec<(RequestId, String, u32)> = done
+            .failed
+            .iter()
+            .map(|f| (f.request, f.message.clone(), 0))
+            .collect();
+        if let Some((request, end)) = expected
+            && !failed.iter().any(|(id, ..)| *id == request)
+        {
+            let held = done
+                .read
+                .as_ref()
+                .filter(|r| r.request == request)
+                .map(|r| r.held_tokens);
+            if held != Some(end) {
+                let lost = end.saturating_sub(held.unwrap_or(0));
+                failed.push((
+                    request,
+                    format!(
+                        "the engine holds {} of {request}'s prompt tokens after its chunk, {end} \
+                         were counted",
+                        held.map_or("none".to_owned(), |h| h.to_string())
+                    ),
+                    lost,
+                ));
             }
-            Err(reason) => self.engine_lost(reason),
         }
+        for (request, message, lost_tokens) in failed {
+            tracing::warn!("{request} failed in the engine: {message}");
+            self.feed(Event::RequestFailed {
+                request,
+                message,
+                lost_tokens,
+            });
+        }
+        let outputs = self.streams.sampled(done.sampled);
+        self.feed(Event::StepDone(outputs));
     }
 
     /// The engine is gone: stop it for good, and let the scheduler fail what it held.
@@ -364,6 +403,7 @@ fn engine_facts(handshake: &Handshake, settings: &SchedulerSettings) -> EngineFa
         context_tokens: handshake.model.n_ctx,
         chunk_tokens: settings.chunk_tokens.unwrap_or(handshake.chunk_tokens),
         trims_at_any_token: handshake.model.trims_at_any_token,
+        checkpoints: handshake.model.keeps_checkpoints,
         turn_token: handshake.model.turn_token,
     }
 }

@@ -22,13 +22,28 @@ impl Actor {
                 // What it would act on died with the engine process.
                 continue;
             }
-            if let Err(error) = self.execute_one(action).await {
-                self.engine_lost(error.to_string());
+            match self.execute_one(action).await {
+                Ok(()) => {}
+                // the engine refused this request's command: it alone fails (R8's drift
+                // check, the hardening's per-request error)
+                Err(Failed::Request {
+                    request,
+                    message,
+                    lost_tokens,
+                }) => {
+                    tracing::warn!("{request} failed in the engine: {message}");
+                    self.feed(Event::RequestFailed {
+                        request,
+                        message,
+                        lost_tokens,
+                    });
+                }
+                Err(Failed::Engine(error)) => self.engine_lost(error.to_string()),
             }
         }
     }
 
-    async fn execute_one(&mut self, action: Action) -> Result<(), EngineError> {
+    async fn execute_one(&mut self, action: Action) -> Result<(), Failed> {
         match action {
             Action::Deliver { request, .. } => {
                 if self.streams.deliver(request) {
@@ -58,6 +73,8 @@ impl Actor {
                     .start(Duration::from_secs_f64(delay_secs.max(0.0)));
             }
             Action::Step(step) => {
+                // what the engine must hold after the chunk (checked against its reply)
+                self.expected_read = step.chunk.as_ref().map(|c| (c.request, c.tokens.end));
                 let chunk = step.chunk.map(|c| {
                     let prompt = self.streams.get(c.request).map(|l| &l.submission.prompt);
                     let tokens = prompt.map_or_else(Vec::new, |p| {
@@ -65,6 +82,7 @@ impl Actor {
                     });
                     protocol::Chunk {
                         request: c.request,
+                        start: c.tokens.start,
                         tokens,
                         last: c.is_last,
                     }
@@ -85,7 +103,17 @@ impl Actor {
                 let kept = self
                     .engine
                     .open(request, seq, keep_tokens, sampling)
-                    .await?;
+                    .await
+                    .map_err(|e| for_request(e, request, keep_tokens))?;
+                if kept != keep_tokens {
+                    return Err(Failed::Request {
+                        request,
+                        message: format!(
+                            "the engine kept {kept} tokens of {seq}, {keep_tokens} were counted"
+                        ),
+                        lost_tokens: keep_tokens.saturating_sub(kept),
+                    });
+                }
                 self.streams.admitted(request, kept);
             }
             Action::Release {
@@ -113,7 +141,10 @@ impl Actor {
                 ..
             } => {}
             Action::Park { request, .. } => {
-                self.engine.call(Command::Park { request }).await?;
+                self.engine
+                    .call(Command::Park { request })
+                    .await
+                    .map_err(|e| for_request(e, request, 0))?;
             }
             Action::Restore {
                 request, into_seq, ..
@@ -123,12 +154,19 @@ impl Actor {
                         request,
                         seq: into_seq,
                     })
-                    .await?;
+                    .await
+                    .map_err(|e| for_request(e, request, 0))?;
             }
-            Action::CopyPrefix { from, to, tokens } => {
+            Action::CopyPrefix {
+                from,
+                to,
+                tokens,
+                for_request: request,
+            } => {
                 self.engine
                     .call(Command::CopyPrefix { from, to, tokens })
-                    .await?;
+                    .await
+                    .map_err(|e| for_request(e, request, tokens))?;
             }
             Action::DropParked { request, .. } => self.engine.close(request).await?,
             Action::EvictConversation {
@@ -168,16 +206,49 @@ impl Actor {
             Action::RestoreConversation {
                 conversation,
                 into_seq,
+                for_request: request,
             } => {
                 self.engine
                     .load_conversation(conversation.0, into_seq)
-                    .await?;
+                    .await
+                    .map_err(|e| for_request(e, request, 0))?;
             }
             Action::DropConversation { conversation } => {
                 self.engine.drop_conversation(conversation.0).await?;
             }
         }
         Ok(())
+    }
+}
+
+/// Why an action could not be carried out.
+pub(super) enum Failed {
+    /// The engine is gone, or broke the protocol: everything it held fails (R10).
+    Engine(EngineError),
+    /// The engine refused one request's command, or holds other tokens than counted.
+    Request {
+        request: RequestId,
+        message: String,
+        lost_tokens: u32,
+    },
+}
+
+impl From<EngineError> for Failed {
+    fn from(error: EngineError) -> Self {
+        Self::Engine(error)
+    }
+}
+
+/// An engine refusal of a command made for `request` fails that request alone (it names what
+/// was wrong: a grammar, a sequence that holds less than counted); a dead engine stays fatal.
+fn for_request(error: EngineError, request: RequestId, lost_tokens: u32) -> Failed {
+    match error {
+        EngineError::Refused { message, .. } => Failed::Request {
+            request,
+            message,
+            lost_tokens,
+        },
+        other => Failed::Engine(other),
     }
 }
 

@@ -31,6 +31,7 @@ fn read() -> Command {
     Command::Step {
         chunk: Some(Chunk {
             request: RequestId(1),
+            start: 0,
             tokens: b"hello there".iter().map(|b| i32::from(*b)).collect(),
             last: true,
         }),

@@ -87,6 +87,7 @@ async fn two_requests_decoding_in_one_batch_each_continue_exactly_as_when_run_al
         &mut engine,
         Some(Chunk {
             request: a,
+            start: 0,
             tokens: first.clone(),
             last: true,
         }),
@@ -99,6 +100,7 @@ async fn two_requests_decoding_in_one_batch_each_continue_exactly_as_when_run_al
         &mut engine,
         Some(Chunk {
             request: b,
+            start: 0,
             tokens: second.clone(),
             last: true,
         }),
@@ -325,6 +327,7 @@ async fn a_worker_killed_mid_step_is_reported_within_two_seconds_and_a_restart_s
         .send(Command::Step {
             chunk: Some(Chunk {
                 request: RequestId(1),
+                start: 0,
                 tokens: prompt,
                 last: true,
             }),

@@ -7,6 +7,7 @@
 
 mod agent_fixtures;
 mod api_agents;
+mod api_drift;
 mod api_fake;
 mod api_observe;
 mod api_real;

@@ -141,6 +141,7 @@ pub async fn run_alone(
     for (i, piece) in pieces.iter().enumerate() {
         let chunk = Chunk {
             request,
+            start: (i * chunk_tokens) as u32,
             tokens: piece.to_vec(),
             last: i + 1 == pieces.len(),
         };
@@ -170,6 +171,7 @@ pub async fn read_aligned(
         let last = end == prompt.len();
         let chunk = Chunk {
             request,
+            start: start as u32,
             tokens: prompt[start..end].to_vec(),
             last,
         };

@@ -29,7 +29,8 @@ pub struct CommandLine {
 pub enum Command {
     /// Start a request on a sequence. The sequence keeps its first `keep_tokens` cached tokens
     /// (a prefix the request shares) and drops the rest; the request's prompt continues from
-    /// there. One sampler object is made for the request and kept until it is closed.
+    /// there. One sampler object is made for the request and kept until it is closed. A
+    /// sequence that holds fewer than `keep_tokens` is refused (never kept short silently).
     Open {
         request: RequestId,
         seq: SeqId,
@@ -86,6 +87,9 @@ pub enum Command {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Chunk {
     pub request: RequestId,
+    /// The position of its first token: the worker refuses a chunk that does not start where
+    /// the request's sequence ends (the host and the engine would disagree about the cache).
+    pub start: u32,
     pub tokens: Vec<TokenId>,
     /// The prompt ends with this chunk: sample the first output token from its last position.
     #[serde(default)]
@@ -266,6 +270,10 @@ pub struct ModelFacts {
     pub turn_token: Option<TokenId>,
     /// Whether the cache can be cut at any token (false for recurrent and hybrid models).
     pub trims_at_any_token: bool,
+    /// Whether a cache that cannot be cut anywhere keeps checkpoints at turn tokens it can be
+    /// cut back to (no engine of ours does yet: only a whole conversation is continued).
+    #[serde(default)]
+    pub keeps_checkpoints: bool,
     pub chat_template: Option<String>,
 }
 
@@ -274,6 +282,10 @@ pub struct ModelFacts {
 pub struct StepDone {
     /// One entry per request that sampled a token in this step.
     pub sampled: Vec<Sampled>,
+    /// Requests of this step that did not run (their chunk or decode was refused, say a chunk
+    /// that does not start where its sequence ends); the rest of the step ran.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub failed: Vec<RequestFailure>,
     /// The chunk's request and the prompt tokens its sequence now holds.
     pub read: Option<ReadProgress>,
     /// Wall time of the step inside the worker.
@@ -288,6 +300,14 @@ pub struct Sampled {
     pub bytes: Vec<u8>,
     /// End of generation (EOS, EOT, ...).
     pub eog: bool,
+}
+
+/// One request the engine could not serve, while it serves the others.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RequestFailure {
+    pub request: RequestId,
+    pub kind: ErrorKind,
+    pub message: String,
 }
 
 /// A sequence state moved between the KV pool and host RAM.
@@ -373,6 +393,7 @@ mod tests {
             command: Command::Step {
                 chunk: Some(Chunk {
                     request: RequestId(3),
+                    start: 0,
                     tokens: vec![1, 2, 3],
                     last: true,
                 }),

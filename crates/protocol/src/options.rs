@@ -93,6 +93,12 @@ pub struct FakeOptions {
     /// Simulated model loading time before the handshake, in seconds.
     #[cfg_attr(feature = "cli", arg(long = "fake-load-secs", default_value_t = 0.0))]
     pub load_secs: f64,
+    /// Simulate a recurrent model: its cache cannot be cut inside (a partial trim is refused).
+    #[cfg_attr(
+        feature = "cli",
+        arg(long = "fake-non-trimmable", default_value_t = false)
+    )]
+    pub non_trimmable: bool,
 }
 
 impl WorkerOptions {
@@ -164,6 +170,7 @@ impl FakeOptions {
             script: None,
             faults: Vec::new(),
             load_secs: 0.0,
+            non_trimmable: false,
         }
     }
 }

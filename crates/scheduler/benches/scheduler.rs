@@ -73,6 +73,7 @@ fn setup(slots: u32, waiting: u32, len: u32, shared: u32) -> (Scheduler, Event, 
         context_tokens: len + 1024,
         chunk_tokens: 8192,
         trims_at_any_token: true,
+        checkpoints: false,
         turn_token: None,
     };
     let settings = SchedulerSettings {

@@ -262,6 +262,7 @@ impl Scheduler {
                     from,
                     to: seq,
                     tokens: keep,
+                    for_request: id,
                 });
                 self.pool.copy_prefix(from, seq, keep);
             }
@@ -283,6 +284,7 @@ impl Scheduler {
                     self.out.actions.push(Action::RestoreConversation {
                         conversation: cid,
                         into_seq: seq,
+                        for_request: id,
                     });
                     self.pool.append(seq, conv.tokens.len());
                     self.pool.trim(seq, keep);

@@ -9,7 +9,7 @@ use super::lifecycle::{Phase, Request, SeqState};
 use super::prefix::TokenSeq;
 use super::settings::MaxTokensOverContext;
 use super::types::{
-    Action, EngineFacts, Event, FailKind, FinishReason, NewRequest, Now, ParkPlace, Refusal,
+    Action, EngineFacts, Event, FailKind, FinishReason, NewRequest, Now, ParkPlace, Refusal, Step,
     StepOutput,
 };
 use super::{EngineState, Scheduler, SchedulerSettings};
@@ -32,6 +32,11 @@ impl Scheduler {
             Event::EngineReady(facts) => self.on_ready(facts),
             Event::SettingsChanged(s) => self.on_settings(*s),
             Event::Reprioritised { request, priority } => self.on_reprioritised(request, priority),
+            Event::RequestFailed {
+                request,
+                message,
+                lost_tokens,
+            } => self.on_request_failed(request, message, lost_tokens, now),
             Event::ConversationsEvicted(keys) => {
                 self.host_cache.retain(|(cid, _)| !keys.contains(cid));
             }
@@ -122,6 +127,7 @@ impl Scheduler {
             reserved_cells: 0,
             chunk_tokens: self.chunk_tokens(),
             cancel_pending: false,
+            failed_pending: None,
             last_token_fed: false,
             prefix_memo: HashMap::new(),
             held_at_admission: 0,
@@ -296,13 +302,86 @@ impl Scheduler {
         }
     }
 
+    /// R8's drift check: the engine could not serve one request. It fails alone, with its
+    /// sequence cleared (what the engine holds there is not what was counted); the prompt
+    /// tokens it lost are processed-prefix losses.
+    fn on_request_failed(&mut self, id: RequestId, message: String, lost: u32, now: Now) {
+        self.counters.processed_prefix_losses += u64::from(lost);
+        let in_step = self.outstanding.as_ref().is_some_and(|s| {
+            s.chunk.as_ref().is_some_and(|c| c.request == id)
+                || s.decode.iter().any(|(r, _)| *r == id)
+        });
+        match self.requests.get_mut(&id) {
+            Some(r) if in_step => r.failed_pending = Some(message),
+            Some(_) => self.fail_in_engine(id, message, now),
+            None => {}
+        }
+    }
+
+    /// Fails a request the engine could not serve: its sequence (or parked state) is dropped.
+    fn fail_in_engine(&mut self, id: RequestId, message: String, now: Now) {
+        let Some(r) = self.requests.get(&id) else {
+            return;
+        };
+        match r.phase.clone() {
+            Phase::Parked {
+                place: ParkPlace::HostRam,
+                ..
+            } => self.out.actions.push(Action::DropParked {
+                request: id,
+                place: ParkPlace::HostRam,
+            }),
+            phase => {
+                if let Some(seq) = phase.own_seq() {
+                    self.out.actions.push(Action::Release {
+                        request: id,
+                        seq,
+                        keep_as_conversation: false,
+                    });
+                    self.free_slot_of(id, now);
+                    self.pool.clear(seq);
+                    self.set_seq(seq, SeqState::Free, now);
+                }
+            }
+        }
+        if self.lane == Some(id) {
+            self.lane = None;
+        }
+        self.fail(id, FailKind::RequestFailed { message });
+    }
+
     fn on_step_done(&mut self, outputs: Vec<StepOutput>, now: Now) {
         let Some(step) = self.outstanding.take() else {
             self.diag("step done with no step outstanding".to_string());
             return;
         };
-        let mut by: HashMap<RequestId, StepOutput> =
-            outputs.into_iter().map(|o| (o.request, o)).collect();
+        // requests the engine failed in this step: none of their part ran
+        let failed: Vec<(RequestId, String)> = step
+            .chunk
+            .iter()
+            .map(|c| c.request)
+            .chain(step.decode.iter().map(|(id, _)| *id))
+            .filter_map(|id| Some((id, self.requests.get(&id)?.failed_pending.clone()?)))
+            .collect();
+        let step = Step {
+            chunk: step
+                .chunk
+                .filter(|c| !failed.iter().any(|(id, _)| *id == c.request)),
+            decode: step
+                .decode
+                .into_iter()
+                .filter(|(d, _)| !failed.iter().any(|(id, _)| id == d))
+                .collect(),
+        };
+        let failed_ids: Vec<RequestId> = failed.iter().map(|(id, _)| *id).collect();
+        for (id, message) in failed {
+            self.fail_in_engine(id, message, now);
+        }
+        let mut by: HashMap<RequestId, StepOutput> = outputs
+            .into_iter()
+            .filter(|o| !failed_ids.contains(&o.request))
+            .map(|o| (o.request, o))
+            .collect();
         let mut sampled: Vec<RequestId> = Vec::new();
         // the cells the step took: the chunk's tokens, and one fed token per decode
         if let Some(ch) = &step.chunk {

@@ -269,6 +269,7 @@ impl Scheduler {
     /// (memoized per key: a kept conversation never changes).
     fn usable_from(&mut self, id: RequestId, key: Option<u64>, tokens: &TokenSeq) -> u32 {
         let trims = self.facts.trims_at_any_token;
+        let checkpoints = self.facts.checkpoints;
         let live = self.seqs.len() + self.host_cache.len() + 4;
         let Some(r) = self.requests.get_mut(&id) else {
             return 0;
@@ -277,7 +278,9 @@ impl Scheduler {
             return *v;
         }
         let lcp = r.prompt.common_prefix(tokens);
-        let u = r.prompt.usable_prefix(lcp, tokens.len(), trims);
+        let u = r
+            .prompt
+            .usable_prefix(lcp, tokens.len(), trims, checkpoints);
         if let Some(k) = key {
             if r.prefix_memo.len() > 4 * live {
                 r.prefix_memo.clear();
@@ -343,6 +346,7 @@ impl Scheduler {
             return 0;
         };
         let trims = self.facts.trims_at_any_token;
+        let checkpoints = self.facts.checkpoints;
         self.sources(id)
             .into_iter()
             .map(|(src, key, tokens)| {
@@ -350,7 +354,8 @@ impl Scheduler {
                     Some(v) => *v,
                     None => {
                         let lcp = r.prompt.common_prefix(&tokens);
-                        r.prompt.usable_prefix(lcp, tokens.len(), trims)
+                        r.prompt
+                            .usable_prefix(lcp, tokens.len(), trims, checkpoints)
                     }
                 };
                 if worth(src, u, tokens.len(), r.prompt_len()) {

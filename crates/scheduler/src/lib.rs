@@ -169,6 +169,7 @@ impl Scheduler {
             context_tokens: 2,
             chunk_tokens: 1,
             trims_at_any_token: true,
+            checkpoints: false,
             turn_token: None,
         };
         Ok(Self {

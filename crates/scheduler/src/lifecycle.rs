@@ -199,6 +199,8 @@ pub(crate) struct Request {
     /// Chunk size fixed at admission, so a read keeps its boundaries.
     pub chunk_tokens: u32,
     pub cancel_pending: bool,
+    /// The engine failed it while it was in the outstanding step: it ends when the step does.
+    pub failed_pending: Option<String>,
     /// A step fed its last token but its sample was dropped (cancelled meanwhile): the cache
     /// holds one token more than the accepted output implies.
     pub last_token_fed: bool,

@@ -124,17 +124,26 @@ impl TokenSeq {
     }
 
     /// What the engine holds for sure of this prompt from a source of `source_len` tokens that
-    /// shares `lcp` with it: all of it for an engine that trims anywhere, else up to the last
-    /// checkpoint (or the whole source when the prompt extends it). Always leaves at least one
-    /// token to read, so the last read yields logits.
-    pub(crate) fn usable_prefix(&self, lcp: u32, source_len: u32, trims_any: bool) -> u32 {
+    /// shares `lcp` with it: all of it for an engine that trims anywhere; else the whole source
+    /// when the prompt extends it, else up to the last checkpoint for an engine that keeps them
+    /// (none for one that keeps none). Always leaves at least one token to read, so the last
+    /// read yields logits.
+    pub(crate) fn usable_prefix(
+        &self,
+        lcp: u32,
+        source_len: u32,
+        trims_any: bool,
+        checkpoints: bool,
+    ) -> u32 {
         let max_keep = self.len().saturating_sub(1);
         if trims_any {
             lcp.min(max_keep)
         } else if lcp == source_len && lcp <= max_keep {
             lcp
-        } else {
+        } else if checkpoints {
             self.checkpoint_at_or_before(lcp.min(max_keep))
+        } else {
+            0
         }
     }
 }

@@ -24,8 +24,12 @@ pub struct EngineFacts {
     pub context_tokens: u32,
     /// The measured chunk size (about a quarter second of prompt reading), used when the setting is unset.
     pub chunk_tokens: u32,
-    /// The engine can trim a sequence at any token (transformers); false: only at checkpoints.
+    /// The engine can trim a sequence at any token (transformers); false: recurrent and
+    /// hybrid models, whose caches are continued whole or cut at a checkpoint they keep.
     pub trims_at_any_token: bool,
+    /// An engine that cannot trim anywhere keeps checkpoints at turn tokens (ours keep none:
+    /// then only a whole conversation continued exactly is held for sure).
+    pub checkpoints: bool,
     /// The turn token where an engine that cannot trim anywhere keeps a checkpoint.
     pub turn_token: Option<TokenId>,
 }
@@ -67,6 +71,10 @@ pub enum FailKind {
     EngineUnavailable { stderr_tail: String },
     /// The engine answered a step without the token it owed (a protocol fault).
     EngineProtocol,
+    /// The engine could not serve this request while it served the others: it refused a
+    /// command or a chunk, or what it holds disagrees with what the scheduler counted (the
+    /// message says which). Only this request fails; the engine goes on.
+    RequestFailed { message: String },
     /// A new engine handshake shrank the context below a waiting request's prompt: the same
     /// `context_length_exceeded` as `Refusal::PromptTooLong` (`max_context_tokens` is the
     /// longest prompt accepted, context - 1).
@@ -196,6 +204,14 @@ pub enum Event {
     /// A new priority for a request that has not ended (already clamped by the caller). It
     /// counts as given (no small-request boost) and takes effect at the next decision.
     Reprioritised { request: RequestId, priority: i32 },
+    /// The engine could not serve this request (it refused a command or a chunk for it, or
+    /// holds other tokens than counted: `lost_tokens` prompt tokens it should hold are gone).
+    /// Only this request fails, at once or, when it is in the outstanding step, at its end.
+    RequestFailed {
+        request: RequestId,
+        message: String,
+        lost_tokens: u32,
+    },
     /// The engine's host-RAM conversation cache dropped these entries to stay in its byte
     /// bound: they can no longer be restored.
     ConversationsEvicted(Vec<ConversationId>),
@@ -207,14 +223,21 @@ pub enum Event {
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(rename_all = "snake_case", tag = "action")]
 pub enum Action {
-    /// Move a host-RAM cached conversation into `into_seq` (replacing what it holds).
+    /// Move a host-RAM cached conversation into `into_seq` (replacing what it holds), for
+    /// `for_request` to continue.
     RestoreConversation {
         conversation: ConversationId,
         into_seq: SeqId,
+        for_request: RequestId,
     },
-    /// Make `to` (free) share the first `tokens` cells of `from` (a prefix another request's
+    /// Make `to` (free) share the first `tokens` cells of `from` (a prefix `for_request`'s
     /// prompt continues; no data moves in the unified pool).
-    CopyPrefix { from: SeqId, to: SeqId, tokens: u32 },
+    CopyPrefix {
+        from: SeqId,
+        to: SeqId,
+        tokens: u32,
+        for_request: RequestId,
+    },
     /// Give `seq` to `request`: keep its first `keep_tokens` cells (a prefix of the prompt it
     /// already holds), drop the rest.
     Assign {

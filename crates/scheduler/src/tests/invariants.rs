@@ -63,6 +63,7 @@ fn workload(seed: u64) -> Workload {
     let mut f = facts(parallel, 256);
     f.sequences = parallel + 1 + g.range(0, 3) as u32;
     f.trims_at_any_token = g.chance(70);
+    f.checkpoints = !f.trims_at_any_token && g.chance(50);
     f.context_tokens = g.range(800, 3000) as u32;
     f.kv_cells_total = f.context_tokens + g.range(0, u64::from(f.context_tokens) * 3) as u32;
     let mut sim = with(settings.clone(), f.clone());

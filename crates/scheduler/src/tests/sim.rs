@@ -28,6 +28,7 @@ pub(crate) fn facts(parallel: u32, chunk: u32) -> EngineFacts {
         context_tokens: 200_000,
         chunk_tokens: chunk,
         trims_at_any_token: true,
+        checkpoints: false,
         turn_token: Some(TURN),
     }
 }
@@ -384,6 +385,7 @@ impl Sim {
             Action::RestoreConversation {
                 conversation,
                 into_seq,
+                ..
             } => {
                 assert!(
                     !self.seq_owner.contains_key(into_seq)
@@ -471,7 +473,9 @@ impl Sim {
                 );
                 self.parked.remove(request);
             }
-            Action::CopyPrefix { from, to, tokens } => {
+            Action::CopyPrefix {
+                from, to, tokens, ..
+            } => {
                 assert!(
                     !self.seq_owner.contains_key(to),
                     "prefix copied onto {to}, which a request owns"

@@ -127,7 +127,7 @@ fn a_request_sharing_a_prefix_with_a_running_one_copies_its_cells() {
     assert_eq!(keep, 900);
     assert!(sim.log.iter().any(|(_, a)| matches!(
         a,
-        Action::CopyPrefix { from, to, tokens: 900 } if *from == seq1 && *to == seq2
+        Action::CopyPrefix { from, to, tokens: 900, .. } if *from == seq1 && *to == seq2
     )));
 }
 

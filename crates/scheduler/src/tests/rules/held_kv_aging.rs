@@ -4,9 +4,11 @@ use super::*;
 
 #[test]
 fn held_for_sure_on_a_checkpoint_engine_is_cut_at_the_last_turn_token() {
-    for (trims, expect) in [(true, 900), (false, 499)] {
+    for (trims, checkpoints, expect) in [(true, false, 900), (false, true, 499), (false, false, 0)]
+    {
         let mut f = facts(2, 256);
         f.trims_at_any_token = trims;
+        f.checkpoints = checkpoints;
         let mut sim = with(SchedulerSettings::default(), f);
         sim.arrive(Arrival::new(1, prompt(1, 900, 1000, 1)).output(5));
         sim.arrive(Arrival::new(2, prompt(1, 900, 1200, 2)).at(5.0).output(5));
@@ -15,7 +17,7 @@ fn held_for_sure_on_a_checkpoint_engine_is_cut_at_the_last_turn_token() {
         assert_eq!(
             assigned_seq(&sim, 2).1,
             expect,
-            "trims_at_any_token: {trims}"
+            "trims_at_any_token: {trims}, checkpoints: {checkpoints}"
         );
     }
 }

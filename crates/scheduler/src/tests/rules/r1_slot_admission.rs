@@ -55,7 +55,7 @@ fn a_request_sharing_part_of_a_kept_conversation_copies_that_prefix_and_the_conv
     assert_eq!(keep, 900);
     assert!(sim.log.iter().any(|(_, a)| matches!(
         a,
-        Action::CopyPrefix { from, to, tokens: 900 } if *from == seq2 && *to == seq3
+        Action::CopyPrefix { from, to, tokens: 900, .. } if *from == seq2 && *to == seq3
     )));
     assert_eq!(sim.rec(3).chunks[0].start, 900);
     let Some((_, Action::Finish { stats, .. })) = sim.rec(3).ends.first() else {

@@ -1,0 +1,107 @@
+//! The engine and the scheduler never drift apart unnoticed (SCHEDULING.md R8), and a model
+//! whose cache cannot be cut is served without engine deaths: over HTTP, with the simulated
+//! engine and injected faults.
+
+use crate::api_fake::{Setup, chat, server};
+use serde_json::{Value, json};
+use strata_desk::engine_worker::{FakeOptions, WorkerOptions};
+
+fn long_text(n: usize) -> String {
+    (0..n)
+        .map(|i| format!("line {i} of a long prompt. "))
+        .collect()
+}
+
+/// Regression (audit): chunks named no start, the worker silently kept what it held, and the
+/// host checked none of the counts, so a lost chunk was never noticed.
+#[tokio::test]
+async fn a_chunk_the_engine_lost_fails_that_request_alone_and_counts_a_prefix_loss() {
+    let server = server(Setup {
+        fake: FakeOptions {
+            // the long request's third step loses its chunk
+            faults: vec!["drop-chunk:3".into()],
+            decode_steps_per_sec: 100.0,
+            ..FakeOptions::instant()
+        },
+        worker: |w: &mut WorkerOptions| w.slots = 2,
+        ..Setup::default()
+    })
+    .await;
+    let long = tokio::spawn(server.post(&chat(&long_text(200), 5)).send());
+    let short = server.post(&chat("a short one", 20)).send().await.unwrap();
+    assert_eq!(short.status(), 200);
+    let long = long.await.unwrap().unwrap();
+    let status = long.status();
+    let body: Value = long.json().await.unwrap();
+    assert_eq!(status, 503, "{body}");
+    let message = body["error"]["message"].as_str().unwrap();
+    assert!(
+        message.contains("could not serve this request"),
+        "{message}"
+    );
+    assert!(message.contains("counted"), "{message}");
+    let snapshot = server.service.snapshot();
+    assert!(
+        snapshot.counters.processed_prefix_losses > 0,
+        "{:?}",
+        snapshot.counters
+    );
+    assert_eq!(snapshot.engine.restarts, 0, "the engine was restarted");
+    // the engine serves on
+    let next = server.post(&chat("after", 4)).send().await.unwrap();
+    assert_eq!(next.status(), 200);
+}
+
+#[tokio::test]
+async fn an_engine_that_cannot_cut_its_cache_continues_whole_conversations_and_reads_the_rest() {
+    let server = server(Setup {
+        fake: FakeOptions {
+            non_trimmable: true,
+            ..FakeOptions::instant()
+        },
+        ..Setup::default()
+    })
+    .await;
+    let system = json!({"role": "system", "content": long_text(40)});
+    let first =
+        json!({"messages": [system, {"role": "user", "content": "first"}], "max_tokens": 6});
+    let answer: Value = server
+        .post(&first)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let said = answer["choices"][0]["message"]["content"].clone();
+    let first_prompt = answer["usage"]["prompt_tokens"].as_u64().unwrap();
+    // its next turn continues the whole conversation
+    let next = json!({"messages": [
+        system,
+        {"role": "user", "content": "first"},
+        {"role": "assistant", "content": said},
+        {"role": "user", "content": "second"},
+    ], "max_tokens": 4});
+    let follow_up: Value = server
+        .post(&next)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let cached = follow_up["usage"]["prompt_tokens_details"]["cached_tokens"]
+        .as_u64()
+        .unwrap();
+    assert!(cached >= first_prompt, "{cached} < {first_prompt}");
+    // another conversation sharing only the system prompt is read whole (no cut inside)
+    let other =
+        json!({"messages": [system, {"role": "user", "content": "another"}], "max_tokens": 4});
+    let response = server.post(&other).send().await.unwrap();
+    assert_eq!(response.status(), 200);
+    let other: Value = response.json().await.unwrap();
+    assert_eq!(other["usage"]["prompt_tokens_details"]["cached_tokens"], 0);
+    let snapshot = server.service.snapshot();
+    assert_eq!(snapshot.counters.failed, 0);
+    assert_eq!(snapshot.engine.restarts, 0);
+}
