@@ -4,7 +4,7 @@
 use super::sim::{Arrival, facts, is_assign, is_park, is_release, is_restore, prompt, secs};
 use super::{Sim, with};
 use crate::ids::RequestId;
-use crate::{Action, GiveWay, SchedulerSettings};
+use crate::{Action, FinishReason, GiveWay, SchedulerSettings};
 
 fn gpu(parallel: u32, settings: SchedulerSettings) -> Sim {
     let mut sim = with(settings, facts(parallel, 8192));
@@ -171,19 +171,36 @@ fn seed_2822_aging_brings_a_paused_stream_back_within_its_bound_under_a_steady_s
         solo_priority: true,
         ..SchedulerSettings::default()
     };
-    let mut sim = with(settings, facts(1, 256));
-    sim.arrive(Arrival::new(1, prompt(1, 0, 300, 1)).output(3000));
-    for i in 0..150u64 {
-        // a boosted short request every 2 s, each about 1.3 s of work
-        sim.arrive(
-            Arrival::new(10 + i, prompt(10 + i as u32, 0, 300, 10 + i as u32))
-                .at(1.0 + 2.0 * i as f64)
-                .no_priority_given()
-                .output(20),
-        );
-    }
-    sim.run(2000.0);
-    sim.check_end();
+    // a boosted short request every second, each about 1.3 s of work: more than the engine
+    // can do, so the paused stream comes back only by aging (audit: at one every 2 s the
+    // stream resumed in every gap and aging was never needed)
+    let steady = |aging_interval_secs: f64| {
+        let settings = SchedulerSettings {
+            aging_interval_secs,
+            ..settings.clone()
+        };
+        let mut sim = with(settings, facts(1, 256));
+        sim.arrive(Arrival::new(1, prompt(1, 0, 300, 1)).output(3000));
+        for i in 0..150u64 {
+            sim.arrive(
+                Arrival::new(10 + i, prompt(10 + i as u32, 0, 300, 10 + i as u32))
+                    .at(1.0 + i as f64)
+                    .no_priority_given()
+                    .output(20),
+            );
+        }
+        sim.run(3000.0);
+        sim.check_end();
+        sim
+    };
+    // without aging the stream waits for the whole burst
+    let starved = steady(0.0);
+    let first_back = starved.time_of(is_restore(1)).unwrap();
+    assert!(
+        first_back > 150.0,
+        "came back at {first_back} s without aging"
+    );
+    let sim = steady(30.0);
     // each pause of the stream ends within (g + 1) × 30 s + one request's time (g = 1)
     let mut parked_at = None;
     let mut pauses = 0;
@@ -257,5 +274,14 @@ fn a_kv_budget_full_of_gave_way_reads_and_cached_conversations_still_makes_progr
     assert!(c.give_ways_shorter_left >= 1);
     assert!(sim.count(|a| matches!(a, Action::EvictConversation { .. })) >= 1);
     assert!(sim.s.snapshot(sim.now).kv_cells_used <= 7000);
+    // every request finished (the check above fails on any stall): the reads that gave way,
+    // the short ones, and the conversations evicted to make room
+    for id in (0..3).chain(10..16).chain(30..36) {
+        assert_eq!(
+            sim.rec(id).finish_reason(),
+            Some(FinishReason::Stop),
+            "request {id}"
+        );
+    }
     let _ = (is_assign(0), secs(0.0));
 }

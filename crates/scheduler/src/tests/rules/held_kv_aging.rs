@@ -159,3 +159,78 @@ fn a_running_decode_s_next_cell_is_reserved_before_any_admission_and_it_is_never
     );
     assert_eq!(sim.rec(2).delivered.len(), 5);
 }
+
+/// Audit (aging anchors): equal long reads in batch mode trade the lane as they age (the one
+/// waiting for the lane ages past the reader, which gives way to a higher effective priority);
+/// `yields_max` bounds the trading.
+#[test]
+fn equal_long_reads_in_batch_mode_trade_the_lane_as_they_age_at_most_yields_max_times_each() {
+    for yields_max in [0, 1, 2] {
+        let s = SchedulerSettings {
+            aging_interval_secs: 2.0,
+            yields_max,
+            ..SchedulerSettings::default()
+        };
+        let mut sim = with(s, facts(2, 256));
+        sim.arrive(Arrival::new(1, p(20_000, 1)).output(5)); // 20 s of reading each
+        sim.arrive(Arrival::new(2, p(20_000, 2)).at(0.1).output(5));
+        sim.run(500.0);
+        sim.check_end();
+        let c = sim.s.snapshot(sim.now).counters;
+        let give_ways = c.give_ways_higher_priority + c.give_ways_shorter_left;
+        assert!(
+            give_ways <= u64::from(2 * yields_max),
+            "yields_max {yields_max}: {give_ways} give-ways"
+        );
+        if yields_max > 0 {
+            assert!(give_ways > 0, "aging never traded the lane");
+        }
+        assert!(sim.max_yields_seen <= yields_max);
+    }
+}
+
+/// Audit (aging anchors): a slot holder waiting for the lane behind a stream of higher-priority
+/// reads ages while it waits, and reads within (g + 1) × interval plus one read's time.
+#[test]
+fn a_slot_holder_waiting_behind_higher_priority_readers_gets_the_lane_within_the_aging_bound() {
+    let s = SchedulerSettings {
+        aging_interval_secs: 5.0,
+        ..SchedulerSettings::default()
+    };
+    let mut sim = with(s, facts(3, 256));
+    // the higher-priority reads: 3 s each, a new one every 1.5 s for a minute, so one of them
+    // always waits for the lane beside the low one
+    sim.arrive(Arrival::new(100, p(3000, 100)).priority(1).output(1));
+    sim.arrive(Arrival::new(1, p(2000, 1)).at(0.5).output(5)); // the low one takes a slot
+    for i in 1..40u64 {
+        sim.arrive(
+            Arrival::new(100 + i, p(3000, 100 + i as u32))
+                .at(1.5 * i as f64)
+                .priority(1)
+                .output(1),
+        );
+    }
+    sim.run(500.0);
+    sim.check_end();
+    let admitted = sim.rec(1).first_assign.unwrap().as_secs_f64();
+    let first_chunk_at = sim
+        .log
+        .iter()
+        .find_map(|(t, a)| match a {
+            Action::Step(step) if step.chunk.as_ref().is_some_and(|c| c.request.0 == 1) => {
+                Some(t.as_secs_f64())
+            }
+            _ => None,
+        })
+        .unwrap();
+    let waited = first_chunk_at - admitted;
+    // g = 1: (1 + 1) × 5 s, plus one 3 s read that holds the lane
+    assert!(
+        waited <= 2.0 * 5.0 + 3.0 + 0.5,
+        "waited {waited} s for the lane"
+    );
+    assert!(
+        waited >= 5.0,
+        "it did wait behind the higher ones ({waited} s)"
+    );
+}
