@@ -7,7 +7,7 @@
 //! - [`protocol`] (crate `strata-protocol`, with [`ids`]): the host-worker contract: ids,
 //!   JSON-lines messages, the worker's options, the simulated engine's vocabulary.
 //! - [`scheduler`] (crate `strata-scheduler`): the pure rules of SCHEDULING.md: events in,
-//!   actions out, `now` passed in; no I/O, no clock, no async. [imports only protocol's ids]
+//!   actions out, `now` passed in; no I/O, no clock, no async. [imports only protocol's ids and cell pool]
 //!
 //! This crate's modules (dependency rules in brackets; `layer_rules` checks them):
 //!

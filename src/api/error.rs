@@ -41,6 +41,9 @@ pub enum ApiError {
     UnsupportedMediaType(String),
     #[error("{0}")]
     Internal(String),
+    /// The engine failed this request alone (it is up and serving others).
+    #[error("{0}")]
+    RequestFailed(String),
 }
 
 impl ApiError {
@@ -63,7 +66,7 @@ impl ApiError {
             Self::HostNotAllowed(_) | Self::Forbidden(_) => StatusCode::FORBIDDEN,
             Self::NotFound(_) => StatusCode::NOT_FOUND,
             Self::UnsupportedMediaType(_) => StatusCode::UNSUPPORTED_MEDIA_TYPE,
-            Self::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
+            Self::Internal(_) | Self::RequestFailed(_) => StatusCode::INTERNAL_SERVER_ERROR,
         }
     }
 
@@ -85,6 +88,7 @@ impl ApiError {
                 ("invalid_request_error", Some("unsupported_media_type"))
             }
             Self::Internal(_) => ("server_error", None),
+            Self::RequestFailed(_) => ("server_error", Some("request_failed")),
         }
     }
 
@@ -132,6 +136,7 @@ impl From<Failure> for ApiError {
                 prompt_tokens,
                 max_context_tokens,
             },
+            failure @ Failure::Request(_) => Self::RequestFailed(failure.to_string()),
             other => Self::EngineUnavailable(other.to_string()),
         }
     }

@@ -141,21 +141,25 @@ impl Actor {
                 ..
             } => {}
             Action::Park { request, .. } => {
-                self.engine
+                let reply = self
+                    .engine
                     .call(Command::Park { request })
                     .await
                     .map_err(|e| for_request(e, request, 0))?;
+                log_moved("parked to host RAM", &reply);
             }
             Action::Restore {
                 request, into_seq, ..
             } => {
-                self.engine
+                let reply = self
+                    .engine
                     .call(Command::Restore {
                         request,
                         seq: into_seq,
                     })
                     .await
                     .map_err(|e| for_request(e, request, 0))?;
+                log_moved("restored from host RAM", &reply);
             }
             Action::CopyPrefix {
                 from,
@@ -269,4 +273,18 @@ fn needs_engine(action: &Action) -> bool {
         action,
         Action::Deliver { .. } | Action::RestartEngine { .. }
     )
+}
+
+/// What a copy between the pool and host RAM cost (parks in the pool copy nothing and log
+/// nothing).
+fn log_moved(what: &str, reply: &protocol::Reply) {
+    if let protocol::Reply::Parked(moved) | protocol::Reply::Restored(moved) = reply {
+        tracing::info!(
+            "{} {what}: {} tokens, {:.1} MiB in {:.1} ms",
+            moved.request.map(|r| r.to_string()).unwrap_or_default(),
+            moved.tokens,
+            moved.bytes as f64 / (1024.0 * 1024.0),
+            moved.micros as f64 / 1000.0,
+        );
+    }
 }

@@ -53,6 +53,10 @@ pub enum Failure {
     /// The engine died, was restarted, or could not be started.
     #[error("{0}")]
     Engine(String),
+    /// The engine refused or lost this request alone (a step it could not run for it, or a
+    /// drift check that failed); the engine and every other request carry on.
+    #[error("the engine could not serve this request: {0}")]
+    Request(String),
     /// A new engine's context is too small for this waiting prompt (R11).
     #[error(
         "the prompt has {prompt_tokens} tokens; this model's context allows {max_context_tokens}"

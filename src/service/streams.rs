@@ -214,9 +214,7 @@ fn failure(error: &FailKind) -> Failure {
             Failure::Engine(format!("the engine could not be started: {stderr_tail}"))
         }
         FailKind::EngineProtocol => Failure::Engine("the engine broke the protocol".into()),
-        FailKind::RequestFailed { message } => Failure::Engine(format!(
-            "the engine could not serve this request: {message}"
-        )),
+        FailKind::RequestFailed { message } => Failure::Request(message.clone()),
         FailKind::PromptTooLong {
             prompt_tokens,
             max_context_tokens,

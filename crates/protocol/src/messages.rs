@@ -195,7 +195,8 @@ pub enum Reply {
     Opened {
         request: RequestId,
         seq: SeqId,
-        /// Tokens of the sequence kept for the request (`keep_tokens`, or fewer if it held less).
+        /// Tokens of the sequence kept for the request: always `keep_tokens` (an open that keeps
+        /// more than the sequence holds is refused, never shortened).
         kept_tokens: u32,
     },
     StepDone(StepDone),

@@ -31,7 +31,7 @@
 //! - Send the client exactly the tokens of [`Action::Deliver`] (indices count from 0 per
 //!   request, across pauses). A cancelled request's later tokens are never delivered.
 //! - Every admitted request ends exactly once with [`Action::Finish`] or [`Action::Fail`]; a
-//!   refused one gets [`Action::Refuse`] and nothing else.
+//!   refused one (`admit` returned `Err(Refused)`) gets no action at all.
 //! - If the engine dies, send [`Event::EngineDied`] (the outstanding step is void); execute
 //!   [`Action::RestartEngine`] after its delay and answer with [`Event::EngineReady`] or
 //!   [`Event::EngineStartFailed`].
@@ -390,7 +390,7 @@ impl Scheduler {
         }
     }
 
-    /// Ends a request (after its Finish/Fail/Refuse action): checked transition, then removal.
+    /// Ends a request (after its Finish/Fail action): checked transition, then removal.
     pub(crate) fn end(&mut self, id: RequestId) {
         self.set_phase(id, Phase::Ended);
         self.waiting.retain(|x| *x != id);

@@ -84,7 +84,7 @@ fn error_kind(error: &ApiError) -> &'static str {
         ApiError::Unauthorized => "authentication_error",
         ApiError::HostNotAllowed(_) | ApiError::Forbidden(_) => "permission_error",
         ApiError::NotFound(_) => "not_found_error",
-        ApiError::Internal(_) => "api_error",
+        ApiError::Internal(_) | ApiError::RequestFailed(_) => "api_error",
     }
 }
 
