@@ -5,11 +5,13 @@
 //!
 //! - `client`: one timed streaming request;
 //! - `prompts`: seeded prompt text;
-//! - `scenarios`: solo-long-short, followup-vs-fresh, burst-priority, agent-replay, soak;
+//! - `scenarios`: every scenario's parameters; solo-long-short, followup-vs-fresh, burst-priority;
+//! - `replay`: agent-replay and soak;
 //! - `report`: percentiles, the table, the JSON document.
 
 mod client;
 mod prompts;
+mod replay;
 mod report;
 mod scenarios;
 
@@ -140,8 +142,8 @@ pub async fn run(args: &BenchArgs) -> Result<Report, BenchError> {
             Scenario::SoloLongShort(p) => scenarios::solo_long_short(&target, p, seed).await,
             Scenario::FollowupVsFresh(p) => scenarios::followup_vs_fresh(&target, p, seed).await,
             Scenario::BurstPriority(p) => scenarios::burst_priority(&target, p, seed).await,
-            Scenario::AgentReplay(p) => scenarios::agent_replay(&target, p, seed).await,
-            Scenario::Soak(p) => scenarios::soak(&target, p, seed).await,
+            Scenario::AgentReplay(p) => replay::agent_replay(&target, p, seed).await,
+            Scenario::Soak(p) => replay::soak(&target, p, seed).await,
         }
     };
     let mut report = tokio::time::timeout(Duration::from_secs(args.max_secs), work)

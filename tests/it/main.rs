@@ -6,9 +6,14 @@
 #![allow(clippy::await_holding_lock)]
 
 mod agent_fixtures;
+mod api_access;
 mod api_agents;
+mod api_control;
+mod api_disconnect;
 mod api_drift;
 mod api_fake;
+mod api_faults;
+mod api_messages;
 mod api_observe;
 mod api_real;
 mod api_tools;

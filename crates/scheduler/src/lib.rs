@@ -13,9 +13,10 @@
 //!   held-for-sure cut for engines that keep checkpoints only at the turn token.
 //! - `kv`: the KV cell budget: reservations, growth, eviction of idle conversations to the
 //!   host-RAM conversation cache, parking places.
-//! - `decide`: the precedence list at each step boundary (pause, fill slots, read lane, compose).
-//! - `events`: one handler per event (arrival, cancel, step done, engine death/ready/restart,
-//!   settings).
+//! - `decide`: the precedence list at each step boundary (pause, read lane, compose).
+//! - `admission`: filling free slots (R1): how a request gets its sequence, parked ones back.
+//! - `events`: one handler per request event (arrival, cancel, step done, settings).
+//! - `engine_events`: the engine's events (ready, death, user restart, failed start; R10).
 //! - `snapshot`: [`Snapshot`], the plain read-only view for the API and the GUI.
 //!
 //! # Contract
@@ -69,7 +70,9 @@
 //!   healthy, since a read keeps `read_to` across parks and give-ways and continues on the same
 //!   absolute chunk boundaries (the test engine counts re-read positions independently).
 
+mod admission;
 mod decide;
+mod engine_events;
 mod events;
 mod kv;
 mod lifecycle;
@@ -81,7 +84,7 @@ mod types;
 #[cfg(test)]
 mod tests;
 
-pub use events::{ENGINE_STARTING_RETRY_SECS, RESTART_DURING_START};
+pub use engine_events::{ENGINE_STARTING_RETRY_SECS, RESTART_DURING_START};
 pub use settings::{
     ConfigError, GiveWay, MaxTokensOverContext, PriorityOrder, PriorityRange, SchedulerSettings,
     resolve_priority,

@@ -199,7 +199,7 @@ fn run_seeds(seeds: std::ops::Range<u64>) -> Coverage {
             sim.run(1_000_000.0);
             // a user restart that lands while a start is under way is ignored with a notice
             sim.diagnostics
-                .retain(|d| d != crate::events::RESTART_DURING_START);
+                .retain(|d| d != crate::engine_events::RESTART_DURING_START);
             sim.check_end();
             if check_aging {
                 check_aging_bound(&sim);

@@ -83,7 +83,7 @@ fn an_engine_death_during_a_start_is_a_failed_start_and_a_restart_request_then_s
     assert_eq!(restart_delays(&sim), vec![0.0, 1.0]);
     assert_eq!(
         sim.diagnostics,
-        vec![crate::events::RESTART_DURING_START.to_string()]
+        vec![crate::engine_events::RESTART_DURING_START.to_string()]
     );
     sim.diagnostics.clear();
     sim.check_end();

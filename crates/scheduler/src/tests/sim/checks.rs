@@ -1,0 +1,92 @@
+//! The invariants the simulated engine checks while it runs and at the end.
+
+use super::*;
+
+impl Sim {
+    /// Invariants after every event.
+    pub(super) fn check_live(&mut self) {
+        let ym = self.s.settings().yields_max;
+        for r in self.s.requests.values() {
+            // a give-way happens only below the yields_max in force then
+            let before = self.last_yields.insert(r.id, r.yields).unwrap_or(0);
+            assert!(
+                r.yields <= before || r.yields <= ym,
+                "{}: {} yields > yields_max {ym}",
+                r.id,
+                r.yields
+            );
+            self.max_yields_seen = self.max_yields_seen.max(r.yields);
+        }
+        assert!(
+            self.s.cells_used() <= u64::from(self.s.engine_facts().kv_cells_total),
+            "KV cells over budget at {:?}: {} used of {}; last actions {:#?}",
+            self.now,
+            self.s.cells_used(),
+            self.s.engine_facts().kv_cells_total,
+            &self.log[self.log.len().saturating_sub(8)..]
+        );
+        // the scheduler's pool holds what the engine's sequences hold (a pending step's
+        // tokens join both when it is done)
+        if self.pending_step.is_none() {
+            for seq in 0..self.s.engine_facts().sequences {
+                let seq = SeqId(seq);
+                let engine = self.seqs.get(&seq).map_or(0, Vec::len);
+                assert_eq!(
+                    self.s.pool.len(seq) as usize,
+                    engine,
+                    "{seq}: the scheduler counts {} tokens, the engine holds {engine}",
+                    self.s.pool.len(seq)
+                );
+            }
+        }
+        if let Some(l) = self.s.lane {
+            let r = &self.s.requests[&l];
+            assert!(
+                matches!(r.phase, Phase::Reading { .. }),
+                "lane to a non-reader"
+            );
+        }
+        // progress: work exists, so a step or an engine start is pending
+        if self.s.has_work() && self.pending_step.is_none() && self.pending_start.is_none() {
+            panic!(
+                "no progress at {:?}: work exists but no step is outstanding\n{:#?}",
+                self.now,
+                self.s.snapshot(self.now)
+            );
+        }
+    }
+
+    /// End-of-run invariants: every request ended once, tokens delivered equal tokens
+    /// accepted, queues, parking and reservations empty, no prefix lost.
+    pub(crate) fn check_end(&self) {
+        for (id, rec) in &self.records {
+            let ends = rec.ends.len() + usize::from(rec.refused.is_some());
+            assert_eq!(
+                ends, 1,
+                "{id} ended {ends} times: {:?} {:?}",
+                rec.ends, rec.refused
+            );
+            assert!(!rec.lane_without_slot, "{id} read without holding a slot");
+            if let Some(Action::Finish { reason, .. }) = rec.ends.first().map(|(_, a)| a)
+                && *reason == FinishReason::Stop
+            {
+                assert_eq!(rec.delivered.len() as u32, self.gen_len[id]);
+            }
+        }
+        for id in self.prompts.keys() {
+            assert!(self.records.contains_key(id), "{id} never heard of");
+        }
+        assert!(!self.s.has_work(), "work left at the end");
+        let snap = self.s.snapshot(self.now);
+        assert!(snap.waiting.is_empty() && snap.parked.is_empty());
+        assert!(snap.slots.iter().all(|s| s.request_id.is_none()));
+        assert!(self.parked.is_empty(), "engine still holds parked state");
+        assert_eq!(self.prefix_losses, 0, "prompt tokens read twice");
+        assert_eq!(snap.counters.processed_prefix_losses, 0);
+        assert!(
+            self.diagnostics.is_empty(),
+            "diagnostics: {:?}",
+            self.diagnostics
+        );
+    }
+}
