@@ -8,7 +8,7 @@
 //! happens to visit must not be able to restart the engine.
 
 use super::body::{body_bytes, parse_body};
-use super::{ApiError, ApiState, auth};
+use super::{ApiError, ApiState, auth, browser};
 use crate::config::AppSettings;
 use crate::ids::RequestId;
 use crate::service::SettingsChange;
@@ -17,7 +17,7 @@ use axum::Json;
 use axum::body::Bytes;
 use axum::extract::rejection::BytesRejection;
 use axum::extract::{ConnectInfo, Path, Request, State};
-use axum::http::{HeaderMap, header};
+use axum::http::HeaderMap;
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
@@ -30,23 +30,14 @@ pub fn admin_allowed(
     peer: Option<SocketAddr>,
     headers: &HeaderMap,
 ) -> Result<(), ApiError> {
-    if let Some(origin) = headers.get(header::ORIGIN) {
-        let origin = origin.to_str().unwrap_or("(not ASCII)");
-        if !app.cors_origins.iter().any(|o| o == origin) {
-            return Err(ApiError::Forbidden(format!(
-                "admin routes refuse requests from the web origin {origin:?} (add it to \
-                 `cors_origins` to allow it)"
-            )));
-        }
+    if let Some(origin) = browser::foreign_origin(app, headers) {
+        return Err(ApiError::Forbidden(format!(
+            "admin routes refuse requests from the web origin {origin:?} (add it to \
+             `cors_origins` to allow it)"
+        )));
     }
-    let content_type = headers
-        .get(header::CONTENT_TYPE)
-        .map(|v| v.to_str().unwrap_or("(not ASCII)"))
-        .unwrap_or("none");
-    let essence = content_type.split(';').next().unwrap_or("").trim();
-    if !essence.eq_ignore_ascii_case("application/json") {
-        return Err(ApiError::UnsupportedMediaType(content_type.to_owned()));
-    }
+    // every method, DELETE included: a stricter rule than the public routes'
+    browser::json_content_type(headers)?;
     // Behind a local reverse proxy every client looks local: a forwarded request needs a key.
     let forwarded = headers.contains_key("forwarded") || headers.contains_key("x-forwarded-for");
     let loopback = !forwarded && peer.is_some_and(|p| p.ip().to_canonical().is_loopback());

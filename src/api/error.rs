@@ -35,6 +35,11 @@ pub enum ApiError {
     /// An admin route refused (foreign Origin, not loopback and no key).
     #[error("{0}")]
     Forbidden(String),
+    /// A request from a web page whose `Origin` is not in `cors_origins` (any route).
+    #[error(
+        "requests from the web origin {0:?} are refused (add it to `cors_origins` to allow it)"
+    )]
+    OriginNotAllowed(String),
     #[error("{0}")]
     NotFound(String),
     #[error("this route takes `Content-Type: application/json`, got {0:?}")]
@@ -63,7 +68,9 @@ impl ApiError {
                 StatusCode::SERVICE_UNAVAILABLE
             }
             Self::Unauthorized => StatusCode::UNAUTHORIZED,
-            Self::HostNotAllowed(_) | Self::Forbidden(_) => StatusCode::FORBIDDEN,
+            Self::HostNotAllowed(_) | Self::Forbidden(_) | Self::OriginNotAllowed(_) => {
+                StatusCode::FORBIDDEN
+            }
             Self::NotFound(_) => StatusCode::NOT_FOUND,
             Self::UnsupportedMediaType(_) => StatusCode::UNSUPPORTED_MEDIA_TYPE,
             Self::Internal(_) | Self::RequestFailed(_) => StatusCode::INTERNAL_SERVER_ERROR,
@@ -83,6 +90,7 @@ impl ApiError {
             Self::Unauthorized => ("authentication_error", Some("invalid_api_key")),
             Self::HostNotAllowed(_) => ("permission_error", Some("host_not_allowed")),
             Self::Forbidden(_) => ("permission_error", Some("admin_forbidden")),
+            Self::OriginNotAllowed(_) => ("permission_error", Some("origin_not_allowed")),
             Self::NotFound(_) => ("invalid_request_error", Some("not_found")),
             Self::UnsupportedMediaType(_) => {
                 ("invalid_request_error", Some("unsupported_media_type"))

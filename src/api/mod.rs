@@ -8,6 +8,7 @@ mod admin;
 mod anthropic;
 mod auth;
 mod body;
+mod browser;
 mod chat;
 mod error;
 mod generation;
@@ -108,6 +109,10 @@ pub fn router(state: ApiState) -> Router {
         .route("/v1/scheduler/events", get(observe::scheduler_events))
         .route("/metrics", get(observe::metrics))
         .route("/health", get(health))
+        .layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            browser::guard,
+        ))
         .merge(admin)
         .layer(axum::middleware::from_fn_with_state(
             state.clone(),

@@ -2,6 +2,7 @@
 //! reads only for configured origins (the simulated engine).
 
 use crate::api_fake::{Setup, chat, error_of, server};
+use serde_json::json;
 use strata_desk::config::AppSettings;
 
 #[tokio::test]
@@ -93,4 +94,112 @@ async fn cross_origin_reads_are_allowed_only_for_configured_origins() {
         .await
         .unwrap();
     assert!(other.headers().get("access-control-allow-origin").is_none());
+}
+
+#[tokio::test]
+async fn a_web_page_cannot_drive_generation_a_foreign_origin_is_403_and_a_body_must_be_json() {
+    // The attack: a page the user visits posts `text/plain` (no CORS preflight) with a
+    // high priority. Agents send JSON and no Origin (tests/fixtures/agents: all six).
+    let server = server(Setup::default()).await;
+    let client = reqwest::Client::new();
+    let url = |path: &str| format!("{}{path}", server.base);
+    let body = json!({"messages": [{"role": "user", "content": "x"}], "max_tokens": 2,
+                      "priority": 100})
+    .to_string();
+    let page = client
+        .post(url("/v1/chat/completions"))
+        .header("origin", "https://evil.example")
+        .header("content-type", "text/plain")
+        .body(body.clone())
+        .send()
+        .await
+        .unwrap();
+    let (status, error) = error_of(page).await;
+    assert_eq!(status, 403);
+    assert_eq!(error["error"]["code"], "origin_not_allowed");
+    assert!(
+        error["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("https://evil.example"),
+        "{error}"
+    );
+    // The same body without an Origin but as text/plain: 415, on each generation route.
+    for path in [
+        "/v1/chat/completions",
+        "/v1/responses",
+        "/v1/messages",
+        "/v1/messages/count_tokens",
+    ] {
+        let plain = client
+            .post(url(path))
+            .header("content-type", "text/plain")
+            .body(body.clone())
+            .send()
+            .await
+            .unwrap();
+        let (status, error) = error_of(plain).await;
+        assert_eq!(status, 415, "{path}: {error}");
+        let kind = if path.starts_with("/v1/messages") {
+            &error["error"]["type"]
+        } else {
+            &error["error"]["code"]
+        };
+        assert!(
+            kind == "unsupported_media_type" || kind == "invalid_request_error",
+            "{path}: {error}"
+        );
+    }
+    // A read with a foreign Origin is refused too; without one it answers.
+    for path in ["/v1/models", "/v1/scheduler", "/metrics", "/health"] {
+        let read = client
+            .get(url(path))
+            .header("origin", "https://evil.example")
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(read.status(), 403, "{path}");
+        assert_eq!(
+            client.get(url(path)).send().await.unwrap().status(),
+            200,
+            "{path}"
+        );
+    }
+    // Nothing reached the scheduler.
+    let snapshot = server.service.snapshot();
+    let c = &snapshot.counters;
+    assert_eq!((c.finished, c.failed, c.refusals), (0, 0, 0), "{c:?}");
+    let cache = &snapshot.conversation_cache;
+    assert_eq!(
+        cache.hits + cache.misses,
+        0,
+        "nothing was admitted: {cache:?}"
+    );
+    // What agents send still works.
+    let agent = server.post(&chat("hello", 2)).send().await.unwrap();
+    assert_eq!(agent.status(), 200);
+}
+
+#[tokio::test]
+async fn a_configured_cors_origin_may_post_json_from_its_page() {
+    let server = server(Setup {
+        app: AppSettings {
+            cors_origins: vec!["https://my.tool.example".into()],
+            ..AppSettings::default()
+        },
+        ..Setup::default()
+    })
+    .await;
+    let response = reqwest::Client::new()
+        .post(format!("{}/v1/chat/completions", server.base))
+        .header("origin", "https://my.tool.example")
+        .json(&chat("hello", 2))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 200);
+    assert_eq!(
+        response.headers()["access-control-allow-origin"],
+        "https://my.tool.example"
+    );
 }

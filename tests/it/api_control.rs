@@ -429,14 +429,14 @@ async fn admin_routes_refuse_a_foreign_origin_and_a_body_that_is_not_json() {
     assert_eq!(bare.status(), 415);
     // Nothing was restarted.
     assert_eq!(server.service.snapshot().engine.generation, 1);
-    // Reads are not admin routes: a page's Origin does not matter to them.
+    // Reads refuse a page too (api_access.rs has the public routes' rule).
     let read = client
         .get(format!("{}/v1/scheduler", server.base))
         .header("origin", "https://some.page.example")
         .send()
         .await
         .unwrap();
-    assert_eq!(read.status(), 200);
+    assert_eq!(read.status(), 403);
 }
 
 #[tokio::test]

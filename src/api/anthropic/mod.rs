@@ -82,7 +82,9 @@ fn error_kind(error: &ApiError) -> &'static str {
         ApiError::QueueFull { .. } => "rate_limit_error",
         ApiError::EngineStarting { .. } | ApiError::EngineUnavailable(_) => "overloaded_error",
         ApiError::Unauthorized => "authentication_error",
-        ApiError::HostNotAllowed(_) | ApiError::Forbidden(_) => "permission_error",
+        ApiError::HostNotAllowed(_) | ApiError::Forbidden(_) | ApiError::OriginNotAllowed(_) => {
+            "permission_error"
+        }
         ApiError::NotFound(_) => "not_found_error",
         ApiError::Internal(_) | ApiError::RequestFailed(_) => "api_error",
     }
