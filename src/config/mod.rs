@@ -19,6 +19,9 @@ pub enum EngineKind {
 }
 
 pub use crate::protocol::{FlashAttn, KvType};
+pub use persist::persist;
+
+mod persist;
 
 /// How the window is drawn: glow (OpenGL, the default: under software rendering it costs about
 /// a quarter of wgpu's CPU) or wgpu (in builds with the `wgpu` feature).
@@ -307,45 +310,6 @@ impl Config {
         self.scheduler.validate_for(a.parallel)?;
         Ok(())
     }
-}
-
-/// Writes `changes` into the config file at `path`, keeping every other key the file holds (in
-/// its order); creates the file and its folder when missing. The text goes to a temporary file
-/// that is then renamed over the old one, so a crash never leaves half a file.
-pub fn persist(
-    path: &Path,
-    changes: serde_json::Map<String, serde_json::Value>,
-) -> Result<(), ConfigError> {
-    let shown = path.display().to_string();
-    let write_err = |e: std::io::Error| ConfigError::Write {
-        path: shown.clone(),
-        message: e.to_string(),
-    };
-    let mut map = match std::fs::read_to_string(path) {
-        Ok(text) => match serde_json::from_str(&text) {
-            Ok(serde_json::Value::Object(map)) => map,
-            _ => {
-                return Err(ConfigError::Parse {
-                    path: shown,
-                    message: "the file must hold one JSON object; not overwriting it".into(),
-                });
-            }
-        },
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => serde_json::Map::new(),
-        Err(e) => return Err(write_err(e)),
-    };
-    map.extend(changes);
-    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-        std::fs::create_dir_all(dir).map_err(write_err)?;
-    }
-    let text = serde_json::to_string_pretty(&serde_json::Value::Object(map))
-        .map_err(|e| write_err(std::io::Error::other(e)))?;
-    // A name of its own per write, so two writers never rename each other's file.
-    static WRITES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-    let n = WRITES.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    let temporary = path.with_extension(format!("json.{}-{n}.tmp", std::process::id()));
-    std::fs::write(&temporary, text + "\n").map_err(write_err)?;
-    std::fs::rename(&temporary, path).map_err(write_err)
 }
 
 /// Splits the file's flat keys between the app's and the scheduler's, so an unknown key is

@@ -333,9 +333,21 @@ fn read_replies(stdout: std::process::ChildStdout, tx: &mpsc::UnboundedSender<Fr
     let _ = tx.send(FromWorker::Eof);
 }
 
-fn read_stderr(stderr: std::process::ChildStderr, tail: &Mutex<VecDeque<String>>, generation: u64) {
-    for line in BufReader::new(stderr).lines() {
-        let Ok(line) = line else { break };
+/// Reads the worker's stderr to its end: bytes, decoded lossily line by line, so a line that is
+/// not UTF-8 (a driver's message in a local code page) never stops the reader, which would let
+/// the pipe fill and block the worker.
+fn read_stderr(stderr: impl std::io::Read, tail: &Mutex<VecDeque<String>>, generation: u64) {
+    let mut reader = BufReader::new(stderr);
+    let mut bytes = Vec::new();
+    loop {
+        bytes.clear();
+        match reader.read_until(b'\n', &mut bytes) {
+            Ok(0) | Err(_) => break,
+            Ok(_) => {}
+        }
+        let line = String::from_utf8_lossy(&bytes)
+            .trim_end_matches(['\n', '\r'])
+            .to_owned();
         tracing::debug!(target: "strata_desk::engine_worker", generation, "{line}");
         if let Ok(mut tail) = tail.lock() {
             if tail.len() == STDERR_TAIL_LINES {
@@ -382,5 +394,37 @@ fn placeholder_handshake() -> Handshake {
         prompt_tokens_per_sec: 0.0,
         chunk_tokens: 0,
         simulated: false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_stderr_line_that_is_not_utf8_is_kept_lossily_and_the_reader_goes_on() {
+        // A Windows driver may print in a local code page: 0xE9 is "é" in Latin-1.
+        let mut input = b"first line\n".to_vec();
+        input.extend_from_slice(b"caf\xE9 au lait\r\n");
+        input.extend_from_slice(b"last words");
+        let tail = Mutex::new(VecDeque::new());
+        read_stderr(&input[..], &tail, 1);
+        let tail: Vec<String> = tail.into_inner().unwrap().into_iter().collect();
+        assert_eq!(tail, ["first line", "caf\u{FFFD} au lait", "last words"]);
+    }
+
+    #[test]
+    fn the_stderr_tail_keeps_the_last_lines_only() {
+        let input: String = (0..STDERR_TAIL_LINES + 5)
+            .map(|i| format!("line {i}\n"))
+            .collect();
+        let tail = Mutex::new(VecDeque::new());
+        read_stderr(input.as_bytes(), &tail, 1);
+        let tail = tail.into_inner().unwrap();
+        assert_eq!(tail.len(), STDERR_TAIL_LINES);
+        assert_eq!(
+            tail.back().unwrap(),
+            &format!("line {}", STDERR_TAIL_LINES + 4)
+        );
     }
 }
