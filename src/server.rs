@@ -57,6 +57,7 @@ pub fn prepare(config: &Config, exe: PathBuf) -> Result<(WorkerLaunch, Prompts),
                 faults: Vec::new(),
                 load_secs: 0.0,
                 non_trimmable: false,
+                generation: 1,
             };
             (WorkerOptions::simulated(fake), Tokenizer::simulated())
         }

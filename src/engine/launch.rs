@@ -23,7 +23,14 @@ impl WorkerLaunch {
         }
     }
 
+    /// The worker's arguments for the first engine generation.
     pub fn args(&self) -> Vec<OsString> {
+        self.args_for(1)
+    }
+
+    /// The worker's arguments for engine generation `generation` (the simulated engine is
+    /// told which it is: its message-counted faults fire in the first only).
+    pub fn args_for(&self, generation: u64) -> Vec<OsString> {
         let o = &self.options;
         let mut args: Vec<OsString> = vec!["engine-worker".into()];
         if let Some(model) = &o.model {
@@ -83,6 +90,8 @@ impl WorkerLaunch {
                 args.push("--fake-fault".into());
                 args.push(fault.into());
             }
+            args.push("--fake-generation".into());
+            args.push(generation.to_string().into());
         }
         args
     }

@@ -63,7 +63,7 @@ impl EngineProcess {
     pub async fn start(launch: &WorkerLaunch, generation: u64) -> Result<Self, EngineError> {
         let mut command = std::process::Command::new(&launch.exe);
         command
-            .args(launch.args())
+            .args(launch.args_for(generation))
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());

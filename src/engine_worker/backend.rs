@@ -40,6 +40,8 @@ pub enum Fault {
     /// Lose the step's chunk: run the step without it and report what the sequence holds
     /// (the host must notice that it holds less than counted).
     DropChunk,
+    /// Answer the command with an engine error reply instead of serving it.
+    Error,
 }
 
 pub trait Backend {
@@ -70,6 +72,11 @@ pub trait Backend {
     fn load(&mut self, saved: &Self::Saved, seq: SeqId) -> Result<(), Refusal>;
     /// A fault to inject before answering step number `step` (1-based).
     fn fault_at_step(&mut self, _step: u64) -> Option<Fault> {
+        None
+    }
+    /// A fault to inject before answering command line number `message` (1-based, every
+    /// command counted).
+    fn fault_at_message(&mut self, _message: u64) -> Option<Fault> {
         None
     }
 }

@@ -66,7 +66,7 @@ pub struct FakeEngine {
     handshake: Handshake,
     options: FakeOptions,
     script: FakeScript,
-    faults: HashMap<u64, ScheduledFault>,
+    faults: HashMap<FaultAt, ScheduledFault>,
     seqs: Vec<Vec<TokenId>>,
     samplers: HashMap<RequestId, FakeSampler>,
 }
@@ -185,24 +185,40 @@ impl FakeEngine {
     }
 }
 
-fn parse_fault(spec: &str) -> Result<(u64, ScheduledFault), FakeSetupError> {
+/// What a fault's number counts: steps, or every command line.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+enum FaultAt {
+    Step(u64),
+    Message(u64),
+}
+
+/// `KIND:STEP` (`die`, `hang`, `malformed`, `drop-chunk`; `slow:STEP:MILLIS`) counts steps;
+/// `KIND-at-message:N` (`die`, `hang`, `malformed`, `error`) counts every command line.
+fn parse_fault(spec: &str) -> Result<(FaultAt, ScheduledFault), FakeSetupError> {
     let bad = || FakeSetupError::Fault(spec.to_owned());
     let parts: Vec<&str> = spec.split(':').collect();
-    let step = parts
+    let n = parts
         .get(1)
         .and_then(|s| s.parse::<u64>().ok())
         .ok_or_else(bad)?;
-    let fault = match (parts[0], parts.len()) {
-        ("die", 2) => ScheduledFault::Fault(Fault::Die),
-        ("hang", 2) => ScheduledFault::Fault(Fault::Hang),
-        ("malformed", 2) => ScheduledFault::Fault(Fault::Malformed),
-        ("drop-chunk", 2) => ScheduledFault::Fault(Fault::DropChunk),
-        ("slow", 3) => {
-            ScheduledFault::Slow(Duration::from_millis(parts[2].parse().map_err(|_| bad())?))
+    let (at, fault) = match (parts[0], parts.len()) {
+        ("die", 2) => (FaultAt::Step(n), ScheduledFault::Fault(Fault::Die)),
+        ("hang", 2) => (FaultAt::Step(n), ScheduledFault::Fault(Fault::Hang)),
+        ("malformed", 2) => (FaultAt::Step(n), ScheduledFault::Fault(Fault::Malformed)),
+        ("drop-chunk", 2) => (FaultAt::Step(n), ScheduledFault::Fault(Fault::DropChunk)),
+        ("slow", 3) => (
+            FaultAt::Step(n),
+            ScheduledFault::Slow(Duration::from_millis(parts[2].parse().map_err(|_| bad())?)),
+        ),
+        ("die-at-message", 2) => (FaultAt::Message(n), ScheduledFault::Fault(Fault::Die)),
+        ("hang-at-message", 2) => (FaultAt::Message(n), ScheduledFault::Fault(Fault::Hang)),
+        ("malformed-at-message", 2) => {
+            (FaultAt::Message(n), ScheduledFault::Fault(Fault::Malformed))
         }
+        ("error-at-message", 2) => (FaultAt::Message(n), ScheduledFault::Fault(Fault::Error)),
         _ => return Err(bad()),
     };
-    Ok((step, fault))
+    Ok((at, fault))
 }
 
 impl Backend for FakeEngine {
@@ -303,8 +319,18 @@ impl Backend for FakeEngine {
         Ok(())
     }
 
+    fn fault_at_message(&mut self, message: u64) -> Option<Fault> {
+        if self.options.generation > 1 {
+            return None; // a restarted engine serves
+        }
+        match self.faults.get(&FaultAt::Message(message))? {
+            ScheduledFault::Fault(fault) => Some(*fault),
+            ScheduledFault::Slow(_) => None,
+        }
+    }
+
     fn fault_at_step(&mut self, step: u64) -> Option<Fault> {
-        match self.faults.get(&step)? {
+        match self.faults.get(&FaultAt::Step(step))? {
             ScheduledFault::Fault(fault) => Some(*fault),
             ScheduledFault::Slow(delay) => {
                 std::thread::sleep(*delay);
@@ -503,13 +529,27 @@ mod tests {
     fn fault_specs_parse_or_name_what_was_wrong() {
         assert_eq!(
             parse_fault("die:3").unwrap(),
-            (3, ScheduledFault::Fault(Fault::Die))
+            (FaultAt::Step(3), ScheduledFault::Fault(Fault::Die))
         );
         assert_eq!(
             parse_fault("slow:2:150").unwrap(),
-            (2, ScheduledFault::Slow(Duration::from_millis(150)))
+            (
+                FaultAt::Step(2),
+                ScheduledFault::Slow(Duration::from_millis(150))
+            )
         );
-        for bad in ["die", "die:x", "slow:2", "explode:1"] {
+        assert_eq!(
+            parse_fault("error-at-message:7").unwrap(),
+            (FaultAt::Message(7), ScheduledFault::Fault(Fault::Error))
+        );
+        for bad in [
+            "die",
+            "die:x",
+            "slow:2",
+            "explode:1",
+            "error:1",
+            "die-at-message",
+        ] {
             assert!(
                 parse_fault(bad).unwrap_err().to_string().contains(bad),
                 "{bad}"

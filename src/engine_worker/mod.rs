@@ -107,6 +107,18 @@ fn serve_stdio<B: Backend>(worker: &mut Worker<B>) -> Result<(), WorkerError> {
                         out.flush()?;
                         continue;
                     }
+                    Some(Fault::Error) => {
+                        eprintln!("simulated engine: injected fault: an error for command {id}");
+                        write_line(
+                            &mut out,
+                            &ReplyLine::error(
+                                Some(id),
+                                ErrorKind::Engine,
+                                "simulated engine: injected error",
+                            ),
+                        )?;
+                        continue;
+                    }
                     Some(Fault::DropChunk) => {
                         eprintln!("simulated engine: injected fault: losing the chunk of {id}");
                         if let Command::Step { chunk, .. } = &mut command {

@@ -37,6 +37,8 @@ pub struct Worker<B: Backend> {
     parked: HashMap<RequestId, ParkedState<B::Saved>>,
     cache: ConversationCache<B::Saved>,
     steps: u64,
+    /// Command lines served so far (the fault schedule's other clock).
+    messages: u64,
     prompt_tokens_read: u64,
     tokens_decoded: u64,
 }
@@ -55,6 +57,7 @@ impl<B: Backend> Worker<B> {
             parked: HashMap::new(),
             cache: ConversationCache::new(conversation_cache_bytes),
             steps: 0,
+            messages: 0,
             prompt_tokens_read: 0,
             tokens_decoded: 0,
         }
@@ -72,6 +75,10 @@ impl<B: Backend> Worker<B> {
 
     /// The fault, if any, to inject instead of answering this command.
     pub fn fault_for(&mut self, command: &Command) -> Option<Fault> {
+        self.messages += 1;
+        if let Some(fault) = self.backend.fault_at_message(self.messages) {
+            return Some(fault);
+        }
         match command {
             Command::Step { .. } => self.backend.fault_at_step(self.steps + 1),
             _ => None,

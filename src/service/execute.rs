@@ -56,16 +56,20 @@ impl Actor {
                 output_tokens,
                 stats,
             } => {
-                self.engine.close(request).await?;
+                // the client gets its end whatever the engine does with the close (every
+                // token was delivered already); a failed close then counts as the engine's
+                let closed = self.engine.close(request).await;
                 self.streams.finish(request, reason, output_tokens, &stats);
+                closed?;
             }
             Action::Fail {
                 request,
                 error,
                 stats,
             } => {
-                self.engine.close(request).await?;
+                let closed = self.engine.close(request).await;
                 self.streams.fail(request, &error, &stats);
+                closed?;
             }
             Action::RestartEngine { delay_secs, .. } => {
                 self.engine.stop().await;

@@ -23,5 +23,6 @@ mod engine_exact;
 mod engine_fake;
 mod engine_park;
 mod engine_real;
+mod fault_every_message;
 mod gui;
 mod support;

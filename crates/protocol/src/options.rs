@@ -87,7 +87,9 @@ pub struct FakeOptions {
     /// A JSON script of outputs: `{"rules":[{"prompt_contains":"...","output":"..."}]}`.
     #[cfg_attr(feature = "cli", arg(long = "fake-script"))]
     pub script: Option<PathBuf>,
-    /// Inject a fault: `die:STEP`, `hang:STEP`, `malformed:STEP` or `slow:STEP:MILLIS`.
+    /// Inject a fault: `die:STEP`, `hang:STEP`, `malformed:STEP`, `drop-chunk:STEP` or
+    /// `slow:STEP:MILLIS` (steps counted); `die-at-message:N`, `hang-at-message:N`,
+    /// `malformed-at-message:N` or `error-at-message:N` (every command line counted).
     #[cfg_attr(feature = "cli", arg(long = "fake-fault"))]
     pub faults: Vec<String>,
     /// Simulated model loading time before the handshake, in seconds.
@@ -99,6 +101,10 @@ pub struct FakeOptions {
         arg(long = "fake-non-trimmable", default_value_t = false)
     )]
     pub non_trimmable: bool,
+    /// Which engine generation this worker is (the host says; 1 for the first): faults
+    /// counted by message fire in the first only, so a restarted engine serves.
+    #[cfg_attr(feature = "cli", arg(long = "fake-generation", default_value_t = 1))]
+    pub generation: u64,
 }
 
 impl WorkerOptions {
@@ -171,6 +177,7 @@ impl FakeOptions {
             faults: Vec::new(),
             load_secs: 0.0,
             non_trimmable: false,
+            generation: 1,
         }
     }
 }
