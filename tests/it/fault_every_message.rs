@@ -7,9 +7,10 @@
 //! structured error (never hung: every stream ends); nothing left waiting, reading or parked;
 //! the next request succeeds.
 //!
-//! The workload, one slot with `solo_priority` on, so it pauses, parks and restores: a long
-//! stream L; a short high-priority request S that pauses L; L resumes; then a follow-up turn of
-//! S's conversation F (a kept conversation continued).
+//! The workload, one slot with `solo_priority` on and a small pool: a long stream L; a short
+//! high-priority request S that pauses L (L parked to host RAM); L restored; then a follow-up
+//! turn of S's conversation F (a kept conversation continued while L's is saved to host RAM);
+//! then a stream C its client drops midway (a cancellation).
 
 use crate::api_fake::{Server, Setup, chat, server, sse_data, streamed_text};
 use serde_json::{Value, json};
@@ -82,11 +83,13 @@ async fn whole(base: &str, body: &Value) -> Ending {
 }
 
 fn long_body() -> Value {
-    chat("tell me a long story about the sea", 48)
+    chat("tell me a long story about the sea and the ships on it", 48)
 }
 
+const SHORT_QUESTION: &str = "a quick question about the ships: which one is the fastest?";
+
 fn short_body() -> Value {
-    let mut body = chat("quick question", 4);
+    let mut body = chat(SHORT_QUESTION, 4);
     body["priority"] = json!(10);
     body
 }
@@ -94,17 +97,21 @@ fn short_body() -> Value {
 /// The next turn of the short request's conversation.
 fn follow_up(answer: &str) -> Value {
     json!({"messages": [
-        {"role": "user", "content": "quick question"},
+        {"role": "user", "content": SHORT_QUESTION},
         {"role": "assistant", "content": answer},
         {"role": "user", "content": "and then?"},
     ], "max_tokens": 4, "temperature": 0})
 }
+
+const KV_CELLS: u32 = 128;
 
 async fn faulty_server(fault: Option<String>) -> Server {
     server(Setup {
         fake: FakeOptions {
             // slow enough decoding that the short request arrives while the long one runs
             decode_steps_per_sec: 200.0,
+            // a small pool: the pause parks L to host RAM and kept conversations are saved
+            kv_cells: KV_CELLS,
             faults: fault.into_iter().collect(),
             ..FakeOptions::instant()
         },
@@ -143,7 +150,29 @@ async fn workload(server: &Server, clean_short: Option<&str>) -> [Ending; 3] {
         (Ending::Error(_), None) => panic!("the clean run failed"),
     };
     let follow = whole(&server.base, &follow_up(&answer)).await;
+    cancelled_midway(&server.base).await;
     [long, short, follow]
+}
+
+/// A stream its client drops after a few events (or at its end, if a fault ends it first).
+async fn cancelled_midway(base: &str) {
+    use futures_util::StreamExt;
+    let mut body = chat("a question nobody waits for", 40);
+    body["stream"] = json!(true);
+    let run = async {
+        let response = post(base, &body).send().await.unwrap();
+        let mut bytes = response.bytes_stream();
+        let mut seen = String::new();
+        while let Some(Ok(piece)) = bytes.next().await {
+            seen.push_str(&String::from_utf8_lossy(&piece));
+            if seen.matches("data: ").count() >= 3 {
+                break;
+            }
+        }
+    };
+    tokio::time::timeout(END_WITHIN, run)
+        .await
+        .expect("a stream never ended");
 }
 
 /// After a run: nothing waits or is parked, and the next request succeeds with its text.
@@ -204,8 +233,21 @@ async fn a_fault_at_every_protocol_message_loses_no_token_leaves_nothing_behind_
         );
     }
     // S really paused L in the clean run (the workload exercises park and restore)
+    clean_server
+        .until("the dropped stream is cancelled", |s| {
+            s.counters.cancellations + s.counters.finished >= 4
+        })
+        .await;
     let counters = clean_server.service.snapshot().counters;
-    assert!(counters.pauses >= 1, "{counters:?}");
+    let cache = clean_server.service.snapshot().conversation_cache;
+    // the workload parks to host RAM and restores, saves a conversation there, continues one,
+    // and cancels one
+    assert!(
+        counters.pauses >= 1 && counters.parks_to_host >= 1,
+        "{counters:?}"
+    );
+    assert!(cache.entries >= 1 && cache.hits >= 1, "{cache:?}");
+    assert_eq!(counters.cancellations, 1, "{counters:?}");
     let probe = whole(&clean_server.base, &chat("probe", 3)).await;
     let Ending::Text(probe_text) = probe else {
         panic!("{probe:?}")
