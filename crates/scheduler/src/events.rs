@@ -273,6 +273,10 @@ impl Scheduler {
     /// sequence cleared (what the engine holds there is not what was counted); the prompt
     /// tokens it lost are processed-prefix losses.
     fn on_request_failed(&mut self, id: RequestId, message: String, lost: u32, now: Now) {
+        if !self.requests.contains_key(&id) {
+            // it ended (or was cancelled) before the engine's word arrived: nothing is lost
+            return;
+        }
         self.counters.processed_prefix_losses += u64::from(lost);
         let in_step = self.outstanding.as_ref().is_some_and(|s| {
             s.chunk.as_ref().is_some_and(|c| c.request == id)

@@ -509,3 +509,46 @@ impl Scheduler {
         (seq_ok && self.can_make_room(need.saturating_sub(freed), &protect, now)).then_some(false)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_prefix_is_worth_continuing_from_one_block_or_when_it_is_a_whole_conversation_or_all_but_one_token()
+     {
+        let kept = Source::Kept(SeqId(0));
+        let live = Source::Live(SeqId(1));
+        let host = Source::Host(0);
+        let block = BLOCK as u32;
+        // (source, usable prefix, source length, prompt length, worth)
+        let cases = [
+            // one block or more: from anywhere
+            (kept, block, 500, 900, true),
+            (live, block, 500, 900, true),
+            (host, block, 500, 900, true),
+            (host, block - 1, 500, 900, false),
+            (kept, block - 1, 500, 900, false),
+            // a short kept conversation continued whole (a follow-up), not a part of one
+            (kept, 10, 10, 900, true),
+            (kept, 10, 11, 900, false),
+            (live, 10, 10, 900, false),
+            (host, 10, 10, 900, false),
+            // the same short request sent again: all but the token it must read, in the pool
+            (kept, 10, 40, 11, true),
+            (live, 10, 40, 11, true),
+            (host, 10, 40, 11, false),
+            (live, 10, 40, 12, false),
+            // nothing usable is never worth it
+            (kept, 0, 0, 900, false),
+            (live, 0, 40, 1, false),
+        ];
+        for (src, u, source_len, prompt_len, expect) in cases {
+            assert_eq!(
+                worth(src, u, source_len, prompt_len),
+                expect,
+                "{src:?} u {u} source {source_len} prompt {prompt_len}"
+            );
+        }
+    }
+}

@@ -19,6 +19,14 @@ fn held_for_sure_on_a_checkpoint_engine_is_cut_at_the_last_turn_token() {
             expect,
             "trims_at_any_token: {trims}, checkpoints: {checkpoints}"
         );
+        if !trims {
+            // no prefix shared between sequences: request 2 takes request 1's sequence over,
+            // cut at the checkpoint
+            assert_eq!(sim.count(|a| matches!(a, Action::CopyPrefix { .. })), 0);
+            if checkpoints {
+                assert_eq!(assigned_seq(&sim, 2).0, assigned_seq(&sim, 1).0);
+            }
+        }
     }
 }
 
@@ -233,4 +241,62 @@ fn a_slot_holder_waiting_behind_higher_priority_readers_gets_the_lane_within_the
         waited >= 5.0,
         "it did wait behind the higher ones ({waited} s)"
     );
+}
+
+/// Decodes that outgrow the pool: the lowest-ranked running request leaves for host RAM (a kv
+/// park, counted), the others go on, and it comes back with nothing lost.
+#[test]
+fn when_running_decodes_outgrow_the_pool_the_lowest_ranked_is_parked_to_host_ram_and_counted() {
+    let mut f = facts(2, 256);
+    f.kv_cells_total = 1000;
+    let s = SchedulerSettings {
+        output_reserve_tokens: 8,
+        ..SchedulerSettings::default()
+    };
+    let mut sim = with(s, f);
+    // each grows to 700 cells: 1,400 do not fit in 1,000
+    sim.arrive(Arrival::new(1, p(300, 1)).output(400));
+    sim.arrive(Arrival::new(2, p(300, 2)).priority(5).output(400));
+    sim.run(300.0);
+    sim.check_end();
+    let parks: Vec<u64> = sim
+        .log
+        .iter()
+        .filter_map(|(_, a)| match a {
+            Action::Park {
+                request,
+                to: ParkPlace::HostRam,
+                ..
+            } => Some(request.0),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(parks, [1], "the lower priority leaves, once");
+    let c = sim.s.snapshot(sim.now).counters;
+    assert_eq!(c.kv_parks, 1, "{c:?}");
+    assert_eq!(sim.rec(1).delivered.len(), 400);
+    assert_eq!(sim.rec(2).delivered.len(), 400);
+    // the higher priority was never held up: it finished first
+    assert!(sim.rec(2).ended_at() < sim.rec(1).ended_at());
+}
+
+/// A decode whose next reservation share does not fit takes just the cells it needs while they
+/// are free: it fills the pool to the last cell without a park.
+#[test]
+fn a_decode_fills_the_pool_to_its_last_cell_without_a_park() {
+    let mut f = facts(1, 256);
+    // reservations of 309 + 8 k cells: the last share (997 to 1,005) does not fit in 1,000
+    f.kv_cells_total = 1000;
+    let s = SchedulerSettings {
+        output_reserve_tokens: 8,
+        ..SchedulerSettings::default()
+    };
+    let mut sim = with(s, f);
+    // 301 + 699 = 1,000: every cell (the last token sampled takes none)
+    sim.arrive(Arrival::new(1, p(301, 1)).output(699));
+    sim.run(300.0);
+    sim.check_end();
+    assert_eq!(sim.rec(1).delivered.len(), 699);
+    assert_eq!(sim.count(|a| matches!(a, Action::Park { .. })), 0);
+    assert_eq!(sim.s.snapshot(sim.now).counters.kv_parks, 0);
 }

@@ -42,5 +42,6 @@ mod r5_no_deadlock;
 mod r6_batch_pauses_nothing;
 mod r7_solo_preemption;
 mod r8_pause_loses_nothing;
+mod r8_request_failed;
 mod r9_cancellation;
 mod regressions;

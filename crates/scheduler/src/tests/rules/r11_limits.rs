@@ -62,6 +62,8 @@ fn max_tokens_over_context_reject_refuses_the_request() {
     };
     let mut sim = with(s, f);
     sim.arrive(Arrival::new(1, p(900, 1)).output(5).max_tokens(32_000));
+    // exactly the room left is not over it: admitted
+    sim.arrive(Arrival::new(2, p(900, 2)).at(1.0).output(5).max_tokens(100));
     sim.run(10.0);
     sim.check_end();
     assert_eq!(
@@ -71,6 +73,8 @@ fn max_tokens_over_context_reject_refuses_the_request() {
             room_tokens: 100
         })
     );
+    assert_eq!(sim.refused_with(2), None);
+    assert_eq!(sim.rec(2).finish_reason(), Some(FinishReason::Stop));
 }
 
 #[test]

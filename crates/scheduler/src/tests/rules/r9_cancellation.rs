@@ -85,3 +85,22 @@ fn cancelling_a_request_parked_in_its_sequence_keeps_its_tokens_as_a_conversatio
     let kept = sim.s.snapshot(sim.now).conversations;
     assert!(kept.iter().any(|c| c.seq == Some(seq)), "{kept:?}");
 }
+
+#[test]
+fn a_slot_holder_cancelled_before_it_read_anything_keeps_no_empty_conversation() {
+    let mut sim = batch(2, 256);
+    sim.arrive(Arrival::new(1, p(5000, 1)).output(5));
+    // it takes the second slot and waits for the lane (equal lengths: no give-way)
+    sim.arrive(Arrival::new(2, p(5000, 2)).at(0.1).output(5));
+    sim.cancel_at(0.5, 2);
+    sim.run(100.0);
+    sim.check_end();
+    assert!(sim.rec(2).chunks.is_empty(), "{:?}", sim.rec(2).chunks);
+    assert!(sim.log.iter().any(|(_, a)| matches!(
+        a,
+        Action::Release { request, keep_as_conversation: false, .. } if request.0 == 2
+    )));
+    let conversations = sim.s.snapshot(sim.now).conversations;
+    assert_eq!(conversations.len(), 1, "{conversations:?}");
+    assert!(conversations[0].tokens > 5000);
+}

@@ -59,6 +59,12 @@ impl Sim {
     /// End-of-run invariants: every request ended once, tokens delivered equal tokens
     /// accepted, queues, parking and reservations empty, no prefix lost.
     pub(crate) fn check_end(&self) {
+        self.check_end_losing(0);
+    }
+
+    /// [`Sim::check_end`] for a run where the engine failed requests that lost `lost`
+    /// processed prompt tokens (the scheduler's counter; the sim's own re-read count stays 0).
+    pub(crate) fn check_end_losing(&self, lost: u64) {
         for (id, rec) in &self.records {
             let ends = rec.ends.len() + usize::from(rec.refused.is_some());
             assert_eq!(
@@ -82,7 +88,7 @@ impl Sim {
         assert!(snap.slots.iter().all(|s| s.request_id.is_none()));
         assert!(self.parked.is_empty(), "engine still holds parked state");
         assert_eq!(self.prefix_losses, 0, "prompt tokens read twice");
-        assert_eq!(snap.counters.processed_prefix_losses, 0);
+        assert_eq!(snap.counters.processed_prefix_losses, lost);
         assert!(
             self.diagnostics.is_empty(),
             "diagnostics: {:?}",
