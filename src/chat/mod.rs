@@ -5,6 +5,7 @@
 
 mod stop;
 mod template;
+mod tool_text;
 mod tools;
 mod utf8;
 

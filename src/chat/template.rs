@@ -196,11 +196,24 @@ impl ChatTemplate {
             rewritten = hermes_messages(messages, options.tools);
             (&rewritten[..], None)
         };
+        // tool text the template renders itself stays text (tool_text.rs)
+        let mut tool_text = super::tool_text::Masked::default();
+        let tools: Option<Vec<Value>> =
+            tools.map(|tools| tools.iter().map(|t| tool_text.mask(t)).collect());
         let masked: Vec<ChatMessage> = messages
             .iter()
             .enumerate()
             .map(|(index, message)| ChatMessage {
                 content: format!("{SENTINEL_OPEN}{index}{SENTINEL_CLOSE}"),
+                tool_calls: message
+                    .tool_calls
+                    .iter()
+                    .map(|call| ToolCall {
+                        name: tool_text.mask_str(&call.name),
+                        arguments: tool_text.mask(&call.arguments),
+                    })
+                    .collect(),
+                name: message.name.as_deref().map(|n| tool_text.mask_str(n)),
                 ..message.clone()
             })
             .collect();
@@ -217,7 +230,7 @@ impl ChatTemplate {
                 eos_token => self.eos_token,
             })
             .map_err(|e| TemplateError::Render(e.to_string()))?;
-        Ok(split_at_sentinels(&rendered, messages))
+        Ok(tool_text.unmask(split_at_sentinels(&rendered, messages)))
     }
 }
 
@@ -225,7 +238,7 @@ impl ChatTemplate {
 /// form Hugging Face templates' `tojson` produces and models were trained on. Hand-written:
 /// serde_json's formatters give either no spaces or newlines, and minijinja's own `tojson`
 /// escapes `<`, `>` and `&` for HTML.
-fn python_json(value: &Value, out: &mut String) {
+pub(super) fn python_json(value: &Value, out: &mut String) {
     match value {
         Value::Array(items) => {
             out.push('[');
