@@ -88,6 +88,7 @@ pub fn start(config: &Config, exe: PathBuf) -> Result<(ServiceHandle, ApiState),
         prompts: Arc::new(prompts),
         app: Arc::new(config.app.clone()),
         scheduler: Arc::new(config.scheduler.clone()),
+        owners: Default::default(),
     };
     Ok((handle, state))
 }

@@ -13,23 +13,53 @@ use crate::config::AppSettings;
 use crate::ids::RequestId;
 use crate::service::SettingsChange;
 use crate::service::{GiveWay, resolve_priority};
-use axum::Json;
 use axum::body::Bytes;
 use axum::extract::rejection::BytesRejection;
 use axum::extract::{ConnectInfo, Path, Request, State};
 use axum::http::HeaderMap;
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
+use axum::{Extension, Json};
 use serde::Deserialize;
 use serde_json::{Value, json};
 use std::net::SocketAddr;
 
 /// Whether an admin request may go on: see the module's account.
+/// What a caller of the control routes may do.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Access {
+    /// Everything: a loopback caller when no keys are configured, or an admin key.
+    Admin,
+    /// Cancel or re-prioritise only the requests this key (its index in `api_keys`) sent.
+    OwnRequests(usize),
+}
+
+/// Whether an admin request may go on with every control route: see the module's account.
 pub fn admin_allowed(
     app: &AppSettings,
     peer: Option<SocketAddr>,
     headers: &HeaderMap,
 ) -> Result<(), ApiError> {
+    match admin_access(app, peer, headers)? {
+        Access::Admin => Ok(()),
+        Access::OwnRequests(_) => Err(not_admin()),
+    }
+}
+
+fn not_admin() -> ApiError {
+    ApiError::Forbidden(
+        "this API key is not an admin key (`admin: false`): it may cancel or re-prioritise \
+         only its own requests"
+            .into(),
+    )
+}
+
+/// Who is calling a control route, and so what it may do (see the module's account).
+pub fn admin_access(
+    app: &AppSettings,
+    peer: Option<SocketAddr>,
+    headers: &HeaderMap,
+) -> Result<Access, ApiError> {
     if let Some(origin) = browser::foreign_origin(app, headers) {
         return Err(ApiError::Forbidden(format!(
             "admin routes refuse requests from the web origin {origin:?} (add it to \
@@ -41,10 +71,16 @@ pub fn admin_allowed(
     // Behind a local reverse proxy every client looks local: a forwarded request needs a key.
     let forwarded = headers.contains_key("forwarded") || headers.contains_key("x-forwarded-for");
     let loopback = !forwarded && peer.is_some_and(|p| p.ip().to_canonical().is_loopback());
-    let keyed = auth::presented_key(headers)
-        .is_some_and(|key| app.api_keys.iter().any(|k| auth::same_key(k.key(), key)));
-    if loopback || keyed {
-        Ok(())
+    // a key says who calls (from loopback too): its `admin` decides
+    if let Some((index, entry)) = auth::presented_entry(app, headers) {
+        return Ok(if entry.admin() {
+            Access::Admin
+        } else {
+            Access::OwnRequests(index)
+        });
+    }
+    if loopback {
+        Ok(Access::Admin)
     } else {
         Err(ApiError::Forbidden(
             "admin routes answer only on a loopback address or with an API key".into(),
@@ -57,9 +93,28 @@ pub async fn guard(State(state): State<ApiState>, request: Request, next: Next) 
         .extensions()
         .get::<ConnectInfo<SocketAddr>>()
         .map(|c| c.0);
-    match admin_allowed(&state.app, peer, request.headers()) {
-        Ok(()) => next.run(request).await,
+    match admin_access(&state.app, peer, request.headers()) {
+        Ok(Access::OwnRequests(_)) if !request.uri().path().starts_with("/v1/requests/") => {
+            not_admin().into_response()
+        }
+        Ok(access) => {
+            let mut request = request;
+            request.extensions_mut().insert(access);
+            next.run(request).await
+        }
         Err(e) => e.into_response(),
+    }
+}
+
+/// A key that is not an admin key acts only on the requests it sent (while they live).
+fn may_act_on(state: &ApiState, access: Access, id: RequestId) -> Result<(), ApiError> {
+    match access {
+        Access::Admin => Ok(()),
+        Access::OwnRequests(key) if state.owners.of(id) == Some(key) => Ok(()),
+        Access::OwnRequests(_) => Err(ApiError::Forbidden(format!(
+            "request {id} was not sent with this API key, which is not an admin key: it may \
+             cancel or re-prioritise only its own requests"
+        ))),
     }
 }
 
@@ -121,9 +176,11 @@ pub async fn patch_settings(
 
 pub async fn cancel_request(
     State(state): State<ApiState>,
+    Extension(access): Extension<Access>,
     Path(raw): Path<String>,
 ) -> Result<Json<Value>, ApiError> {
     let id = request_id(&raw)?;
+    may_act_on(&state, access, id)?;
     let was = state.service.cancel_request(id).await?;
     Ok(Json(json!({"id": id, "cancelled": true, "state": was})))
 }
@@ -136,10 +193,12 @@ struct RequestPatchDto {
 
 pub async fn patch_request(
     State(state): State<ApiState>,
+    Extension(access): Extension<Access>,
     Path(raw): Path<String>,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Json<Value>, ApiError> {
     let id = request_id(&raw)?;
+    may_act_on(&state, access, id)?;
     let body = body_bytes(&state, body)?;
     let dto: RequestPatchDto = parse_body(&body)?;
     let priority = resolve_priority(Some(dto.priority), &state.scheduler);
@@ -151,7 +210,7 @@ pub async fn patch_request(
 
 #[cfg(test)]
 mod tests {
-    use super::{admin_allowed, request_id};
+    use super::{Access, admin_access, admin_allowed, request_id};
     use crate::api::ApiError;
     use crate::config::{ApiKeyEntry, AppSettings};
     use crate::ids::RequestId;
@@ -162,6 +221,43 @@ mod tests {
             .iter()
             .map(|(k, v)| (k.clone(), HeaderValue::from_static(v)))
             .collect()
+    }
+
+    #[test]
+    fn a_key_s_admin_field_decides_its_access_and_an_old_entry_is_an_admin() {
+        let json = (header::CONTENT_TYPE, "application/json");
+        let local = Some("127.0.0.1:5000".parse().unwrap());
+        let mut app = AppSettings::default();
+        assert_eq!(
+            admin_access(&app, local, &headers(std::slice::from_ref(&json))),
+            Ok(Access::Admin)
+        );
+        app.api_keys = serde_json::from_str(
+            r#"["plain", {"key": "old", "priority": 3},
+                {"key": "agent", "name": "codex", "max_priority": 5, "admin": false}]"#,
+        )
+        .unwrap();
+        let with = |key: &'static str| headers(&[json.clone(), (header::AUTHORIZATION, key)]);
+        assert_eq!(
+            admin_access(&app, local, &with("Bearer plain")),
+            Ok(Access::Admin)
+        );
+        assert_eq!(
+            admin_access(&app, local, &with("Bearer old")),
+            Ok(Access::Admin)
+        );
+        // from loopback too: the key says who calls
+        assert_eq!(
+            admin_access(&app, local, &with("Bearer agent")),
+            Ok(Access::OwnRequests(2))
+        );
+        assert!(matches!(
+            admin_allowed(&app, local, &with("Bearer agent")),
+            Err(ApiError::Forbidden(_))
+        ));
+        assert_eq!(app.api_keys[2].display_name(2), "codex");
+        assert_eq!(app.api_keys[0].display_name(0), "key 1");
+        assert_eq!(app.api_keys[2].max_priority(), Some(5));
     }
 
     #[test]

@@ -21,6 +21,18 @@ pub fn presented_key(headers: &HeaderMap) -> Option<&str> {
         .map(str::trim)
 }
 
+/// The configured key the request presents, with its place in `api_keys`.
+pub fn presented_entry<'a>(
+    app: &'a crate::config::AppSettings,
+    headers: &HeaderMap,
+) -> Option<(usize, &'a crate::config::ApiKeyEntry)> {
+    let key = presented_key(headers)?;
+    app.api_keys
+        .iter()
+        .enumerate()
+        .find(|(_, k)| same_key(k.key(), key))
+}
+
 pub fn same_key(expected: &str, presented: &str) -> bool {
     expected.as_bytes().ct_eq(presented.as_bytes()).into()
 }

@@ -4,7 +4,7 @@
 
 use super::body::header_priority;
 use super::tools::OutputSpec;
-use super::{ApiError, ApiState};
+use super::{ApiError, ApiState, auth};
 use crate::chat::{ChatMessage, OutputParser, ParserOptions};
 use crate::ids::RequestId;
 use crate::service::{RequestStream, Sampling, StreamEvent, Submission, resolve_priority};
@@ -35,6 +35,8 @@ pub struct Started {
     pub stream: RequestStream,
     pub parser: OutputParser,
     pub created: u64,
+    /// The request's entry in the owners map, removed when the response ends.
+    _owned: Option<super::owners::Owned>,
 }
 
 /// What a stream yields next: an event, or nothing for a keep-alive period.
@@ -68,7 +70,12 @@ pub fn priority_of(
         Some(p) => Some(p),
         None => header_priority(headers)?.or_else(|| state.key_priority(headers)),
     };
-    Ok((resolve_priority(raw, &state.scheduler), raw.is_some()))
+    let mut priority = resolve_priority(raw, &state.scheduler);
+    // the key's cap, in scheduler order (so it caps urgency under `lower_first` too)
+    if let Some(max) = state.key_max_priority(headers) {
+        priority = priority.min(resolve_priority(Some(max), &state.scheduler));
+    }
+    Ok((priority, raw.is_some()))
 }
 
 /// Tokenizes (on a blocking thread) and submits; call ids are `{id_prefix}{request}_{n}`.
@@ -104,6 +111,8 @@ pub async fn start(
     let prompt_tokens = submission.prompt.len();
     let stream = state.service.submit(submission).await?;
     let id = stream.id;
+    let owner = auth::presented_entry(&state.app, headers).map(|(index, _)| index);
+    let owned = owner.map(|key| state.owners.record(id, key));
     let parser = OutputParser::new(
         ParserOptions {
             tools: generation.output.parse_calls,
@@ -117,6 +126,7 @@ pub async fn start(
         stream,
         parser,
         created: unix_secs(),
+        _owned: owned,
     })
 }
 

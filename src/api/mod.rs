@@ -13,6 +13,7 @@ mod chat;
 mod error;
 mod generation;
 mod observe;
+mod owners;
 mod prompts;
 mod responses;
 #[cfg(test)]
@@ -20,8 +21,9 @@ mod test_json;
 mod tools;
 mod wire;
 
-pub use admin::admin_allowed;
+pub use admin::{Access, admin_access, admin_allowed};
 pub use observe::EVENTS_PER_SEC_MAX;
+pub use owners::Owners;
 
 pub use error::ApiError;
 pub use prompts::{Prompt, Prompts};
@@ -50,6 +52,9 @@ pub struct ApiState {
     pub prompts: Arc<Prompts>,
     pub app: Arc<AppSettings>,
     pub scheduler: Arc<SchedulerSettings>,
+    /// Which API key sent each live request (a key without `admin` may cancel or
+    /// re-prioritise only its own).
+    pub owners: owners::Owners,
 }
 
 impl ApiState {
@@ -70,12 +75,12 @@ impl ApiState {
 
     /// The default priority of the API key the request carries.
     fn key_priority(&self, headers: &HeaderMap) -> Option<i64> {
-        let key = auth::presented_key(headers)?;
-        self.app
-            .api_keys
-            .iter()
-            .find(|k| auth::same_key(k.key(), key))?
-            .priority()
+        auth::presented_entry(&self.app, headers)?.1.priority()
+    }
+
+    /// The cap on what a request with this API key may ask (`max_priority`).
+    fn key_max_priority(&self, headers: &HeaderMap) -> Option<i64> {
+        auth::presented_entry(&self.app, headers)?.1.max_priority()
     }
 }
 

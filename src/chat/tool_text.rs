@@ -111,8 +111,8 @@ impl Masked {
 
 #[cfg(test)]
 mod tests {
-    use super::*;
     use super::super::template::{ChatMessage, ChatTemplate, RenderOptions, ToolCall};
+    use super::*;
     use serde_json::json;
 
     /// Qwen 2.5's way with tools, cut down: the tools as JSON in the system turn, a call's

@@ -36,15 +36,40 @@ pub enum Renderer {
 /// Most models the dashboard's picker remembers.
 pub const RECENT_MODELS_MAX: usize = 8;
 
-/// An API key, with the priority its requests get when they state none.
+/// An API key: a plain string, or an object with `key` and optionally `name` (shown in the
+/// dashboard and logs), `priority` (its requests' default), `max_priority` (a cap on what
+/// their body or header asks) and `admin` (may use the control routes; absent means true, so
+/// keys written before this field existed keep working; a key with `admin: false` may cancel
+/// or re-prioritise only its own requests).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(untagged)]
 pub enum ApiKeyEntry {
     Plain(String),
-    WithPriority { key: String, priority: Option<i64> },
+    WithPriority {
+        key: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        name: Option<String>,
+        #[serde(default)]
+        priority: Option<i64>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        max_priority: Option<i64>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        admin: Option<bool>,
+    },
 }
 
 impl ApiKeyEntry {
+    /// A key with only a default priority (every other field at its default).
+    pub fn with_priority(key: &str, priority: Option<i64>) -> Self {
+        Self::WithPriority {
+            key: key.to_owned(),
+            name: None,
+            priority,
+            max_priority: None,
+            admin: None,
+        }
+    }
+
     pub fn key(&self) -> &str {
         match self {
             Self::Plain(key) | Self::WithPriority { key, .. } => key,
@@ -55,6 +80,31 @@ impl ApiKeyEntry {
         match self {
             Self::Plain(_) => None,
             Self::WithPriority { priority, .. } => *priority,
+        }
+    }
+
+    pub fn max_priority(&self) -> Option<i64> {
+        match self {
+            Self::Plain(_) => None,
+            Self::WithPriority { max_priority, .. } => *max_priority,
+        }
+    }
+
+    /// Whether it may use the control routes (true unless the entry says `admin: false`).
+    pub fn admin(&self) -> bool {
+        match self {
+            Self::Plain(_) => true,
+            Self::WithPriority { admin, .. } => admin.unwrap_or(true),
+        }
+    }
+
+    /// The name shown for it: its `name`, else `key N` (its place in `api_keys`, from 1).
+    pub fn display_name(&self, index: usize) -> String {
+        match self {
+            Self::WithPriority {
+                name: Some(name), ..
+            } => name.clone(),
+            _ => format!("key {}", index + 1),
         }
     }
 }

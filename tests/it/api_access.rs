@@ -1,9 +1,12 @@
-//! Who may call the server: API keys when configured, foreign hosts refused, cross-origin
-//! reads only for configured origins (the simulated engine).
+//! Who may call the server and what each caller may do (the simulated engine): API keys when
+//! configured, their roles and priority caps, foreign hosts refused, web pages refused,
+//! cross-origin reads only for configured origins.
 
 use crate::api_fake::{Setup, chat, error_of, server};
-use serde_json::json;
-use strata_desk::config::AppSettings;
+use crate::api_observe::running_id;
+use serde_json::{Value, json};
+use strata_desk::config::{ApiKeyEntry, AppSettings};
+use strata_desk::engine_worker::FakeOptions;
 
 #[tokio::test]
 async fn api_keys_are_required_when_configured_and_foreign_hosts_are_refused() {
@@ -201,5 +204,134 @@ async fn a_configured_cors_origin_may_post_json_from_its_page() {
     assert_eq!(
         response.headers()["access-control-allow-origin"],
         "https://my.tool.example"
+    );
+}
+
+#[tokio::test]
+async fn a_key_without_admin_acts_only_on_its_own_requests_and_its_max_priority_caps_what_it_asks()
+{
+    let agent = ApiKeyEntry::WithPriority {
+        key: "agent-key".into(),
+        name: Some("codex".into()),
+        priority: None,
+        max_priority: Some(5),
+        admin: Some(false),
+    };
+    let server = server(Setup {
+        fake: FakeOptions {
+            decode_steps_per_sec: 40.0,
+            ..FakeOptions::instant()
+        },
+        app: AppSettings {
+            // an entry written before `admin` existed: an admin key
+            api_keys: vec![ApiKeyEntry::with_priority("boss-key", None), agent],
+            ..AppSettings::default()
+        },
+        ..Setup::default()
+    })
+    .await;
+    let client = reqwest::Client::new();
+    let send = |key: &'static str, body: Value| {
+        client
+            .post(format!("{}/v1/chat/completions", server.base))
+            .bearer_auth(key)
+            .json(&body)
+            .send()
+    };
+    let control = |key: &'static str, method: reqwest::Method, path: String, body: Value| {
+        client
+            .request(method, format!("{}{path}", server.base))
+            .bearer_auth(key)
+            .header("content-type", "application/json")
+            .body(body.to_string())
+            .send()
+    };
+    // the boss's long request runs; the agent's waits, asking priority 100
+    let boss = tokio::spawn(send("boss-key", chat("boss", 60)));
+    server
+        .until("the boss runs", |s| running_id(s).is_some())
+        .await;
+    let boss_id = running_id(&server.service.snapshot()).unwrap();
+    let mut asked = chat("agent", 3);
+    asked["priority"] = json!(100);
+    let agent_request = tokio::spawn(send("agent-key", asked));
+    server
+        .until("the agent waits", |s| s.waiting.len() == 1)
+        .await;
+    let waiting = server.service.snapshot().waiting[0].clone();
+    assert_eq!(waiting.priority, 5, "max_priority caps the body's 100");
+    let agent_id = waiting.request_id.0;
+
+    // the agent key may not touch the boss's request, nor the engine or settings
+    let (status, body) = {
+        let r = control(
+            "agent-key",
+            reqwest::Method::DELETE,
+            format!("/v1/requests/{boss_id}"),
+            json!({}),
+        )
+        .await
+        .unwrap();
+        (r.status().as_u16(), r.json::<Value>().await.unwrap())
+    };
+    assert_eq!(status, 403, "{body}");
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("own requests")
+    );
+    for (method, path, body) in [
+        (
+            reqwest::Method::POST,
+            "/v1/engine/restart".to_owned(),
+            json!({}),
+        ),
+        (
+            reqwest::Method::PATCH,
+            "/v1/settings".to_owned(),
+            json!({"solo_priority": true}),
+        ),
+    ] {
+        let r = control("agent-key", method, path.clone(), body)
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 403, "{path}");
+    }
+    // ... but re-prioritises and cancels its own
+    let r = control(
+        "agent-key",
+        reqwest::Method::PATCH,
+        format!("/v1/requests/{agent_id}"),
+        json!({"priority": 2}),
+    )
+    .await
+    .unwrap();
+    assert_eq!(r.status(), 200);
+    let r = control(
+        "agent-key",
+        reqwest::Method::DELETE,
+        format!("/v1/requests/{agent_id}"),
+        json!({}),
+    )
+    .await
+    .unwrap();
+    assert_eq!(r.status(), 200);
+    // the admin key may act on anyone's
+    let r = control(
+        "boss-key",
+        reqwest::Method::DELETE,
+        format!("/v1/requests/{boss_id}"),
+        json!({}),
+    )
+    .await
+    .unwrap();
+    assert_eq!(r.status(), 200);
+    let _ = boss.await.unwrap();
+    let _ = agent_request.await.unwrap();
+    assert_eq!(
+        server.service.snapshot().engine.generation,
+        1,
+        "nothing restarted"
     );
 }

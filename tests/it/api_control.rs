@@ -19,10 +19,7 @@ async fn priority_comes_from_the_body_then_the_header_then_the_key_and_is_clampe
             ..FakeOptions::instant()
         },
         app: AppSettings {
-            api_keys: vec![ApiKeyEntry::WithPriority {
-                key: "k3".into(),
-                priority: Some(3),
-            }],
+            api_keys: vec![ApiKeyEntry::with_priority("k3", Some(3))],
             ..AppSettings::default()
         },
         scheduler: SchedulerSettings {

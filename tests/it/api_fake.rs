@@ -75,6 +75,7 @@ pub async fn server(setup: Setup) -> Server {
         prompts: Arc::new(Prompts::new(tokenizer).unwrap()),
         app: Arc::new(setup.app),
         scheduler: Arc::new(setup.scheduler),
+        owners: Default::default(),
     };
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let base = format!("http://{}", listener.local_addr().unwrap());
