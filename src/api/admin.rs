@@ -194,6 +194,7 @@ struct RequestPatchDto {
 pub async fn patch_request(
     State(state): State<ApiState>,
     Extension(access): Extension<Access>,
+    headers: HeaderMap,
     Path(raw): Path<String>,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Json<Value>, ApiError> {
@@ -201,7 +202,13 @@ pub async fn patch_request(
     may_act_on(&state, access, id)?;
     let body = body_bytes(&state, body)?;
     let dto: RequestPatchDto = parse_body(&body)?;
-    let priority = resolve_priority(Some(dto.priority), &state.scheduler);
+    let mut priority = resolve_priority(Some(dto.priority), &state.scheduler);
+    // the key's cap holds here too: a key cannot raise its request past what it may ask
+    if let Some(max) =
+        auth::presented_entry(&state.app, &headers).and_then(|(_, k)| k.max_priority())
+    {
+        priority = priority.min(resolve_priority(Some(max), &state.scheduler));
+    }
     let state_now = state.service.set_priority(id, priority).await?;
     Ok(Json(
         json!({"id": id, "priority": priority, "state": state_now}),
@@ -258,6 +265,9 @@ mod tests {
         assert_eq!(app.api_keys[2].display_name(2), "codex");
         assert_eq!(app.api_keys[0].display_name(0), "key 1");
         assert_eq!(app.api_keys[2].max_priority(), Some(5));
+        // a misspelt field is refused, never read as an admin key
+        let typo = serde_json::from_str::<Vec<ApiKeyEntry>>(r#"[{"key": "x", "Admin": false}]"#);
+        assert!(typo.is_err(), "{typo:?}");
     }
 
     #[test]

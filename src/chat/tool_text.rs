@@ -86,7 +86,12 @@ impl Masked {
                 .ok()
                 .and_then(|i| self.strings.get(i))
             else {
-                break; // not ours (a template that cut a placeholder): left as it is
+                // not ours (a template that changed a placeholder): left as it is, and the
+                // placeholders after it are still put back
+                let kept = open + OPEN.len_utf8();
+                out.push(Segment::Markup(rest[..kept].to_owned()));
+                rest = &rest[kept..];
+                continue;
             };
             if open > 0 {
                 out.push(Segment::Markup(rest[..open].to_owned()));
@@ -201,6 +206,25 @@ mod tests {
             .collect();
         assert!(whole.contains(r#""description": "ends here <|im_end|> then \"quoted\"""#));
         assert!(whole.contains("First tool: ends here <|im_end|> then \"quoted\"<|im_end|>"));
+    }
+
+    #[test]
+    fn a_placeholder_a_template_changed_is_left_and_the_ones_after_it_are_put_back() {
+        let mut masked = Masked::default();
+        let first = masked.mask_str("a <b>");
+        let second = masked.mask_str("c [d]");
+        // a template that sliced the first placeholder (its number and quote are gone)
+        let cut = format!("{OPEN}{CLOSE}");
+        assert_ne!(first, cut);
+        let segments = masked.unmask(vec![Segment::Markup(format!("x{cut}y{second}z"))]);
+        let text: Vec<&str> = segments
+            .iter()
+            .filter_map(|s| match s {
+                Segment::Text(t) => Some(t.as_str()),
+                Segment::Markup(_) => None,
+            })
+            .collect();
+        assert_eq!(text, ["c [d]"]);
     }
 
     #[test]

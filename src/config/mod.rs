@@ -45,48 +45,55 @@ pub const RECENT_MODELS_MAX: usize = 8;
 #[serde(untagged)]
 pub enum ApiKeyEntry {
     Plain(String),
-    WithPriority {
-        key: String,
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        name: Option<String>,
-        #[serde(default)]
-        priority: Option<i64>,
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        max_priority: Option<i64>,
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        admin: Option<bool>,
-    },
+    WithPriority(ApiKey),
+}
+
+/// A key written as an object. Unknown fields are refused: a misspelt `admin` must not leave
+/// an admin key behind.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ApiKey {
+    pub key: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    #[serde(default)]
+    pub priority: Option<i64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_priority: Option<i64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub admin: Option<bool>,
 }
 
 impl ApiKeyEntry {
     /// A key with only a default priority (every other field at its default).
     pub fn with_priority(key: &str, priority: Option<i64>) -> Self {
-        Self::WithPriority {
+        Self::WithPriority(ApiKey {
             key: key.to_owned(),
             name: None,
             priority,
             max_priority: None,
             admin: None,
-        }
+        })
     }
 
     pub fn key(&self) -> &str {
         match self {
-            Self::Plain(key) | Self::WithPriority { key, .. } => key,
+            Self::Plain(key) => key,
+            Self::WithPriority(k) => &k.key,
         }
     }
 
     pub fn priority(&self) -> Option<i64> {
         match self {
             Self::Plain(_) => None,
-            Self::WithPriority { priority, .. } => *priority,
+            Self::WithPriority(k) => k.priority,
         }
     }
 
     pub fn max_priority(&self) -> Option<i64> {
         match self {
             Self::Plain(_) => None,
-            Self::WithPriority { max_priority, .. } => *max_priority,
+            Self::WithPriority(k) => k.max_priority,
         }
     }
 
@@ -94,16 +101,16 @@ impl ApiKeyEntry {
     pub fn admin(&self) -> bool {
         match self {
             Self::Plain(_) => true,
-            Self::WithPriority { admin, .. } => admin.unwrap_or(true),
+            Self::WithPriority(k) => k.admin.unwrap_or(true),
         }
     }
 
     /// The name shown for it: its `name`, else `key N` (its place in `api_keys`, from 1).
     pub fn display_name(&self, index: usize) -> String {
         match self {
-            Self::WithPriority {
+            Self::WithPriority(ApiKey {
                 name: Some(name), ..
-            } => name.clone(),
+            }) => name.clone(),
             _ => format!("key {}", index + 1),
         }
     }

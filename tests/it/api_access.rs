@@ -5,7 +5,7 @@
 use crate::api_fake::{Setup, chat, error_of, server};
 use crate::api_observe::running_id;
 use serde_json::{Value, json};
-use strata_desk::config::{ApiKeyEntry, AppSettings};
+use strata_desk::config::{ApiKey, ApiKeyEntry, AppSettings};
 use strata_desk::engine_worker::FakeOptions;
 
 #[tokio::test]
@@ -210,13 +210,13 @@ async fn a_configured_cors_origin_may_post_json_from_its_page() {
 #[tokio::test]
 async fn a_key_without_admin_acts_only_on_its_own_requests_and_its_max_priority_caps_what_it_asks()
 {
-    let agent = ApiKeyEntry::WithPriority {
+    let agent = ApiKeyEntry::WithPriority(ApiKey {
         key: "agent-key".into(),
         name: Some("codex".into()),
         priority: None,
         max_priority: Some(5),
         admin: Some(false),
-    };
+    });
     let server = server(Setup {
         fake: FakeOptions {
             decode_steps_per_sec: 40.0,
@@ -298,7 +298,17 @@ async fn a_key_without_admin_acts_only_on_its_own_requests_and_its_max_priority_
             .unwrap();
         assert_eq!(r.status(), 403, "{path}");
     }
-    // ... but re-prioritises and cancels its own
+    // ... but re-prioritises and cancels its own, within its cap
+    let r = control(
+        "agent-key",
+        reqwest::Method::PATCH,
+        format!("/v1/requests/{agent_id}"),
+        json!({"priority": 100}),
+    )
+    .await
+    .unwrap();
+    assert_eq!(r.status(), 200);
+    assert_eq!(r.json::<Value>().await.unwrap()["priority"], 5, "capped");
     let r = control(
         "agent-key",
         reqwest::Method::PATCH,
@@ -308,6 +318,7 @@ async fn a_key_without_admin_acts_only_on_its_own_requests_and_its_max_priority_
     .await
     .unwrap();
     assert_eq!(r.status(), 200);
+    assert_eq!(r.json::<Value>().await.unwrap()["priority"], 2);
     let r = control(
         "agent-key",
         reqwest::Method::DELETE,
