@@ -300,3 +300,25 @@ fn a_decode_fills_the_pool_to_its_last_cell_without_a_park() {
     assert_eq!(sim.count(|a| matches!(a, Action::Park { .. })), 0);
     assert_eq!(sim.s.snapshot(sim.now).counters.kv_parks, 0);
 }
+
+/// Two decodes sharing a pool they fill exactly: when a whole share no longer fits, each takes
+/// just the cell it needs, so neither is parked.
+#[test]
+fn two_decodes_that_fill_the_pool_exactly_take_their_last_cells_one_at_a_time() {
+    let mut f = facts(2, 256);
+    f.kv_cells_total = 1000;
+    let s = SchedulerSettings {
+        output_reserve_tokens: 8,
+        ..SchedulerSettings::default()
+    };
+    let mut sim = with(s, f);
+    // 301 + 299 and 301 + 99 cells: 1,000 (the last token of each takes none)
+    sim.arrive(Arrival::new(1, p(301, 1)).output(300));
+    sim.arrive(Arrival::new(2, p(301, 2)).output(100));
+    sim.run(300.0);
+    sim.check_end();
+    assert_eq!(sim.rec(1).delivered.len(), 300);
+    assert_eq!(sim.rec(2).delivered.len(), 100);
+    assert_eq!(sim.count(|a| matches!(a, Action::Park { .. })), 0);
+    assert_eq!(sim.s.snapshot(sim.now).counters.kv_parks, 0);
+}
