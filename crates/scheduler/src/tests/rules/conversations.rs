@@ -143,3 +143,25 @@ fn an_engine_that_cannot_trim_shares_no_prefix_between_sequences() {
     sim.check_end();
     assert_eq!(sim.count(|a| matches!(a, Action::CopyPrefix { .. })), 0);
 }
+
+/// A stream parked in its sequence moves to host RAM when the cells are needed after all, and
+/// that move counts as a park to host.
+#[test]
+fn a_stream_parked_in_the_pool_moves_to_host_ram_when_its_cells_are_needed_and_is_counted() {
+    let mut f = facts(1, 256);
+    f.kv_cells_total = 2000;
+    let s = SchedulerSettings {
+        solo_priority: true,
+        ..SchedulerSettings::default()
+    };
+    let mut sim = with(s, f);
+    sim.arrive(Arrival::new(1, p(500, 1)).output(1000));
+    // W fits beside the paused stream (parked in the pool); X, after W, needs its cells
+    sim.arrive(Arrival::new(2, p(300, 2)).at(6.0).priority(5).output(20));
+    sim.arrive(Arrival::new(3, p(1500, 3)).at(6.5).priority(5).output(5));
+    sim.run(300.0);
+    sim.check_end();
+    let c = sim.s.snapshot(sim.now).counters;
+    assert_eq!((c.parks_in_pool, c.parks_to_host), (1, 1), "{c:?}");
+    assert_eq!(sim.rec(1).delivered.len(), 1000);
+}

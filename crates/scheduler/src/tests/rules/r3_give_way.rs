@@ -122,3 +122,29 @@ fn a_read_that_gave_way_continues_on_the_boundaries_of_an_uninterrupted_read() {
     }
     assert_eq!(sim.s.snapshot(sim.now).counters.give_ways_shorter_left, 2);
 }
+
+/// A waiting follow-up's left to read counts only what its kept conversation does not hold:
+/// 24 new tokens make a fresh 3,000-token read give way in solo mode.
+#[test]
+fn a_waiting_follow_up_counts_only_its_new_tokens_as_left_to_read() {
+    let mut sim = solo(256, false);
+    sim.arrive(Arrival::new(1, p(1200, 1)).output(10));
+    sim.arrive(Arrival::new(2, p(3000, 2)).at(2.0).output(5));
+    sim.follow_up(2.5, 3, 1, p(24, 9), 0, 5);
+    sim.run(2.51);
+    // the snapshot says the same while it waits
+    let waiting = sim.s.snapshot(sim.now).waiting;
+    let w = waiting
+        .iter()
+        .find(|w| w.request_id.0 == 3)
+        .expect("waiting");
+    assert!(w.tokens_left_to_read < 40, "{w:?}");
+    sim.run(100.0);
+    sim.check_end();
+    let c = sim.s.snapshot(sim.now).counters;
+    assert_eq!(c.give_ways_shorter_left, 1, "{c:?}");
+    // it read only its new tokens (the conversation's 1,210 were held)
+    let read: u32 = sim.rec(3).chunks.iter().map(|r| r.end - r.start).sum();
+    assert!(read < 40, "the follow-up read {read} tokens");
+    assert!(sim.rec(3).ended_at() < sim.rec(2).ended_at());
+}
