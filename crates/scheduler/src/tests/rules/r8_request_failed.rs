@@ -146,3 +146,19 @@ fn a_failure_for_a_request_that_already_ended_changes_nothing() {
     // nothing of a request that no longer exists is counted as lost
     assert_eq!(c.processed_prefix_losses, 0);
 }
+
+#[test]
+fn a_decode_that_fails_in_a_step_with_another_request_s_chunk_leaves_that_chunk_read() {
+    let mut sim = batch(2, 256);
+    sim.arrive(Arrival::new(1, p(50, 1)).output(100));
+    sim.arrive(Arrival::new(2, p(5000, 2)).at(0.5).output(5));
+    // at 1.0001 s a step holds req-1's decode and a chunk of req-2's read
+    sim.event_at(1.0001, failed("the engine refused req-1", 0, 1));
+    sim.run(100.0);
+    // KV continuity and no chunk read twice: the chunk beside the failed decode counted
+    sim.check_end();
+    assert!(failed_with_message(&sim, 1).is_some());
+    assert_eq!(sim.rec(2).finish_reason(), Some(FinishReason::Stop));
+    let read: u32 = sim.rec(2).chunks.iter().map(|c| c.end - c.start).sum();
+    assert_eq!(read, 5000);
+}
