@@ -83,13 +83,12 @@ pub fn start(config: &Config, exe: PathBuf) -> Result<(ServiceHandle, ApiState),
         launch,
         settings: config.scheduler.clone(),
     })?;
-    let state = ApiState {
-        service: handle.clone(),
-        prompts: Arc::new(prompts),
-        app: Arc::new(config.app.clone()),
-        scheduler: Arc::new(config.scheduler.clone()),
-        owners: Default::default(),
-    };
+    let state = ApiState::new(
+        handle.clone(),
+        Arc::new(prompts),
+        Arc::new(config.app.clone()),
+        Arc::new(config.scheduler.clone()),
+    );
     Ok((handle, state))
 }
 

@@ -4,6 +4,7 @@
 //! is a 400 that names where it came from, SCHEDULING.md).
 
 use super::{ApiError, ApiState};
+use crate::config::AppSettings;
 use axum::body::Bytes;
 use axum::extract::rejection::BytesRejection;
 use axum::http::HeaderMap;
@@ -17,6 +18,9 @@ pub fn body_bytes(
     body.map_err(|e| match e.status() {
         axum::http::StatusCode::PAYLOAD_TOO_LARGE => ApiError::PayloadTooLarge {
             limit_mib: state.app.body_limit_mib,
+        },
+        _ if super::limits::timed_out(&e) => ApiError::BodyTimeout {
+            secs: state.app.body_read_timeout_secs,
         },
         _ => ApiError::bad(e.body_text(), None),
     })
@@ -36,6 +40,36 @@ pub fn parse_body<T: serde::de::DeserializeOwned>(body: &[u8]) -> Result<T, ApiE
             ApiError::bad(format!("`{path}`: {inner}"), Some(&path))
         }
     })
+}
+
+/// Stop strings within `max_stop_strings` and `max_stop_string_bytes` (each is matched
+/// against every token's text, so their size is work per token); `field` names them.
+pub fn check_stops(field: &str, stops: &[String], app: &AppSettings) -> Result<(), ApiError> {
+    if stops.len() > app.max_stop_strings as usize {
+        return Err(bad(
+            format!(
+                "`{field}` takes at most {} strings (`max_stop_strings`), got {}",
+                app.max_stop_strings,
+                stops.len()
+            ),
+            field,
+        ));
+    }
+    if let Some((i, long)) = stops
+        .iter()
+        .enumerate()
+        .find(|(_, s)| s.len() > app.max_stop_string_bytes as usize)
+    {
+        return Err(bad(
+            format!(
+                "`{field}[{i}]` is {} bytes; a stop string may be at most {} (`max_stop_string_bytes`)",
+                long.len(),
+                app.max_stop_string_bytes
+            ),
+            &format!("{field}[{i}]"),
+        ));
+    }
+    Ok(())
 }
 
 /// A 400 about one field.

@@ -1,7 +1,7 @@
 //! `POST /v1/chat/completions`: the DTO, its validation into a [`Submission`], and the
 //! streaming and non-streaming answers.
 
-use super::body::{body_bytes, body_priority, parse_body};
+use super::body::{body_bytes, body_priority, check_stops, parse_body};
 use super::generation::{self, Generation, rand_seed, strip_reasoning};
 use super::tools::{self, ResponseFormatDto, ToolDto};
 use super::wire::{self, WireWriter};
@@ -260,12 +260,6 @@ impl TryFrom<ChatCompletionDto> for ChatRequest {
             Some(StopDto::One(s)) => vec![s],
             Some(StopDto::Many(v)) => v,
         };
-        if stop.len() > 16 {
-            return Err(ApiError::bad(
-                format!("`stop` takes at most 16 strings, got {}", stop.len()),
-                Some("stop"),
-            ));
-        }
         let defaults = Sampling::default();
         let sampling = Sampling {
             temperature: dto.temperature.unwrap_or(1.0),
@@ -298,32 +292,42 @@ pub async fn chat_completions(
     body: Result<Bytes, axum::extract::rejection::BytesRejection>,
 ) -> Result<Response, ApiError> {
     let body = body_bytes(&state, body)?;
-    let mut dto: ChatCompletionDto = parse_body(&body)?;
-    let model = state.model_name(dto.model.as_deref());
-    let (tools, tool_choice, format) = (
-        dto.tools.take(),
-        dto.tool_choice.take(),
-        dto.response_format.take(),
-    );
-    let request = ChatRequest::try_from(dto)?;
-    let output = tools::output_spec(
-        tools,
-        tool_choice.as_ref(),
-        format,
-        state.prompts.tokenizer(),
-        state.prompts.tool_format(),
-    )?;
-    let (stream, include_usage) = (request.stream, request.include_usage);
-    let generation = Generation {
-        messages: request.messages,
-        output,
-        sampling: request.sampling,
-        max_tokens: request.max_tokens,
-        stop: request.stop,
-        ignore_eos: request.ignore_eos,
-        priority: request.priority,
-    };
-    let started = generation::start(&state, &headers, generation, "call_").await?;
+    let prep = state.clone();
+    let (prepared, model, stream, include_usage) = state
+        .limits
+        .prepare(move || {
+            let mut dto: ChatCompletionDto = parse_body(&body)?;
+            let model = prep.model_name(dto.model.as_deref());
+            let (tools, tool_choice, format) = (
+                dto.tools.take(),
+                dto.tool_choice.take(),
+                dto.response_format.take(),
+            );
+            let request = ChatRequest::try_from(dto)?;
+            check_stops("stop", &request.stop, &prep.app)?;
+            let output = tools::output_spec(
+                tools,
+                tool_choice.as_ref(),
+                format,
+                prep.prompts.tokenizer(),
+                prep.prompts.tool_format(),
+                &prep.app,
+            )?;
+            let (stream, include_usage) = (request.stream, request.include_usage);
+            let generation = Generation {
+                messages: request.messages,
+                output,
+                sampling: request.sampling,
+                max_tokens: request.max_tokens,
+                stop: request.stop,
+                ignore_eos: request.ignore_eos,
+                priority: request.priority,
+            };
+            let prepared = generation::tokenize(&prep, generation)?;
+            Ok((prepared, model, stream, include_usage))
+        })
+        .await?;
+    let started = generation::submit(&state, &headers, prepared, "call_").await?;
     let writer = ChatWriter {
         id: format!("chatcmpl-{}", started.id.0),
         model,

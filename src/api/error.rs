@@ -24,6 +24,16 @@ pub enum ApiError {
     PayloadTooLarge { limit_mib: u64 },
     #[error("the waiting queue is full; retry after {retry_after_secs} s")]
     QueueFull { retry_after_secs: u32 },
+    /// A bounded place is full (request preparation, event-stream clients).
+    #[error("{what}: all {limit} places are taken (`{key}`); retry after {retry_after_secs} s")]
+    Busy {
+        what: &'static str,
+        key: &'static str,
+        limit: u32,
+        retry_after_secs: u32,
+    },
+    #[error("the request body did not arrive within {secs} s (`body_read_timeout_secs`)")]
+    BodyTimeout { secs: u32 },
     #[error("the engine is loading; retry after {retry_after_secs} s")]
     EngineStarting { retry_after_secs: u32 },
     #[error("the engine is unavailable: {0}")]
@@ -63,7 +73,8 @@ impl ApiError {
         match self {
             Self::BadRequest { .. } | Self::ContextLengthExceeded { .. } => StatusCode::BAD_REQUEST,
             Self::PayloadTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
-            Self::QueueFull { .. } => StatusCode::TOO_MANY_REQUESTS,
+            Self::QueueFull { .. } | Self::Busy { .. } => StatusCode::TOO_MANY_REQUESTS,
+            Self::BodyTimeout { .. } => StatusCode::REQUEST_TIMEOUT,
             Self::EngineStarting { .. } | Self::EngineUnavailable(_) => {
                 StatusCode::SERVICE_UNAVAILABLE
             }
@@ -85,6 +96,8 @@ impl ApiError {
             }
             Self::PayloadTooLarge { .. } => ("invalid_request_error", Some("payload_too_large")),
             Self::QueueFull { .. } => ("rate_limit_error", Some("queue_full")),
+            Self::Busy { .. } => ("rate_limit_error", Some("server_busy")),
+            Self::BodyTimeout { .. } => ("invalid_request_error", Some("request_timeout")),
             Self::EngineStarting { .. } => ("server_error", Some("engine_starting")),
             Self::EngineUnavailable(_) => ("server_error", Some("engine_unavailable")),
             Self::Unauthorized => ("authentication_error", Some("invalid_api_key")),
@@ -113,9 +126,11 @@ impl ApiError {
 
     fn retry_after_secs(&self) -> Option<u32> {
         match self {
-            Self::QueueFull { retry_after_secs } | Self::EngineStarting { retry_after_secs } => {
-                Some(*retry_after_secs)
-            }
+            Self::QueueFull { retry_after_secs }
+            | Self::EngineStarting { retry_after_secs }
+            | Self::Busy {
+                retry_after_secs, ..
+            } => Some(*retry_after_secs),
             _ => None,
         }
     }

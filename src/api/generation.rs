@@ -78,20 +78,31 @@ pub fn priority_of(
     Ok((priority, raw.is_some()))
 }
 
-/// Tokenizes (on a blocking thread) and submits; call ids are `{id_prefix}{request}_{n}`.
-pub async fn start(
+/// A generation with its prompt tokenized: what [`submit`] sends.
+#[derive(Debug)]
+pub struct Prepared {
+    generation: Generation,
+    prompt: crate::api::Prompt,
+}
+
+/// Tokenizes the prompt with its tools (CPU work: call it inside [`super::Limits::prepare`]).
+pub fn tokenize(state: &ApiState, mut generation: Generation) -> Result<Prepared, ApiError> {
+    let messages = normalize(std::mem::take(&mut generation.messages));
+    let prompt = state
+        .prompts
+        .tokenize(&messages, &generation.output.tools)?;
+    Ok(Prepared { generation, prompt })
+}
+
+/// Submits a prepared request; call ids are `{id_prefix}{request}_{n}`.
+pub async fn submit(
     state: &ApiState,
     headers: &HeaderMap,
-    generation: Generation,
+    prepared: Prepared,
     id_prefix: &str,
 ) -> Result<Started, ApiError> {
+    let Prepared { generation, prompt } = prepared;
     let (priority, priority_given) = priority_of(state, headers, generation.priority)?;
-    let prompts = state.prompts.clone();
-    let messages = normalize(generation.messages);
-    let offered = generation.output.tools.clone();
-    let prompt = tokio::task::spawn_blocking(move || prompts.tokenize(&messages, &offered))
-        .await
-        .map_err(|e| ApiError::Internal(e.to_string()))??;
     let mut sampling = generation.sampling;
     sampling.grammar = generation.output.grammar.clone();
     if prompt.starts_in_reasoning
@@ -130,18 +141,15 @@ pub async fn start(
     })
 }
 
-/// Prompt tokens of `messages` with `tools` offered (Anthropic's `count_tokens`).
-pub async fn count_tokens(
+/// Prompt tokens of `messages` with `tools` offered (Anthropic's `count_tokens`; CPU work:
+/// call it inside [`super::Limits::prepare`]).
+pub fn count_tokens(
     state: &ApiState,
     messages: Vec<ChatMessage>,
-    tools: Vec<serde_json::Value>,
+    tools: &[serde_json::Value],
 ) -> Result<usize, ApiError> {
-    let prompts = state.prompts.clone();
     let messages = normalize(messages);
-    let prompt = tokio::task::spawn_blocking(move || prompts.tokenize(&messages, &tools))
-        .await
-        .map_err(|e| ApiError::Internal(e.to_string()))??;
-    Ok(prompt.tokens.len())
+    Ok(state.prompts.tokenize(&messages, tools)?.tokens.len())
 }
 
 /// One system message first (templates often refuse several, or one later on): leading

@@ -12,16 +12,19 @@ mod browser;
 mod chat;
 mod error;
 mod generation;
+mod limits;
 mod observe;
 mod owners;
 mod prompts;
 mod responses;
+mod serve;
 #[cfg(test)]
 mod test_json;
 mod tools;
 mod wire;
 
 pub use admin::{Access, admin_access, admin_allowed};
+pub use limits::Limits;
 pub use observe::EVENTS_PER_SEC_MAX;
 pub use owners::Owners;
 
@@ -38,7 +41,6 @@ use axum::routing::{delete, get, patch, post};
 use axum::{Json, Router};
 use serde_json::json;
 use std::future::Future;
-use std::net::SocketAddr;
 use std::sync::Arc;
 
 /// The response header that carries the request's id (as `/v1/scheduler` and
@@ -55,6 +57,27 @@ pub struct ApiState {
     /// Which API key sent each live request (a key without `admin` may cancel or
     /// re-prioritise only its own).
     pub owners: owners::Owners,
+    /// Bounds on request preparation and event-stream clients.
+    pub limits: Limits,
+}
+
+impl ApiState {
+    /// The state for a service and a config (the bounds taken from `app`).
+    pub fn new(
+        service: ServiceHandle,
+        prompts: Arc<Prompts>,
+        app: Arc<AppSettings>,
+        scheduler: Arc<SchedulerSettings>,
+    ) -> Self {
+        Self {
+            limits: Limits::new(&app),
+            service,
+            prompts,
+            app,
+            scheduler,
+            owners: Default::default(),
+        }
+    }
 }
 
 impl ApiState {
@@ -86,6 +109,7 @@ impl ApiState {
 
 pub fn router(state: ApiState) -> Router {
     let limit = usize::try_from(state.app.body_limit_mib * 1024 * 1024).unwrap_or(usize::MAX);
+    let body_secs = state.app.body_read_timeout_secs;
     let origins: Vec<HeaderValue> = state
         .app
         .cors_origins
@@ -124,6 +148,9 @@ pub fn router(state: ApiState) -> Router {
             auth::guard,
         ))
         .layer(DefaultBodyLimit::max(limit))
+        .layer(axum::middleware::from_fn(move |request, next| {
+            limits::body_deadline(body_secs, request, next)
+        }))
         .with_state(state);
     // No CORS unless configured: a web page may not read answers from another origin.
     if origins.is_empty() {
@@ -144,12 +171,9 @@ pub async fn serve(
     state: ApiState,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
-    axum::serve(
-        listener,
-        router(state).into_make_service_with_connect_info::<SocketAddr>(),
-    )
-    .with_graceful_shutdown(shutdown)
-    .await
+    let header_read_timeout =
+        std::time::Duration::from_secs(u64::from(state.app.header_read_timeout_secs));
+    serve::serve_router(listener, router(state), header_read_timeout, shutdown).await
 }
 
 async fn models(State(state): State<ApiState>) -> Json<serde_json::Value> {

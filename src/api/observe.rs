@@ -2,7 +2,7 @@
 //! `GET /v1/scheduler/events` (the same as Server-Sent Events, one per change, at most
 //! [`EVENTS_PER_SEC_MAX`] a second) and `GET /metrics` (Prometheus / OpenMetrics text).
 
-use super::ApiState;
+use super::{ApiError, ApiState};
 use crate::metrics;
 use crate::service::ServiceSnapshot;
 use axum::Json;
@@ -25,12 +25,14 @@ pub async fn scheduler(State(state): State<ApiState>) -> Json<ServiceSnapshot> {
 
 pub async fn scheduler_events(
     State(state): State<ApiState>,
-) -> Sse<impl Stream<Item = Result<Event, Infallible>>> {
+) -> Result<Sse<impl Stream<Item = Result<Event, Infallible>>>, ApiError> {
     let gap = Duration::from_secs(1) / EVENTS_PER_SEC_MAX;
+    // the client's place, held by the stream until the client goes
+    let place = state.limits.subscribe()?;
     // The first event is the current snapshot; each later one follows a change.
     let stream = futures_util::stream::unfold(
-        (state.service.watch(), true),
-        move |(mut rx, first): (watch::Receiver<ServiceSnapshot>, bool)| async move {
+        (state.service.watch(), true, place),
+        move |(mut rx, first, place): (watch::Receiver<ServiceSnapshot>, bool, _)| async move {
             if !first {
                 tokio::time::sleep(gap).await;
                 rx.changed().await.ok()?;
@@ -40,10 +42,10 @@ pub async fn scheduler_events(
                 .event("snapshot")
                 .json_data(&snapshot)
                 .unwrap_or_else(|e| Event::default().event("error").data(e.to_string()));
-            Some((Ok(event), (rx, false)))
+            Some((Ok(event), (rx, false, place)))
         },
     );
-    Sse::new(stream).keep_alive(KeepAlive::new().interval(KEEP_ALIVE))
+    Ok(Sse::new(stream).keep_alive(KeepAlive::new().interval(KEEP_ALIVE)))
 }
 
 pub async fn metrics(State(state): State<ApiState>) -> Response {

@@ -4,6 +4,7 @@
 
 use super::ApiError;
 use crate::chat::ToolFormat;
+use crate::config::AppSettings;
 use crate::grammar::{self, ToolSpec};
 use crate::service::Grammar;
 use crate::tokenizer::Tokenizer;
@@ -148,8 +149,22 @@ pub fn output_spec(
     response_format: Option<ResponseFormatDto>,
     tokenizer: &Tokenizer,
     format: ToolFormat,
+    app: &AppSettings,
 ) -> Result<OutputSpec, ApiError> {
     let tools = tools.unwrap_or_default();
+    if tools.len() > app.max_tools as usize {
+        return Err(bad(
+            format!(
+                "`tools` takes at most {} tools (`max_tools`), got {}",
+                app.max_tools,
+                tools.len()
+            ),
+            "tools",
+        ));
+    }
+    // names seen so far: a set, so many tools cost no more than their count
+    let mut names = std::collections::HashSet::with_capacity(tools.len());
+    let schema_max_bytes = app.max_tool_schema_kib as usize * 1024;
     let mut specs: Vec<ToolSpec> = Vec::with_capacity(tools.len());
     let mut offered = Vec::with_capacity(tools.len());
     for (i, tool) in tools.into_iter().enumerate() {
@@ -177,7 +192,7 @@ pub fn output_spec(
                 &format!("tools[{i}].function.name"),
             ));
         }
-        if specs.iter().any(|s| s.name == f.name) {
+        if !names.insert(f.name.clone()) {
             return Err(bad(
                 format!("`tools[{i}].function.name` {:?} is given twice", f.name),
                 &format!("tools[{i}].function.name"),
@@ -194,6 +209,16 @@ pub fn output_spec(
                 ));
             }
         };
+        let schema_bytes = parameters.to_string().len();
+        if schema_bytes > schema_max_bytes {
+            return Err(bad(
+                format!(
+                    "`{param}` is {schema_bytes} bytes of JSON; a tool's schema may be at most {} KiB (`max_tool_schema_kib`)",
+                    app.max_tool_schema_kib
+                ),
+                &param,
+            ));
+        }
         grammar::for_json_schema(&parameters)
             .map_err(|e| bad(format!("`{param}`: {e}"), &param))?;
         let mut function = json!({"name": f.name, "parameters": parameters});
@@ -317,6 +342,7 @@ mod tests {
             format,
             &Tokenizer::simulated(),
             ToolFormat::Hermes,
+            &AppSettings::default(),
         )
     }
 
@@ -351,6 +377,7 @@ mod tests {
             None,
             &Tokenizer::simulated(),
             ToolFormat::Xml,
+            &AppSettings::default(),
         )
         .unwrap();
         assert!(xml.parse_calls && xml.grammar.is_none());

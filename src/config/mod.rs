@@ -21,7 +21,18 @@ pub enum EngineKind {
 pub use crate::protocol::{FlashAttn, KvType};
 pub use persist::persist;
 
+impl AppSettings {
+    /// `prepare_concurrency`, with 0 taken as the number of cores.
+    pub fn prepare_places(&self) -> usize {
+        match self.prepare_concurrency {
+            0 => std::thread::available_parallelism().map_or(2, |n| n.get()),
+            n => n as usize,
+        }
+    }
+}
+
 mod persist;
+mod validate;
 
 /// How the window is drawn: glow (OpenGL, the default: under software rendering it costs about
 /// a quarter of wgpu's CPU) or wgpu (in builds with the `wgpu` feature).
@@ -142,6 +153,25 @@ pub struct AppSettings {
     pub model_aliases: BTreeMap<String, String>,
     /// Request bodies above this get a 413.
     pub body_limit_mib: u64,
+    /// Requests prepared at once (body parsing, tool schemas, grammars, tokenizing), each on a
+    /// blocking thread; 0 takes the number of cores.
+    pub prepare_concurrency: u32,
+    /// Requests that may wait for a place to be prepared; one more gets a 429 `server_busy`.
+    pub prepare_waiting_max: u32,
+    /// The most `tools` one request may offer.
+    pub max_tools: u32,
+    /// The largest parameter schema of one tool (its JSON text), in KiB.
+    pub max_tool_schema_kib: u32,
+    /// The most stop strings (`stop`, `stop_sequences`) one request may give.
+    pub max_stop_strings: u32,
+    /// The longest stop string, in bytes.
+    pub max_stop_string_bytes: u32,
+    /// A client must send a request's headers within this (else the connection is closed).
+    pub header_read_timeout_secs: u32,
+    /// A client must send a request's whole body within this (else a 408).
+    pub body_read_timeout_secs: u32,
+    /// Clients of `/v1/scheduler/events` at once; one more gets a 429 `server_busy`.
+    pub event_subscribers_max: u32,
     /// Host header values accepted besides the bound address and localhost (DNS rebinding).
     pub allowed_hosts: Vec<String>,
     /// Origins allowed by CORS; none by default.
@@ -170,6 +200,15 @@ impl Default for AppSettings {
             api_keys: Vec::new(),
             model_aliases: BTreeMap::new(),
             body_limit_mib: 32,
+            prepare_concurrency: 0,
+            prepare_waiting_max: 256,
+            max_tools: 256,
+            max_tool_schema_kib: 64,
+            max_stop_strings: 16,
+            max_stop_string_bytes: 1024,
+            header_read_timeout_secs: 30,
+            body_read_timeout_secs: 60,
+            event_subscribers_max: 32,
             allowed_hosts: Vec::new(),
             cors_origins: Vec::new(),
             renderer: Renderer::Glow,
@@ -202,6 +241,13 @@ pub enum ConfigError {
         key: &'static str,
         bound: &'static str,
         value: String,
+    },
+    #[error("`{key}` must be between {min} and {max}, got {value}")]
+    OutOfRange {
+        key: &'static str,
+        min: u32,
+        max: u32,
+        value: u32,
     },
     #[error(
         "binding {host} (not loopback) requires `api_keys`: anyone who reaches the port could use the engine"
@@ -289,83 +335,6 @@ impl Config {
         if o.max_output_tokens_cap.is_some() {
             self.scheduler.max_output_tokens_cap = o.max_output_tokens_cap;
         }
-    }
-
-    pub fn validate(&self) -> Result<(), ConfigError> {
-        let a = &self.app;
-        let bound = |key: &'static str, ok: bool, bound: &'static str, value: String| {
-            if ok {
-                Ok(())
-            } else {
-                Err(ConfigError::OutOfBounds { key, bound, value })
-            }
-        };
-        bound(
-            "parallel",
-            (1..=64).contains(&a.parallel),
-            "between 1 and 64",
-            a.parallel.to_string(),
-        )?;
-        bound(
-            "kv_sequences",
-            a.kv_sequences == 0 || (a.parallel < a.kv_sequences && a.kv_sequences <= 256),
-            "0 (max(16, parallel + 1)) or more than `parallel` and at most 256",
-            a.kv_sequences.to_string(),
-        )?;
-        bound(
-            "ctx",
-            a.ctx == 0 || (256..=1_048_576).contains(&a.ctx),
-            "0 (the model's) or between 256 and 1048576",
-            a.ctx.to_string(),
-        )?;
-        bound(
-            "threads",
-            a.threads <= 1024,
-            "at most 1024",
-            a.threads.to_string(),
-        )?;
-        bound(
-            "port",
-            a.port != 0,
-            "between 1 and 65535",
-            a.port.to_string(),
-        )?;
-        bound(
-            "conversation_cache_mib",
-            a.conversation_cache_mib <= 1_048_576,
-            "at most 1048576",
-            a.conversation_cache_mib.to_string(),
-        )?;
-        bound(
-            "body_limit_mib",
-            (1..=1024).contains(&a.body_limit_mib),
-            "between 1 and 1024",
-            a.body_limit_mib.to_string(),
-        )?;
-        if let Some(empty) = a.api_keys.iter().find(|k| k.key().len() < 8) {
-            bound(
-                "api_keys",
-                false,
-                "keys of at least 8 characters",
-                format!(
-                    "{:?}",
-                    empty.key().chars().take(2).collect::<String>() + "…"
-                ),
-            )?;
-        }
-        if a.kv_type == KvType::Q8_0 && a.flash_attn == FlashAttn::Off {
-            bound(
-                "kv_type",
-                false,
-                "f16 when `flash_attn` is off (llama.cpp quantizes the V cache only with flash attention)",
-                "\"q8_0\"".into(),
-            )?;
-        }
-        if !a.host.is_loopback() && a.api_keys.is_empty() {
-            return Err(ConfigError::ExposedWithoutKeys { host: a.host });
-        }
-        self.scheduler.validate_for(a.parallel)?;
-        Ok(())
     }
 }
 

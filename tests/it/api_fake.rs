@@ -70,13 +70,12 @@ pub async fn server(setup: Setup) -> Server {
         settings: setup.scheduler.clone(),
     })
     .unwrap();
-    let state = ApiState {
-        service: service.clone(),
-        prompts: Arc::new(Prompts::new(tokenizer).unwrap()),
-        app: Arc::new(setup.app),
-        scheduler: Arc::new(setup.scheduler),
-        owners: Default::default(),
-    };
+    let state = ApiState::new(
+        service.clone(),
+        Arc::new(Prompts::new(tokenizer).unwrap()),
+        Arc::new(setup.app),
+        Arc::new(setup.scheduler),
+    );
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let base = format!("http://{}", listener.local_addr().unwrap());
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();

@@ -8,6 +8,7 @@
 mod agent_fixtures;
 mod api_access;
 mod api_agents;
+mod api_bounds;
 mod api_control;
 mod api_disconnect;
 mod api_drift;

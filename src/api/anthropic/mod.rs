@@ -10,7 +10,7 @@
 //! from its first token and the prefix cache would never hit: it is removed before
 //! tokenizing.
 
-use super::body::{bad, body_bytes, body_priority, parse_body};
+use super::body::{bad, body_bytes, body_priority, check_stops, parse_body};
 use super::generation::{self, Generation, strip_reasoning};
 use super::tools::{self, ToolDto};
 use super::wire;
@@ -77,9 +77,10 @@ fn error_kind(error: &ApiError) -> &'static str {
     match error {
         ApiError::BadRequest { .. }
         | ApiError::ContextLengthExceeded { .. }
-        | ApiError::UnsupportedMediaType(_) => "invalid_request_error",
+        | ApiError::UnsupportedMediaType(_)
+        | ApiError::BodyTimeout { .. } => "invalid_request_error",
         ApiError::PayloadTooLarge { .. } => "request_too_large",
-        ApiError::QueueFull { .. } => "rate_limit_error",
+        ApiError::QueueFull { .. } | ApiError::Busy { .. } => "rate_limit_error",
         ApiError::EngineStarting { .. } | ApiError::EngineUnavailable(_) => "overloaded_error",
         ApiError::Unauthorized => "authentication_error",
         ApiError::HostNotAllowed(_) | ApiError::Forbidden(_) | ApiError::OriginNotAllowed(_) => {
@@ -403,18 +404,11 @@ fn generation_of(dto: MessagesDto, state: &ApiState) -> Result<(Generation, bool
         None,
         state.prompts.tokenizer(),
         state.prompts.tool_format(),
+        &state.app,
     )
     .map_err(rename)?;
     let stop = dto.stop_sequences.unwrap_or_default();
-    if stop.len() > 16 {
-        return Err(bad(
-            format!(
-                "`stop_sequences` takes at most 16 strings, got {}",
-                stop.len()
-            ),
-            "stop_sequences",
-        ));
-    }
+    check_stops("stop_sequences", &stop, &state.app)?;
     Ok((
         Generation {
             messages,
@@ -446,10 +440,17 @@ async fn messages_inner(
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, ApiError> {
     let body = body_bytes(&state, body)?;
-    let dto: MessagesDto = parse_body(&body)?;
-    let model = state.model_name(dto.model.as_deref());
-    let (generation, stream) = generation_of(dto, &state)?;
-    let started = generation::start(&state, &headers, generation, "toolu_").await?;
+    let prep = state.clone();
+    let (prepared, model, stream) = state
+        .limits
+        .prepare(move || {
+            let dto: MessagesDto = parse_body(&body)?;
+            let model = prep.model_name(dto.model.as_deref());
+            let (generation, stream) = generation_of(dto, &prep)?;
+            Ok((generation::tokenize(&prep, generation)?, model, stream))
+        })
+        .await?;
+    let started = generation::submit(&state, &headers, prepared, "toolu_").await?;
     let writer = Writer::new(&started, model);
     wire::respond(started, writer, stream).await
 }
@@ -460,18 +461,25 @@ pub async fn count_tokens(
 ) -> Response {
     let result = async {
         let body = body_bytes(&state, body)?;
-        let dto: CountDto = parse_body(&body)?;
-        let messages = to_messages(dto.system.as_ref(), &dto.messages)?;
-        let tools = custom_tools(dto.tools.unwrap_or_default())?;
-        let output = tools::output_spec(
-            Some(tools),
-            None,
-            None,
-            state.prompts.tokenizer(),
-            state.prompts.tool_format(),
-        )
-        .map_err(rename)?;
-        let n = generation::count_tokens(&state, messages, output.tools).await?;
+        let prep = state.clone();
+        let n = state
+            .limits
+            .prepare(move || {
+                let dto: CountDto = parse_body(&body)?;
+                let messages = to_messages(dto.system.as_ref(), &dto.messages)?;
+                let tools = custom_tools(dto.tools.unwrap_or_default())?;
+                let output = tools::output_spec(
+                    Some(tools),
+                    None,
+                    None,
+                    prep.prompts.tokenizer(),
+                    prep.prompts.tool_format(),
+                    &prep.app,
+                )
+                .map_err(rename)?;
+                generation::count_tokens(&prep, messages, &output.tools)
+            })
+            .await?;
         Ok::<_, ApiError>(Json(json!({"input_tokens": n})).into_response())
     }
     .await;

@@ -321,6 +321,7 @@ impl ResponsesRequest {
             format,
             state.prompts.tokenizer(),
             state.prompts.tool_format(),
+            &state.app,
         )
         .map_err(|e| rename_param(e, "response_format", "text.format"))?;
         let echo = json!({
@@ -366,12 +367,20 @@ pub async fn responses(
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, ApiError> {
     let body = body_bytes(&state, body)?;
-    let dto: ResponsesDto = parse_body(&body)?;
-    let model = state.model_name(dto.model.as_deref());
-    let request = ResponsesRequest::parse(dto, &state)?;
-    let started = generation::start(&state, &headers, request.generation, "call_").await?;
-    let writer = Writer::new(&started, model, request.echo);
-    wire::respond(started, writer, request.stream).await
+    let prep = state.clone();
+    let (prepared, model, stream, echo) = state
+        .limits
+        .prepare(move || {
+            let dto: ResponsesDto = parse_body(&body)?;
+            let model = prep.model_name(dto.model.as_deref());
+            let request = ResponsesRequest::parse(dto, &prep)?;
+            let prepared = generation::tokenize(&prep, request.generation)?;
+            Ok((prepared, model, request.stream, request.echo))
+        })
+        .await?;
+    let started = generation::submit(&state, &headers, prepared, "call_").await?;
+    let writer = Writer::new(&started, model, echo);
+    wire::respond(started, writer, stream).await
 }
 
 #[cfg(test)]

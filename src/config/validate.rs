@@ -1,0 +1,107 @@
+//! Validation of the whole configuration: every value in bounds, named with its key.
+
+use super::{Config, ConfigError, FlashAttn, KvType};
+
+impl Config {
+    /// Checks every key's bounds; the first one out names the key, the bound and the value.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        let a = &self.app;
+        let bound = |key: &'static str, ok: bool, bound: &'static str, value: String| {
+            if ok {
+                Ok(())
+            } else {
+                Err(ConfigError::OutOfBounds { key, bound, value })
+            }
+        };
+        bound(
+            "parallel",
+            (1..=64).contains(&a.parallel),
+            "between 1 and 64",
+            a.parallel.to_string(),
+        )?;
+        bound(
+            "kv_sequences",
+            a.kv_sequences == 0 || (a.parallel < a.kv_sequences && a.kv_sequences <= 256),
+            "0 (max(16, parallel + 1)) or more than `parallel` and at most 256",
+            a.kv_sequences.to_string(),
+        )?;
+        bound(
+            "ctx",
+            a.ctx == 0 || (256..=1_048_576).contains(&a.ctx),
+            "0 (the model's) or between 256 and 1048576",
+            a.ctx.to_string(),
+        )?;
+        bound(
+            "threads",
+            a.threads <= 1024,
+            "at most 1024",
+            a.threads.to_string(),
+        )?;
+        bound(
+            "port",
+            a.port != 0,
+            "between 1 and 65535",
+            a.port.to_string(),
+        )?;
+        bound(
+            "conversation_cache_mib",
+            a.conversation_cache_mib <= 1_048_576,
+            "at most 1048576",
+            a.conversation_cache_mib.to_string(),
+        )?;
+        bound(
+            "body_limit_mib",
+            (1..=1024).contains(&a.body_limit_mib),
+            "between 1 and 1024",
+            a.body_limit_mib.to_string(),
+        )?;
+        for (key, value, range) in [
+            ("prepare_concurrency", a.prepare_concurrency, 0..=1024),
+            ("prepare_waiting_max", a.prepare_waiting_max, 1..=100_000),
+            ("max_tools", a.max_tools, 1..=4096),
+            ("max_tool_schema_kib", a.max_tool_schema_kib, 1..=65_536),
+            ("max_stop_strings", a.max_stop_strings, 1..=256),
+            ("max_stop_string_bytes", a.max_stop_string_bytes, 1..=65_536),
+            (
+                "header_read_timeout_secs",
+                a.header_read_timeout_secs,
+                1..=3600,
+            ),
+            ("body_read_timeout_secs", a.body_read_timeout_secs, 1..=3600),
+            ("event_subscribers_max", a.event_subscribers_max, 1..=1024),
+        ] {
+            if !range.contains(&value) {
+                return Err(ConfigError::OutOfRange {
+                    key,
+                    min: *range.start(),
+                    max: *range.end(),
+                    value,
+                });
+            }
+        }
+        if let Some(empty) = a.api_keys.iter().find(|k| k.key().len() < 8) {
+            bound(
+                "api_keys",
+                false,
+                "keys of at least 8 characters",
+                format!(
+                    "{:?}",
+                    empty.key().chars().take(2).collect::<String>() + "…"
+                ),
+            )?;
+        }
+        if a.kv_type == KvType::Q8_0 && a.flash_attn == FlashAttn::Off {
+            bound(
+                "kv_type",
+                false,
+                "f16 when `flash_attn` is off (llama.cpp quantizes the V cache only with flash attention)",
+                "\"q8_0\"".into(),
+            )?;
+        }
+        if !a.host.is_loopback() && a.api_keys.is_empty() {
+            return Err(ConfigError::ExposedWithoutKeys { host: a.host });
+        }
+        self.scheduler.validate_for(a.parallel)?;
+        Ok(())
+    }
+}
