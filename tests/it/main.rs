@@ -14,6 +14,7 @@ mod api_disconnect;
 mod api_drift;
 mod api_fake;
 mod api_faults;
+mod api_load;
 mod api_messages;
 mod api_observe;
 mod api_real;
