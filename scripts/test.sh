@@ -10,6 +10,9 @@ export PATH="$HOME/.cargo/bin:$PATH"
 # resolve features without the dev-dependencies and compile llama.cpp a second time).
 cargo build --locked --workspace --tests
 "${CARGO_TARGET_DIR:-target}/debug/strata-desk" fetch-model
+# The chat-template corpus of the tool-call tests (checked by SHA-256, cached).
+STRATA_TEST_TEMPLATES="$(scripts/fetch-templates.sh)"
+export STRATA_TEST_TEMPLATES
 
 # The official Python clients some tests drive (the Prometheus text parser, ...).
 [ -x .venv/bin/python ] || python3 -m venv .venv

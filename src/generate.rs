@@ -151,7 +151,7 @@ pub async fn generate(
             break;
         }
         report.generated_tokens += 1;
-        out.write_all(utf8.push(&sampled.bytes).as_bytes())?;
+        out.write_all(crate::chat::unmarked(&utf8.push(&sampled.bytes)).as_bytes())?;
         out.flush()?;
     }
     out.write_all(utf8.finish().as_bytes())?;

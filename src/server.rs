@@ -73,7 +73,8 @@ pub fn prepare(config: &Config, exe: PathBuf) -> Result<(WorkerLaunch, Prompts),
         conversation_cache_mib: a.conversation_cache_mib,
         ..options
     };
-    Ok((WorkerLaunch::new(exe, options), Prompts::new(tokenizer)?))
+    let prompts = Prompts::new(tokenizer)?.with_tool_call_format(a.tool_call_format);
+    Ok((WorkerLaunch::new(exe, options), prompts))
 }
 
 /// Starts the service for a config; returns its handle and the API state.

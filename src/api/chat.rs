@@ -218,10 +218,11 @@ impl TryFrom<ChatCompletionDto> for ChatRequest {
                     .ok_or_else(|| {
                         ApiError::bad(format!("`{param}` must be a JSON object"), Some(&param))
                     })?;
-                    if let Some(id) = call.id {
-                        call_names.insert(id, call.function.name.clone());
+                    if let Some(id) = &call.id {
+                        call_names.insert(id.clone(), call.function.name.clone());
                     }
                     message.tool_calls.push(ToolCall {
+                        id: call.id,
                         name: call.function.name,
                         arguments,
                     });
@@ -239,6 +240,7 @@ impl TryFrom<ChatCompletionDto> for ChatRequest {
                     )
                 })?;
                 message.name = Some(name);
+                message.tool_call_id = m.tool_call_id.clone();
             }
             messages.push(message);
         }

@@ -128,6 +128,7 @@ pub async fn submit(
         ParserOptions {
             tools: generation.output.parse_calls,
             starts_in_reasoning: prompt.starts_in_reasoning,
+            format: state.prompts.tool_format(),
         },
         &format!("{id_prefix}{}{}_", boot_nonce(), id.0),
     );

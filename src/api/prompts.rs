@@ -2,6 +2,7 @@
 
 use super::ApiError;
 use crate::chat::{ChatMessage, ChatTemplate, RenderOptions, Segment, TemplateError, ToolFormat};
+use crate::config::ToolCallFormat;
 use crate::ids::TokenId;
 use crate::tokenizer::Tokenizer;
 use serde_json::Value;
@@ -18,6 +19,8 @@ pub struct Prompt {
 pub struct Prompts {
     tokenizer: Tokenizer,
     template: ChatTemplate,
+    /// The format forced by `tool_call_format`, if any.
+    forced: Option<ToolFormat>,
 }
 
 impl Prompts {
@@ -30,13 +33,38 @@ impl Prompts {
         Ok(Self {
             tokenizer,
             template,
+            forced: None,
         })
+    }
+
+    /// The tool-call format from the config (`auto` keeps the template's); a template that
+    /// renders tools in a form no parser reads is said once, here, in the log.
+    pub fn with_tool_call_format(mut self, format: ToolCallFormat) -> Self {
+        self.forced = match format {
+            ToolCallFormat::Auto => None,
+            ToolCallFormat::Hermes | ToolCallFormat::Granite => Some(ToolFormat::Hermes),
+            ToolCallFormat::Qwen3Coder => Some(ToolFormat::Xml),
+            ToolCallFormat::Harmony => Some(ToolFormat::Harmony),
+            ToolCallFormat::Mistral => Some(ToolFormat::Mistral),
+            ToolCallFormat::Llama3 => Some(ToolFormat::Llama3),
+            ToolCallFormat::Glm4 => Some(ToolFormat::Glm),
+            ToolCallFormat::DeepseekV3 => Some(ToolFormat::DeepSeek),
+            ToolCallFormat::KimiK2 => Some(ToolFormat::Kimi),
+        };
+        if self.tool_format() == ToolFormat::Other {
+            tracing::warn!(
+                "the model's chat template writes tool calls in a form this server does not parse: \
+                 calls arrive as text (set `tool_call_format` if the model uses a known family)"
+            );
+        }
+        self
     }
 
     /// The prompt for `messages` with `tools` offered (OpenAI-shaped; empty offers none).
     pub fn tokenize(&self, messages: &[ChatMessage], tools: &[Value]) -> Result<Prompt, ApiError> {
         let options = RenderOptions {
             tools: (!tools.is_empty()).then_some(tools),
+            ..RenderOptions::default()
         };
         let segments = self
             .template
@@ -61,7 +89,7 @@ impl Prompts {
 
     /// How the model writes tool calls (a grammar is built only for the Hermes form).
     pub fn tool_format(&self) -> ToolFormat {
-        self.template.tool_format()
+        self.forced.unwrap_or_else(|| self.template.tool_format())
     }
 
     pub fn tokenizer(&self) -> &Tokenizer {

@@ -13,7 +13,8 @@
 //! as a user turn of `<tool_response>` blocks. Call ids never enter a prompt, so a
 //! conversation's prefix renders the same on every turn.
 
-use minijinja::{Environment, ErrorKind, context};
+pub(super) use super::jinja::python_json;
+use minijinja::{Environment, context};
 use serde::Serialize;
 use serde_json::{Value, json};
 
@@ -35,11 +36,18 @@ pub struct ChatMessage {
     /// A tool message: the function that answered.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub name: Option<String>,
+    /// A tool message: the id of the call it answers, as the client sent it (templates such
+    /// as Mistral's render it).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tool_call_id: Option<String>,
 }
 
 /// A call as templates see it: `{"type": "function", "function": {"name", "arguments"}}`.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ToolCall {
+    /// The call's id as the client sent it back (the one this server gave it, or the model
+    /// wrote, as Mistral's models do); rendered only by templates that use ids.
+    pub id: Option<String>,
     pub name: String,
     /// A JSON object.
     pub arguments: Value,
@@ -47,8 +55,11 @@ pub struct ToolCall {
 
 impl Serialize for ToolCall {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        json!({"type": "function", "function": {"name": self.name, "arguments": self.arguments}})
-            .serialize(s)
+        let mut call = json!({"type": "function", "function": {"name": self.name, "arguments": self.arguments}});
+        if let Some(id) = &self.id {
+            call["id"] = json!(id);
+        }
+        call.serialize(s)
     }
 }
 
@@ -59,6 +70,7 @@ impl ChatMessage {
             content: content.to_owned(),
             tool_calls: Vec::new(),
             name: None,
+            tool_call_id: None,
         }
     }
 }
@@ -71,8 +83,49 @@ pub enum ToolFormat {
     Hermes,
     /// `<function=NAME><parameter=P>…</parameter></function>` (Qwen3-Coder and others).
     Xml,
-    /// Something else (Llama 3's bare JSON, Mistral's `[TOOL_CALLS]`): not parsed.
+    /// gpt-oss's harmony messages: `<|channel|>analysis` reasoning, `to=functions.NAME` calls.
+    Harmony,
+    /// Mistral's `[TOOL_CALLS]name[ARGS]{...}` (and the `[CALL_ID]` and JSON-array forms).
+    Mistral,
+    /// Llama 3.x: the whole output a JSON `{"name": ..., "parameters": ...}`.
+    Llama3,
+    /// GLM 4.x: `<tool_call>name<arg_key>k</arg_key><arg_value>v</arg_value></tool_call>`.
+    Glm,
+    /// DeepSeek V3.1: `<｜tool▁call▁begin｜>name<｜tool▁sep｜>{...}<｜tool▁call▁end｜>`.
+    DeepSeek,
+    /// Kimi K2: `<|tool_call_begin|>functions.name:0<|tool_call_argument_begin|>{...}`.
+    Kimi,
+    /// Something else: calls are not parsed.
     Other,
+}
+
+impl ToolFormat {
+    /// The family a template's source shows (first match wins: some markers appear in several
+    /// families' templates); a template that knows no tools gets the Hermes convention.
+    pub fn of_template(source: &str) -> Self {
+        let has = |s: &str| source.contains(s);
+        if !has("tools") {
+            Self::Hermes
+        } else if has("<|channel|>") && has("<|message|>") && !has("chat_format=llm-jp-harmony") {
+            Self::Harmony
+        } else if has("<|tool_calls_section_begin|>") {
+            Self::Kimi
+        } else if has("<｜tool▁calls▁begin｜>") && !has("```json") {
+            Self::DeepSeek
+        } else if has("[TOOL_CALLS]") {
+            Self::Mistral
+        } else if has("<function=") && has("<parameter=") {
+            Self::Xml
+        } else if has("<arg_key>") {
+            Self::Glm
+        } else if has("<|start_header_id|>") && has("\"parameters\": ") {
+            Self::Llama3
+        } else if has("<tool_call>") {
+            Self::Hermes
+        } else {
+            Self::Other
+        }
+    }
 }
 
 /// What a template needs besides the messages.
@@ -80,6 +133,8 @@ pub enum ToolFormat {
 pub struct RenderOptions<'a> {
     /// OpenAI-shaped tools (`{"type": "function", "function": {...}}`); `None` offers none.
     pub tools: Option<&'a [Value]>,
+    /// Leave out the generation prompt (to see how a template writes a finished turn).
+    pub without_generation_prompt: bool,
 }
 
 /// A piece of a rendered prompt.
@@ -118,49 +173,15 @@ impl ChatTemplate {
         bos_token: &str,
         eos_token: &str,
     ) -> Result<Self, TemplateError> {
-        let mut env = Environment::new();
-        minijinja_contrib::add_to_environment(&mut env);
-        env.set_unknown_method_callback(minijinja_contrib::pycompat::unknown_method_callback);
-        env.add_filter(
-            "tojson",
-            |value: minijinja::Value,
-             kwargs: minijinja::value::Kwargs|
-             -> Result<String, minijinja::Error> {
-                // Python's `json.dumps` takes these; the spacing below is its default either way.
-                let _: Option<minijinja::Value> = kwargs.get("indent")?;
-                let _: Option<bool> = kwargs.get("ensure_ascii")?;
-                kwargs.assert_all_used()?;
-                let json = serde_json::to_value(&value).map_err(|e| {
-                    minijinja::Error::new(ErrorKind::InvalidOperation, e.to_string())
-                })?;
-                let mut out = String::new();
-                python_json(&json, &mut out);
-                Ok(out)
-            },
-        );
-        env.add_function(
-            "raise_exception",
-            |message: String| -> Result<(), minijinja::Error> {
-                Err(minijinja::Error::new(ErrorKind::InvalidOperation, message))
-            },
-        );
         let source = source.unwrap_or(CHATML);
-        env.add_template_owned("chat", source.to_owned())
-            .map_err(|e| TemplateError::Compile(e.to_string()))?;
+        let env =
+            super::jinja::environment(source).map_err(|e| TemplateError::Compile(e.to_string()))?;
         Ok(Self {
             env,
             bos_token: bos_token.to_owned(),
             eos_token: eos_token.to_owned(),
             knows_tools: source.contains("tools"),
-            tool_format: if !source.contains("tools") {
-                ToolFormat::Hermes
-            } else if source.contains("<function=") {
-                ToolFormat::Xml
-            } else if source.contains("<tool_call>") {
-                ToolFormat::Hermes
-            } else {
-                ToolFormat::Other
-            },
+            tool_format: ToolFormat::of_template(source),
         })
     }
 
@@ -209,6 +230,7 @@ impl ChatTemplate {
                     .tool_calls
                     .iter()
                     .map(|call| ToolCall {
+                        id: call.id.clone(),
                         name: tool_text.mask_str(&call.name),
                         arguments: tool_text.mask(&call.arguments),
                     })
@@ -225,44 +247,12 @@ impl ChatTemplate {
             .render(context! {
                 messages => masked,
                 tools => tools,
-                add_generation_prompt => true,
+                add_generation_prompt => !options.without_generation_prompt,
                 bos_token => self.bos_token,
                 eos_token => self.eos_token,
             })
             .map_err(|e| TemplateError::Render(e.to_string()))?;
         Ok(tool_text.unmask(split_at_sentinels(&rendered, messages)))
-    }
-}
-
-/// JSON as Python's `json.dumps(value, ensure_ascii=False)` writes it (`", "` and `": "`), the
-/// form Hugging Face templates' `tojson` produces and models were trained on. Hand-written:
-/// serde_json's formatters give either no spaces or newlines, and minijinja's own `tojson`
-/// escapes `<`, `>` and `&` for HTML.
-pub(super) fn python_json(value: &Value, out: &mut String) {
-    match value {
-        Value::Array(items) => {
-            out.push('[');
-            for (i, item) in items.iter().enumerate() {
-                if i > 0 {
-                    out.push_str(", ");
-                }
-                python_json(item, out);
-            }
-            out.push(']');
-        }
-        Value::Object(map) => {
-            out.push('{');
-            for (i, (key, item)) in map.iter().enumerate() {
-                if i > 0 {
-                    out.push_str(", ");
-                }
-                out.push_str(&Value::from(key.as_str()).to_string());
-                out.push_str(": ");
-                python_json(item, out);
-            }
-            out.push('}');
-        }
-        scalar => out.push_str(&scalar.to_string()),
     }
 }
 
@@ -409,6 +399,7 @@ mod tests {
     fn conversation() -> Vec<ChatMessage> {
         let mut call = ChatMessage::new("assistant", "");
         call.tool_calls.push(ToolCall {
+            id: None,
             name: "get_weather".into(),
             arguments: json!({"city": "Paris"}),
         });
@@ -428,6 +419,7 @@ mod tests {
         let tools = [weather_tool()];
         let options = RenderOptions {
             tools: Some(&tools),
+            ..RenderOptions::default()
         };
         let text = text_of(&template.render_with(&conversation(), &options).unwrap());
         assert!(
@@ -458,6 +450,7 @@ mod tests {
         let tools = [weather_tool()];
         let options = RenderOptions {
             tools: Some(&tools),
+            ..RenderOptions::default()
         };
         let text = text_of(&template.render_with(&conversation(), &options).unwrap());
         assert_eq!(
@@ -472,6 +465,7 @@ mod tests {
         let tools = [weather_tool()];
         let options = RenderOptions {
             tools: Some(&tools),
+            ..RenderOptions::default()
         };
         let mut first = conversation();
         first.truncate(2);

@@ -73,6 +73,8 @@ pub struct ParserOptions {
     pub tools: bool,
     /// The prompt ended inside an open `<think>`: the output starts as reasoning.
     pub starts_in_reasoning: bool,
+    /// The model's tool-call format (its native syntax is rewritten before parsing).
+    pub format: super::ToolFormat,
 }
 
 #[derive(Debug)]
@@ -115,6 +117,10 @@ pub struct OutputParser {
     /// before a call (so whitespace between calls is no content), kept at the end when no
     /// call was made.
     held_ws: String,
+    /// Control tokens: the format's markers kept as text, the rest dropped.
+    control: super::control::ControlFilter,
+    /// The model's native call syntax, rewritten into the forms parsed here.
+    native: Option<super::native::NativeRewriter>,
 }
 
 impl OutputParser {
@@ -133,11 +139,19 @@ impl OutputParser {
             ending: Ending::default(),
             after_reasoning: false,
             held_ws: String::new(),
+            control: super::control::ControlFilter::new(super::native::NativeRewriter::markers(
+                options.format,
+            )),
+            native: super::native::NativeRewriter::new(options.format),
         }
     }
 
     pub fn push(&mut self, text: &str) -> Vec<Piece> {
-        self.pending.push_str(text);
+        let mut text = self.control.push(text);
+        if let Some(native) = &mut self.native {
+            text = native.push(&text);
+        }
+        self.pending.push_str(&text);
         let mut out = Vec::new();
         while self.step(&mut out, false) {}
         out
@@ -145,6 +159,11 @@ impl OutputParser {
 
     /// The output ended: releases what is held and says how it ended.
     pub fn finish(&mut self) -> (Vec<Piece>, Ending) {
+        self.control.finish();
+        if let Some(native) = &mut self.native {
+            let rest = native.finish();
+            self.pending.push_str(&rest);
+        }
         let mut out = Vec::new();
         while self.step(&mut out, true) {}
         match std::mem::replace(&mut self.state, State::Text) {
@@ -294,12 +313,17 @@ impl OutputParser {
         self.pending = call.raw.split_off(keep_from);
         let next_index = &mut self.next_index;
         let id_prefix = &self.id_prefix;
+        let short_ids = self.options.format == super::ToolFormat::Mistral;
         let mut start = |name: String, out: &mut Vec<Piece>| {
             let index = *next_index;
             *next_index += 1;
             out.push(Piece::CallStart {
                 index,
-                id: format!("{id_prefix}{index}"),
+                id: if short_ids {
+                    short_id(id_prefix, index)
+                } else {
+                    format!("{id_prefix}{index}")
+                },
                 name,
             });
             index
@@ -373,6 +397,25 @@ impl OutputParser {
     }
 }
 
+/// A call id of 9 letters and digits, as Mistral's templates require of every call id they
+/// render (they refuse others): a hash of the unique prefix and the index, in base 62.
+fn short_id(id_prefix: &str, index: usize) -> String {
+    const DIGITS: &[u8] = b"0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ";
+    // FNV-1a: stable across runs and platforms (std's hasher is not)
+    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
+    for byte in id_prefix.bytes().chain(index.to_le_bytes()) {
+        hash ^= u64::from(byte);
+        hash = hash.wrapping_mul(0x0100_0000_01b3);
+    }
+    (0..9)
+        .map(|_| {
+            let digit = DIGITS[(hash % 62) as usize];
+            hash /= 62;
+            char::from(digit)
+        })
+        .collect()
+}
+
 fn push_reasoning(out: &mut Vec<Piece>, text: String) {
     if text.is_empty() {
         return;
@@ -407,11 +450,11 @@ fn find_close(raw: &str, close: &str, xml: bool) -> Option<usize> {
 }
 
 /// How many bytes at the end of `text` could be the start of one of `tags`.
-fn held_back(text: &str, tags: &[&str]) -> usize {
+pub(super) fn held_back(text: &str, tags: &[&str]) -> usize {
     let mut keep = 0;
     for tag in tags {
         for len in (1..tag.len()).rev() {
-            if len > keep && text.ends_with(&tag[..len]) {
+            if len > keep && tag.is_char_boundary(len) && text.ends_with(&tag[..len]) {
                 keep = len;
                 break;
             }

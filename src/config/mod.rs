@@ -34,6 +34,33 @@ impl AppSettings {
 mod persist;
 mod validate;
 
+/// The tool-call format the output is parsed in: `auto` (the default) takes the family the
+/// model's chat template shows; a name forces one, for a model whose template misleads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ToolCallFormat {
+    #[default]
+    Auto,
+    /// `<tool_call>{"name", "arguments"}</tool_call>` (Hermes, Qwen 2.5/3, Granite 4).
+    Hermes,
+    /// `<function=NAME><parameter=P>` (Qwen3-Coder, Qwen3.5, Nemotron 3).
+    Qwen3Coder,
+    /// gpt-oss.
+    Harmony,
+    /// `[TOOL_CALLS]` (Mistral Small, Devstral, Ministral, Nemo).
+    Mistral,
+    /// Llama 3.1 / 3.2 / 3.3 JSON.
+    Llama3,
+    /// GLM 4.5 / 4.6 / 4.7.
+    Glm4,
+    /// DeepSeek V3.1.
+    DeepseekV3,
+    /// Kimi K2.
+    KimiK2,
+    /// Granite 4 (the Hermes form).
+    Granite,
+}
+
 /// How the window is drawn: glow (OpenGL, the default: under software rendering it costs about
 /// a quarter of wgpu's CPU) or wgpu (in builds with the `wgpu` feature).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, clap::ValueEnum)]
@@ -172,6 +199,8 @@ pub struct AppSettings {
     pub body_read_timeout_secs: u32,
     /// Clients of `/v1/scheduler/events` at once; one more gets a 429 `server_busy`.
     pub event_subscribers_max: u32,
+    /// The tool-call format family; `auto` takes the chat template's.
+    pub tool_call_format: ToolCallFormat,
     /// Host header values accepted besides the bound address and localhost (DNS rebinding).
     pub allowed_hosts: Vec<String>,
     /// Origins allowed by CORS; none by default.
@@ -209,6 +238,7 @@ impl Default for AppSettings {
             header_read_timeout_secs: 30,
             body_read_timeout_secs: 60,
             event_subscribers_max: 32,
+            tool_call_format: ToolCallFormat::Auto,
             allowed_hosts: Vec::new(),
             cors_origins: Vec::new(),
             renderer: Renderer::Glow,

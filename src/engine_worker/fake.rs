@@ -299,7 +299,10 @@ impl Backend for FakeEngine {
     }
 
     fn piece(&self, token: TokenId) -> Vec<u8> {
-        u8::try_from(token).map(|b| vec![b]).unwrap_or_default()
+        match token {
+            FAKE_TURN => crate::protocol::control_text::wrap(b"<|im_start|>"),
+            _ => u8::try_from(token).map(|b| vec![b]).unwrap_or_default(),
+        }
     }
 
     fn is_eog(&self, token: TokenId) -> bool {

@@ -174,3 +174,15 @@ async fn a_worker_that_cannot_start_reports_why() {
         other => panic!("expected the worker's own error, got {other:?}"),
     }
 }
+
+#[test]
+fn the_worker_marks_control_tokens_with_the_characters_the_output_parser_reads() {
+    use strata_desk::protocol::control_text;
+    assert_eq!(control_text::OPEN, strata_desk::chat::CONTROL_OPEN);
+    assert_eq!(control_text::CLOSE, strata_desk::chat::CONTROL_CLOSE);
+    let marked = String::from_utf8(control_text::wrap(b"[TOOL_CALLS]")).unwrap();
+    assert_eq!(
+        strata_desk::chat::ControlFilter::new(&["[TOOL_CALLS]"]).push(&marked),
+        "[TOOL_CALLS]"
+    );
+}

@@ -20,6 +20,7 @@ mod api_observe;
 mod api_real;
 mod api_tools;
 mod bench;
+mod chat_corpus;
 mod cli;
 mod engine_exact;
 mod engine_fake;

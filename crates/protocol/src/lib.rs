@@ -10,6 +10,7 @@
 //! - [`pool`]: the cells of the unified KV pool as the commands move them (prefix copies
 //!   share cells), counted the same way by the scheduler and the worker.
 //! - [`sim_vocab`]: the simulated engine's special tokens, which the host's tokenizer mirrors.
+//! - [`control_text`]: how a sampled control token's text is marked in [`Sampled::bytes`].
 //!
 //! This crate knows no tokio, no llama.cpp and no UI.
 
@@ -20,6 +21,28 @@ pub mod pool;
 
 pub use messages::*;
 pub use options::{FakeOptions, FlashAttn, KvType, WorkerOptions};
+
+/// A sampled control token (llama.cpp's `CONTROL` attribute, not end-of-generation) comes with
+/// its text wrapped in [`OPEN`](control_text::OPEN) … [`CLOSE`](control_text::CLOSE), two
+/// private-use characters: the host's output parser sees the format markers some models write
+/// as control tokens (`[TOOL_CALLS]`, `<|python_tag|>`, harmony's `<|channel|>`) and drops every
+/// other control token, so clients never see raw control tokens in content, and a model that
+/// writes a marker's characters as plain text is not taken for the marker's token.
+pub mod control_text {
+    /// Opens a control token's text.
+    pub const OPEN: char = '\u{F8F4}';
+    /// Closes it.
+    pub const CLOSE: char = '\u{F8F5}';
+
+    /// `text` marked as a control token's.
+    pub fn wrap(text: &[u8]) -> Vec<u8> {
+        let mut out = Vec::with_capacity(text.len() + 6);
+        out.extend_from_slice(OPEN.encode_utf8(&mut [0; 4]).as_bytes());
+        out.extend_from_slice(text);
+        out.extend_from_slice(CLOSE.encode_utf8(&mut [0; 4]).as_bytes());
+        out
+    }
+}
 
 /// The simulated engine's vocabulary: bytes `0..=255` are tokens `0..=255`, then two specials.
 pub mod sim_vocab {

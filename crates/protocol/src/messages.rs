@@ -297,7 +297,8 @@ pub struct StepDone {
 pub struct Sampled {
     pub request: RequestId,
     pub token: TokenId,
-    /// The token's text as raw bytes (it may be part of a UTF-8 character).
+    /// The token's text as raw bytes (it may be part of a UTF-8 character); a control token's
+    /// text is marked ([`crate::control_text`]).
     pub bytes: Vec<u8>,
     /// End of generation (EOS, EOT, ...).
     pub eog: bool,

@@ -276,6 +276,7 @@ pub fn to_messages(
                         })?;
                     names.insert(id.to_owned(), name.to_owned());
                     calls.push(ToolCall {
+                        id: Some(id.to_owned()),
                         name: name.to_owned(),
                         arguments: input,
                     });
@@ -298,6 +299,7 @@ pub fn to_messages(
                     }
                     let mut message = ChatMessage::new("tool", &result);
                     message.name = Some(name);
+                    message.tool_call_id = Some(id.to_owned());
                     out.push(message);
                 }
                 other => {

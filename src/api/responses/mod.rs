@@ -180,6 +180,7 @@ pub fn items_to_messages(items: &[Value]) -> Result<Vec<ChatMessage>, ApiError> 
                 }
                 names.insert(call_id.to_owned(), name.to_owned());
                 let call = ToolCall {
+                    id: Some(call_id.to_owned()),
                     name: name.to_owned(),
                     arguments,
                 };

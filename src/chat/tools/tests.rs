@@ -1,13 +1,16 @@
+use super::super::ToolFormat;
 use super::{Ending, OutputParser, ParserOptions, Piece};
 use proptest::prelude::*;
 
 const TOOLS: ParserOptions = ParserOptions {
     tools: true,
     starts_in_reasoning: false,
+    format: ToolFormat::Hermes,
 };
 const NO_TOOLS: ParserOptions = ParserOptions {
     tools: false,
     starts_in_reasoning: false,
+    format: ToolFormat::Hermes,
 };
 
 /// What a client assembles from the pieces.
@@ -240,6 +243,7 @@ fn a_leading_think_block_is_reasoning_and_kept_out_of_the_content() {
     let opened = ParserOptions {
         tools: true,
         starts_in_reasoning: true,
+        format: ToolFormat::Hermes,
     };
     let a = parse(
         "hmm</think><tool_call>{\"name\":\"f\",\"arguments\":{}}</tool_call>",
@@ -271,7 +275,7 @@ proptest! {
         tools in any::<bool>(),
     ) {
         let text = String::from_utf8_lossy(&bytes).into_owned();
-        let options = ParserOptions { tools, starts_in_reasoning: false };
+        let options = ParserOptions { tools, starts_in_reasoning: false, format: ToolFormat::Hermes };
         let whole = parse_in(&text, usize::MAX, options);
         let mut cuts: Vec<usize> = cuts.into_iter().map(|c| c % (text.len() + 1)).filter(|c| text.is_char_boundary(*c)).collect();
         cuts.sort_unstable();
