@@ -168,12 +168,7 @@ fn every_module_imports_only_what_the_architecture_allows() {
 
 #[test]
 fn inference_and_llama_cpp_stay_in_the_worker_the_tokenizer_and_the_grammar() {
-    let allowed = [
-        "engine_worker",
-        "tokenizer.rs",
-        "grammar.rs",
-        "layer_rules.rs",
-    ];
+    let allowed = ["engine_worker", "tokenizer.rs", "grammar", "layer_rules.rs"];
     let mut broken = Vec::new();
     for name in parts() {
         if allowed.contains(&name.as_str()) {

@@ -141,8 +141,8 @@ fn choice(raw: Option<&Value>, has_tools: bool) -> Result<Choice, ApiError> {
 
 /// Validates the tools, the choice and the format; builds the grammar and checks that the
 /// engine's vocabulary takes it.
-/// Calls are constrained by a grammar only when the model writes them in the Hermes form
-/// (the grammar's form); in another form they are parsed but not enforced.
+/// Calls are constrained by a grammar in the model's own call form (Hermes, or a native form
+/// of `grammar::CallForm`); a form no parser reads (`Other`) is neither parsed nor enforced.
 pub fn output_spec(
     tools: Option<Vec<ToolDto>>,
     tool_choice: Option<&Value>,
@@ -270,8 +270,23 @@ pub fn output_spec(
             }
         },
     };
+    // the grammar of calls in the model's own form (none for a form no grammar writes)
+    let native = match format {
+        ToolFormat::Hermes | ToolFormat::Other => None,
+        ToolFormat::Xml => Some(grammar::CallForm::Xml),
+        ToolFormat::Harmony => Some(grammar::CallForm::Harmony),
+        ToolFormat::Mistral => Some(grammar::CallForm::Mistral),
+        ToolFormat::Llama3 => Some(grammar::CallForm::Llama3),
+        ToolFormat::Glm => Some(grammar::CallForm::Glm),
+        ToolFormat::DeepSeek => Some(grammar::CallForm::DeepSeek),
+        ToolFormat::Kimi => Some(grammar::CallForm::Kimi),
+    };
     let call_grammar = |only: &[ToolSpec], lazy: bool| {
-        grammar::for_tool_calls(only, lazy).map_err(|e| bad(e.to_string(), "tools"))
+        match native {
+            Some(form) => grammar::for_native_calls(form, only, lazy),
+            None => grammar::for_tool_calls(only, lazy),
+        }
+        .map_err(|e| bad(e.to_string(), "tools"))
     };
     let (grammar, param) = match (&choice, format_grammar) {
         (Choice::Required | Choice::Named(_), Some(_)) => {
@@ -283,7 +298,7 @@ pub fn output_spec(
         }
         (_, Some(g)) => (Some(g), "response_format"),
         (Choice::None, None) => (None, "tools"),
-        (_, None) if format != ToolFormat::Hermes => (None, "tools"),
+        (_, None) if format == ToolFormat::Other => (None, "tools"),
         (Choice::Auto, None) => (Some(call_grammar(&specs, true)?), "tools"),
         (Choice::Required, None) => (Some(call_grammar(&specs, false)?), "tools"),
         (Choice::Named(name), None) => {
@@ -368,19 +383,32 @@ mod tests {
     }
 
     #[test]
-    fn calls_in_a_form_the_grammar_does_not_write_are_parsed_but_not_constrained() {
-        let tools = vec![tool("f", json!({"type": "object"}))];
+    fn calls_are_constrained_in_the_model_s_own_form_and_not_at_all_in_an_unknown_one() {
         let required = json!("required");
-        let xml = output_spec(
-            Some(tools),
-            Some(&required),
-            None,
-            &Tokenizer::simulated(),
-            ToolFormat::Xml,
-            &AppSettings::default(),
-        )
-        .unwrap();
-        assert!(xml.parse_calls && xml.grammar.is_none());
+        let spec_in = |format| {
+            output_spec(
+                Some(vec![tool("f", json!({"type": "object"}))]),
+                Some(&required),
+                None,
+                &Tokenizer::simulated(),
+                format,
+                &AppSettings::default(),
+            )
+            .unwrap()
+        };
+        let xml = spec_in(ToolFormat::Xml);
+        assert!(xml.parse_calls);
+        assert!(xml.grammar.unwrap().gbnf.contains("<function=f>"));
+        let mistral = spec_in(ToolFormat::Mistral);
+        assert!(
+            mistral
+                .grammar
+                .unwrap()
+                .gbnf
+                .contains("[TOOL_CALLS]f[ARGS]")
+        );
+        let other = spec_in(ToolFormat::Other);
+        assert!(other.grammar.is_none());
     }
 
     #[test]

@@ -70,9 +70,12 @@ pub async fn server(setup: Setup) -> Server {
         settings: setup.scheduler.clone(),
     })
     .unwrap();
+    let prompts = Prompts::new(tokenizer)
+        .unwrap()
+        .with_tool_call_format(setup.app.tool_call_format);
     let state = ApiState::new(
         service.clone(),
-        Arc::new(Prompts::new(tokenizer).unwrap()),
+        Arc::new(prompts),
         Arc::new(setup.app),
         Arc::new(setup.scheduler),
     );

@@ -13,6 +13,7 @@ mod api_control;
 mod api_disconnect;
 mod api_drift;
 mod api_fake;
+mod api_families;
 mod api_faults;
 mod api_load;
 mod api_messages;

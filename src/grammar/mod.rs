@@ -6,6 +6,9 @@
 use crate::protocol::Grammar;
 use serde_json::{Value, json};
 
+mod forms;
+pub use forms::{CallForm, for_native_calls};
+
 /// What opens a Hermes tool call (the lazy grammar's trigger).
 pub const TOOL_CALL_TRIGGER: &str = "<tool_call>";
 
