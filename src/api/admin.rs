@@ -11,8 +11,8 @@ use super::body::{body_bytes, parse_body};
 use super::{ApiError, ApiState, auth, browser};
 use crate::config::AppSettings;
 use crate::ids::RequestId;
+use crate::service::GiveWay;
 use crate::service::SettingsChange;
-use crate::service::{GiveWay, resolve_priority};
 use axum::body::Bytes;
 use axum::extract::rejection::BytesRejection;
 use axum::extract::{ConnectInfo, Path, Request, State};
@@ -202,13 +202,8 @@ pub async fn patch_request(
     may_act_on(&state, access, id)?;
     let body = body_bytes(&state, body)?;
     let dto: RequestPatchDto = parse_body(&body)?;
-    let mut priority = resolve_priority(Some(dto.priority), &state.scheduler);
     // the key's cap holds here too: a key cannot raise its request past what it may ask
-    if let Some(max) =
-        auth::presented_entry(&state.app, &headers).and_then(|(_, k)| k.max_priority())
-    {
-        priority = priority.min(resolve_priority(Some(max), &state.scheduler));
-    }
+    let priority = state.capped_priority(&headers, Some(dto.priority));
     let state_now = state.service.set_priority(id, priority).await?;
     Ok(Json(
         json!({"id": id, "priority": priority, "state": state_now}),

@@ -7,7 +7,7 @@ use super::tools::OutputSpec;
 use super::{ApiError, ApiState, auth};
 use crate::chat::{ChatMessage, OutputParser, ParserOptions};
 use crate::ids::RequestId;
-use crate::service::{RequestStream, Sampling, StreamEvent, Submission, resolve_priority};
+use crate::service::{RequestStream, Sampling, StreamEvent, Submission};
 use axum::http::HeaderMap;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -70,12 +70,7 @@ pub fn priority_of(
         Some(p) => Some(p),
         None => header_priority(headers)?.or_else(|| state.key_priority(headers)),
     };
-    let mut priority = resolve_priority(raw, &state.scheduler);
-    // the key's cap, in scheduler order (so it caps urgency under `lower_first` too)
-    if let Some(max) = state.key_max_priority(headers) {
-        priority = priority.min(resolve_priority(Some(max), &state.scheduler));
-    }
-    Ok((priority, raw.is_some()))
+    Ok((state.capped_priority(headers, raw), raw.is_some()))
 }
 
 /// A generation with its prompt tokenized: what [`submit`] sends.

@@ -101,9 +101,15 @@ impl ApiState {
         auth::presented_entry(&self.app, headers)?.1.priority()
     }
 
-    /// The cap on what a request with this API key may ask (`max_priority`).
-    fn key_max_priority(&self, headers: &HeaderMap) -> Option<i64> {
-        auth::presented_entry(&self.app, headers)?.1.max_priority()
+    /// `raw` clamped and put in scheduler order, then held under the presented API key's
+    /// `max_priority` (in scheduler order, so it caps urgency under `lower_first` too): the
+    /// one place a request's priority is resolved, for generation and for `PATCH`.
+    fn capped_priority(&self, headers: &HeaderMap, raw: Option<i64>) -> i32 {
+        let priority = crate::service::resolve_priority(raw, &self.scheduler);
+        match auth::presented_entry(&self.app, headers).and_then(|(_, k)| k.max_priority()) {
+            Some(max) => priority.min(crate::service::resolve_priority(Some(max), &self.scheduler)),
+            None => priority,
+        }
     }
 }
 
