@@ -2,7 +2,7 @@
 //! streaming and non-streaming answers.
 
 use super::body::{body_bytes, body_priority, check_stops, parse_body};
-use super::generation::{self, Generation, rand_seed, strip_reasoning};
+use super::generation::{self, Generation, rand_seed, split_reasoning};
 use super::tools::{self, ResponseFormatDto, ToolDto};
 use super::wire::{self, WireWriter};
 use super::{ApiError, ApiState};
@@ -75,7 +75,9 @@ pub struct MessageDto {
     pub tool_call_id: Option<String>,
     #[serde(default)]
     pub name: Option<String>,
-    // A previous answer's `reasoning_content` is accepted and left out of the prompt.
+    /// A previous answer's reasoning (`reasoning` is the name some clients use).
+    #[serde(default, alias = "reasoning")]
+    pub reasoning_content: Option<String>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -189,8 +191,14 @@ impl TryFrom<ChatCompletionDto> for ChatRequest {
             };
             let mut message = ChatMessage::new(role, &content);
             if role == "assistant" {
-                // Reasoning is dropped from history, so every turn renders the same.
-                message.content = strip_reasoning(&message.content).to_owned();
+                // reasoning goes to the template, which decides which turns keep it
+                let (in_content, rest) = split_reasoning(&message.content);
+                message.content = rest.to_owned();
+                message.reasoning_content = m
+                    .reasoning_content
+                    .clone()
+                    .filter(|r| !r.is_empty())
+                    .or(in_content);
                 for (j, call) in m.tool_calls.unwrap_or_default().into_iter().enumerate() {
                     if let Some(kind) = call.kind.as_deref().filter(|k| *k != "function") {
                         let param = format!("messages[{i}].tool_calls[{j}].type");

@@ -207,15 +207,15 @@ pub fn sampling(
     }
 }
 
-/// A previous answer's leading `<think>…</think>` block removed (reasoning is dropped from
-/// history, so every turn renders the same).
-pub fn strip_reasoning(content: &str) -> &str {
+/// A previous answer's leading `<think>…</think>` block taken out of its content: the
+/// reasoning (given to the template as the message's reasoning) and the rest.
+pub fn split_reasoning(content: &str) -> (Option<String>, &str) {
     let trimmed = content.trim_start();
     match trimmed.strip_prefix("<think>").and_then(|rest| {
         rest.find("</think>")
-            .map(|at| &rest[at + "</think>".len()..])
+            .map(|at| (&rest[..at], &rest[at + "</think>".len()..]))
     }) {
-        Some(rest) => rest.trim_start(),
-        None => content,
+        Some((reasoning, rest)) => (Some(reasoning.to_owned()), rest.trim_start()),
+        None => (None, content),
     }
 }

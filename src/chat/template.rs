@@ -40,6 +40,11 @@ pub struct ChatMessage {
     /// as Mistral's render it).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub tool_call_id: Option<String>,
+    /// An assistant message's reasoning, as the model wrote it; templates get it as
+    /// `reasoning_content` (Qwen3, DeepSeek, Kimi) and as `thinking` (gpt-oss) and decide
+    /// which turns keep it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reasoning_content: Option<String>,
 }
 
 /// A call as templates see it: `{"type": "function", "function": {"name", "arguments"}}`.
@@ -71,6 +76,7 @@ impl ChatMessage {
             tool_calls: Vec::new(),
             name: None,
             tool_call_id: None,
+            reasoning_content: None,
         }
     }
 }
@@ -225,7 +231,12 @@ impl ChatTemplate {
             .iter()
             .enumerate()
             .map(|(index, message)| ChatMessage {
-                content: format!("{SENTINEL_OPEN}{index}{SENTINEL_CLOSE}"),
+                // empty stays empty: templates test `if message.content`
+                content: if message.content.is_empty() {
+                    String::new()
+                } else {
+                    format!("{SENTINEL_OPEN}{index}{SENTINEL_CLOSE}")
+                },
                 tool_calls: message
                     .tool_calls
                     .iter()
@@ -236,7 +247,23 @@ impl ChatTemplate {
                     })
                     .collect(),
                 name: message.name.as_deref().map(|n| tool_text.mask_str(n)),
+                // reasoning is the model's text: rendered as text, never as markup
+                reasoning_content: message
+                    .reasoning_content
+                    .as_deref()
+                    .map(|r| tool_text.mask_str(r)),
                 ..message.clone()
+            })
+            .collect();
+        // gpt-oss's template reads reasoning as `thinking`
+        let masked: Vec<Value> = masked
+            .iter()
+            .map(|m| {
+                let mut value = serde_json::to_value(m).unwrap_or_default();
+                if let Some(reasoning) = &m.reasoning_content {
+                    value["thinking"] = Value::from(reasoning.as_str());
+                }
+                value
             })
             .collect();
         let template = self

@@ -290,19 +290,15 @@ fn each_family_parses_back_the_call_its_own_template_renders_into_history_and_sa
         rendered.push((*name, how));
     }
     // where the history is exactly what the model wrote, the next turn reuses the cache
-    // through the call; elsewhere up to where it differs (docs/API.md lists them)
+    // through the call; elsewhere up to where it differs (docs/API.md lists them). Regression:
+    // an empty content passed to templates as a placeholder was truthy, so Qwen 2.5, Granite 4
+    // and Qwen3-Coder wrote a newline before the call that the model never wrote.
     assert_eq!(
         rendered,
         vec![
-            (
-                "Qwen-Qwen2.5-7B-Instruct",
-                "after whitespace the model did not write"
-            ),
-            (
-                "ibm-granite-granite-4.0",
-                "after whitespace the model did not write"
-            ),
-            ("Qwen3-Coder", "after whitespace the model did not write"),
+            ("Qwen-Qwen2.5-7B-Instruct", "exactly as the model wrote it"),
+            ("ibm-granite-granite-4.0", "exactly as the model wrote it"),
+            ("Qwen3-Coder", "exactly as the model wrote it"),
             ("openai-gpt-oss-120b", "differently"),
             (
                 "unsloth-mistral-Devstral-Small-2507",
@@ -317,4 +313,30 @@ fn each_family_parses_back_the_call_its_own_template_renders_into_history_and_sa
         ],
         "which families' templates render a call exactly as the model wrote it"
     );
+}
+
+#[test]
+fn an_assistant_turn_s_reasoning_reaches_the_template_which_renders_it_where_the_model_expects() {
+    let dir = corpus();
+    let mut call = conversation()[2].clone();
+    call.reasoning_content = Some("The user wants Paris's weather.".into());
+    let result = conversation()[3].clone();
+    let turn = vec![conversation()[1].clone(), call, result];
+    for (name, expected) in [
+        // Qwen3 keeps the reasoning of the turns after the last user message
+        (
+            "Qwen-Qwen3-0.6B",
+            "<think>\nThe user wants Paris's weather.\n</think>",
+        ),
+        // gpt-oss keeps a tool-call turn's analysis until a final answer follows
+        (
+            "openai-gpt-oss-120b",
+            "<|channel|>analysis<|message|>The user wants Paris's weather.<|end|>",
+        ),
+    ] {
+        let source = std::fs::read_to_string(dir.join(format!("{name}.jinja"))).unwrap();
+        let template = ChatTemplate::new(Some(&source), "<s>", "</s>").unwrap();
+        let prompt = render(&template, &turn, true);
+        assert!(prompt.contains(expected), "{name}: {prompt}");
+    }
 }

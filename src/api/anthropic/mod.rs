@@ -11,7 +11,7 @@
 //! tokenizing.
 
 use super::body::{bad, body_bytes, body_priority, check_stops, parse_body};
-use super::generation::{self, Generation, strip_reasoning};
+use super::generation::{self, Generation, split_reasoning};
 use super::tools::{self, ToolDto};
 use super::wire;
 use super::{ApiError, ApiState};
@@ -235,6 +235,7 @@ pub fn to_messages(
             }
         };
         let mut texts: Vec<String> = Vec::new();
+        let mut thinking: Vec<String> = Vec::new();
         let mut calls = Vec::new();
         for (j, block) in blocks.iter().enumerate() {
             let param = format!("messages[{i}].content[{j}]");
@@ -246,7 +247,13 @@ pub fn to_messages(
                         .unwrap_or("")
                         .to_owned(),
                 ),
-                Some("thinking" | "redacted_thinking") => {}
+                Some("thinking") => {
+                    if let Some(t) = block.get("thinking").and_then(Value::as_str) {
+                        thinking.push(t.to_owned());
+                    }
+                }
+                // encrypted: nothing a local model can read
+                Some("redacted_thinking") => {}
                 // A screenshot in an agent's history: this engine reads text only.
                 Some("image" | "document") => {
                     tracing::warn!("messages: {param} is not text and was left out");
@@ -318,7 +325,11 @@ pub fn to_messages(
         if role == "system" {
             out.push(ChatMessage::new("system", &text));
         } else if role == "assistant" {
-            let mut message = ChatMessage::new("assistant", strip_reasoning(&text));
+            let (in_text, rest) = split_reasoning(&text);
+            let mut message = ChatMessage::new("assistant", rest);
+            message.reasoning_content = (!thinking.is_empty())
+                .then(|| thinking.join("\n\n"))
+                .or(in_text);
             message.tool_calls = calls;
             out.push(message);
         } else if !text.is_empty() || out.last().is_none_or(|m| m.role != "tool") {

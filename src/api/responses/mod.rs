@@ -8,7 +8,7 @@
 //! `response.in_progress` at least every 10 s while the request waits, is parked or is read.
 
 use super::body::{bad, body_bytes, body_priority, parse_body};
-use super::generation::{self, Generation, strip_reasoning};
+use super::generation::{self, Generation, split_reasoning};
 use super::tools::{self, JsonSchemaDto, ResponseFormatDto, ToolDto};
 use super::wire;
 use super::{ApiError, ApiState};
@@ -117,10 +117,13 @@ fn text_of(value: &Value, param: &str) -> Result<String, ApiError> {
 }
 
 /// Input items → chat messages. Consecutive calls join one assistant turn; a call's output
-/// names its function through the call id; reasoning items are dropped.
+/// names its function through the call id; a reasoning item's text is the reasoning of the
+/// assistant message or call that follows it.
 pub fn items_to_messages(items: &[Value]) -> Result<Vec<ChatMessage>, ApiError> {
     let mut messages: Vec<ChatMessage> = Vec::new();
     let mut names: HashMap<String, String> = HashMap::new();
+    // a reasoning item waiting for the assistant turn it belongs to
+    let mut reasoning: Option<String> = None;
     for (i, item) in items.iter().enumerate() {
         let kind = item
             .get("type")
@@ -142,11 +145,16 @@ pub fn items_to_messages(items: &[Value]) -> Result<Vec<ChatMessage>, ApiError> 
                     }
                 };
                 let content = item.get("content").unwrap_or(&Value::Null);
-                let mut text = text_of(content, &format!("input[{i}].content"))?;
+                let text = text_of(content, &format!("input[{i}].content"))?;
                 if role == "assistant" {
-                    text = strip_reasoning(&text).to_owned();
+                    let (in_text, rest) = split_reasoning(&text);
+                    let mut message = ChatMessage::new(role, rest);
+                    message.reasoning_content = reasoning.take().or(in_text);
+                    messages.push(message);
+                } else {
+                    reasoning = None;
+                    messages.push(ChatMessage::new(role, &text));
                 }
-                messages.push(ChatMessage::new(role, &text));
             }
             Some("function_call") => {
                 let field = |name: &str| {
@@ -188,6 +196,7 @@ pub fn items_to_messages(items: &[Value]) -> Result<Vec<ChatMessage>, ApiError> 
                     Some(last) if last.role == "assistant" => last.tool_calls.push(call),
                     _ => {
                         let mut message = ChatMessage::new("assistant", "");
+                        message.reasoning_content = reasoning.take();
                         message.tool_calls.push(call);
                         messages.push(message);
                     }
@@ -209,8 +218,19 @@ pub fn items_to_messages(items: &[Value]) -> Result<Vec<ChatMessage>, ApiError> 
                 message.name = Some(name.clone());
                 messages.push(message);
             }
-            // Reasoning is dropped from history (its encrypted content is never asked for).
-            Some("reasoning") => {}
+            // its summary (what this server writes) or its text; encrypted content is never
+            // asked for
+            Some("reasoning") => {
+                let texts: Vec<&str> = ["summary", "content"]
+                    .iter()
+                    .filter_map(|key| item.get(*key).and_then(Value::as_array))
+                    .flatten()
+                    .filter_map(|part| part.get("text").and_then(Value::as_str))
+                    .collect();
+                if !texts.is_empty() {
+                    reasoning = Some(texts.join("\n\n"));
+                }
+            }
             other => {
                 tracing::warn!(
                     "responses: input item {i} of type {:?} ignored",

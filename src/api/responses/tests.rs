@@ -2,10 +2,10 @@ use super::*;
 use proptest::prelude::*;
 
 #[test]
-fn items_become_messages_with_calls_joined_and_reasoning_dropped() {
+fn items_become_messages_with_calls_joined_and_reasoning_kept_with_its_turn() {
     let items = vec![
         json!({"role": "user", "content": "weather?"}),
-        json!({"type": "reasoning", "summary": [], "encrypted_content": "xyz"}),
+        json!({"type": "reasoning", "summary": [{"type": "summary_text", "text": "look it up"}], "encrypted_content": "xyz"}),
         json!({"type": "function_call", "call_id": "c1", "name": "get_weather", "arguments": "{\"city\":\"Paris\"}"}),
         json!({"type": "function_call", "call_id": "c2", "name": "get_time", "arguments": "{}"}),
         json!({"type": "function_call_output", "call_id": "c1", "output": "sunny"}),
@@ -19,6 +19,10 @@ fn items_become_messages_with_calls_joined_and_reasoning_dropped() {
     assert_eq!(messages[2].name.as_deref(), Some("get_weather"));
     assert_eq!(messages[3].content, "noon");
     assert_eq!(messages[4].content, "It is sunny.");
+    // reasoning goes with the turn it preceded; a `<think>` block in text likewise
+    assert_eq!(messages[1].reasoning_content.as_deref(), Some("look it up"));
+    assert_eq!(messages[4].reasoning_content.as_deref(), Some("x"));
+    assert_eq!(messages[0].reasoning_content, None);
 }
 
 #[test]
