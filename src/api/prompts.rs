@@ -49,6 +49,7 @@ impl Prompts {
             ToolCallFormat::Llama3 => Some(ToolFormat::Llama3),
             ToolCallFormat::Glm4 => Some(ToolFormat::Glm),
             ToolCallFormat::DeepseekV3 => Some(ToolFormat::DeepSeek),
+            ToolCallFormat::DeepseekV32 => Some(ToolFormat::DeepSeekDsml),
             ToolCallFormat::KimiK2 => Some(ToolFormat::Kimi),
         };
         if self.tool_format() == ToolFormat::Other {

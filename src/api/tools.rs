@@ -279,6 +279,7 @@ pub fn output_spec(
         ToolFormat::Llama3 => Some(grammar::CallForm::Llama3),
         ToolFormat::Glm => Some(grammar::CallForm::Glm),
         ToolFormat::DeepSeek => Some(grammar::CallForm::DeepSeek),
+        ToolFormat::DeepSeekDsml => Some(grammar::CallForm::Dsml),
         ToolFormat::Kimi => Some(grammar::CallForm::Kimi),
     };
     let call_grammar = |only: &[ToolSpec], lazy: bool| {

@@ -33,6 +33,8 @@ enum Mode {
     Header { raw: String },
     /// Harmony: a message's body.
     Body(Body),
+    /// DSML: a parameter's value (a string argument is JSON-escaped on its way).
+    Quoted { quoted: bool },
     /// Llama 3: nothing but whitespace yet (a call is the whole output).
     Start,
 }
@@ -78,6 +80,7 @@ impl NativeRewriter {
             | ToolFormat::Mistral
             | ToolFormat::Kimi
             | ToolFormat::DeepSeek
+            | ToolFormat::DeepSeekDsml
             | ToolFormat::Glm => Mode::Text,
             ToolFormat::Llama3 => Mode::Start,
             ToolFormat::Hermes | ToolFormat::Xml | ToolFormat::Other => return None,
@@ -132,6 +135,7 @@ impl NativeRewriter {
                 "<think>",
                 "</think>",
             ],
+            ToolFormat::DeepSeekDsml => &["｜DSML｜", "<think>", "</think>"],
             ToolFormat::Llama3 => &["<|python_tag|>"],
             ToolFormat::Hermes | ToolFormat::Xml => {
                 &["<tool_call>", "</tool_call>", "<think>", "</think>"]
@@ -231,6 +235,7 @@ impl NativeRewriter {
                 "<｜tool▁call▁end｜>",
             ),
             ToolFormat::Glm => self.step_glm(out, ended),
+            ToolFormat::DeepSeekDsml => self.step_dsml(out, ended),
             ToolFormat::Llama3 => self.step_llama(out, ended),
             ToolFormat::Hermes | ToolFormat::Xml | ToolFormat::Other => {
                 self.pass(out, 0, true);
@@ -493,6 +498,7 @@ fn json_end(text: &str) -> Option<usize> {
     None
 }
 
+mod dsml;
 mod harmony;
 mod mistral;
 

@@ -99,6 +99,8 @@ pub enum ToolFormat {
     Glm,
     /// DeepSeek V3.1: `<｜tool▁call▁begin｜>name<｜tool▁sep｜>{...}<｜tool▁call▁end｜>`.
     DeepSeek,
+    /// DeepSeek V3.2 / V4: DSML `<｜DSML｜invoke name="f">` with `<｜DSML｜parameter>`s.
+    DeepSeekDsml,
     /// Kimi K2: `<|tool_call_begin|>functions.name:0<|tool_call_argument_begin|>{...}`.
     Kimi,
     /// Something else: calls are not parsed.
@@ -114,6 +116,8 @@ impl ToolFormat {
             Self::Hermes
         } else if has("<|channel|>") && has("<|message|>") && !has("chat_format=llm-jp-harmony") {
             Self::Harmony
+        } else if has("dsml_token") && has("DSML") {
+            Self::DeepSeekDsml
         } else if has("<|tool_calls_section_begin|>") {
             Self::Kimi
         } else if has("<｜tool▁calls▁begin｜>") && !has("```json") {

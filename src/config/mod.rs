@@ -55,6 +55,8 @@ pub enum ToolCallFormat {
     Glm4,
     /// DeepSeek V3.1.
     DeepseekV3,
+    /// DeepSeek V3.2 and V4 (DSML).
+    DeepseekV32,
     /// Kimi K2.
     KimiK2,
     /// Granite 4 (the Hermes form).

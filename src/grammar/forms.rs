@@ -27,6 +27,9 @@ pub enum CallForm {
     Xml,
     /// `<tool_call>NAME<arg_key>K</arg_key><arg_value>V</arg_value></tool_call>`.
     Glm,
+    /// DeepSeek V3.2's DSML: `<｜DSML｜function_calls>` of `<｜DSML｜invoke name="NAME">` with
+    /// `<｜DSML｜parameter name="K" string="true|false">V</｜DSML｜parameter>`.
+    Dsml,
 }
 
 /// A GBNF string literal of `text`.
@@ -115,14 +118,30 @@ fn pairs_rule(
     if let Some(properties) = tool.parameters.get("properties").and_then(Value::as_object) {
         for (j, (key, schema)) in properties.iter().enumerate() {
             let value = if schema.get("type").and_then(Value::as_str) == Some("string") {
-                "free-text".to_owned()
+                // free text, within the schema's `maxLength` when it gives one
+                match schema.get("maxLength").and_then(Value::as_u64) {
+                    Some(max) => {
+                        let rule = format!("{prefix}p{j}-text");
+                        rules.push_str(&format!("{rule} ::= [^<]{{0,{max}}}\n"));
+                        rule
+                    }
+                    None => "free-text".to_owned(),
+                }
             } else {
                 let (start, value_rules) = json_rule(schema, &format!("{prefix}p{j}-"))?;
                 rules.push_str(&value_rules);
                 rules.push('\n');
                 start
             };
+            let is_string = value.ends_with("text");
             let pair = match form {
+                CallForm::Dsml => format!(
+                    "{} {value} {}",
+                    lit(&format!(
+                        "<｜DSML｜parameter name=\"{key}\" string=\"{is_string}\">"
+                    )),
+                    lit("</｜DSML｜parameter>\n")
+                ),
                 CallForm::Glm => format!(
                     "{} {value} {}",
                     lit(&format!("<arg_key>{key}</arg_key><arg_value>")),
@@ -162,9 +181,14 @@ pub fn for_native_calls(
         let prefix = format!("t{i}-");
         let name = &tool.name;
         let call = match form {
-            CallForm::Xml | CallForm::Glm => {
+            CallForm::Xml | CallForm::Glm | CallForm::Dsml => {
                 let args = pairs_rule(tool, &prefix, form, &mut rules)?;
                 match form {
+                    CallForm::Dsml => format!(
+                        "{} {args} {}",
+                        lit(&format!("<｜DSML｜invoke name=\"{name}\">\n")),
+                        lit("</｜DSML｜invoke>\n")
+                    ),
                     CallForm::Glm => format!(
                         "{} {args} {}",
                         lit(&format!("<tool_call>{name}")),
@@ -236,6 +260,12 @@ pub fn for_native_calls(
             "<tool_call>",
         ),
         CallForm::Glm => (format!("root ::= call+\ncall ::= {call}"), "<tool_call>"),
+        CallForm::Dsml => (
+            format!(
+                "root ::= \"<｜DSML｜function_calls>\\n\" call+ \"</｜DSML｜function_calls>\"\ncall ::= {call}"
+            ),
+            "<｜DSML｜function_calls>",
+        ),
     };
     let gbnf = format!("{root}\nfree-text ::= ([^<] | \"<\" [^/])*\n{rules}");
     Ok(Grammar {

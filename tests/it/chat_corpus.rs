@@ -207,6 +207,11 @@ const MODEL_WRITES: &[(&str, ToolFormat, &str)] = &[
         "<tool_call>get_weather<arg_key>city</arg_key><arg_value>Paris</arg_value><arg_key>unit</arg_key><arg_value>celsius</arg_value></tool_call>",
     ),
     (
+        "deepseek-ai-DeepSeek-V3.2",
+        ToolFormat::DeepSeekDsml,
+        "\n\n<｜DSML｜function_calls>\n<｜DSML｜invoke name=\"get_weather\">\n<｜DSML｜parameter name=\"city\" string=\"true\">Paris</｜DSML｜parameter>\n<｜DSML｜parameter name=\"unit\" string=\"true\">celsius</｜DSML｜parameter>\n</｜DSML｜invoke>\n</｜DSML｜function_calls>",
+    ),
+    (
         "moonshotai-Kimi-K2",
         ToolFormat::Kimi,
         "<|tool_calls_section_begin|><|tool_call_begin|>functions.get_weather:0<|tool_call_argument_begin|>{\"city\": \"Paris\", \"unit\": \"celsius\"}<|tool_call_end|><|tool_calls_section_end|>",
@@ -309,6 +314,10 @@ fn each_family_parses_back_the_call_its_own_template_renders_into_history_and_sa
                 "exactly as the model wrote it"
             ),
             ("GLM-4.7-Flash", "after the reasoning block's close"),
+            (
+                "deepseek-ai-DeepSeek-V3.2",
+                "after the reasoning block's close"
+            ),
             ("moonshotai-Kimi-K2", "exactly as the model wrote it"),
         ],
         "which families' templates render a call exactly as the model wrote it"

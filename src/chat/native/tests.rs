@@ -25,7 +25,11 @@ fn options(format: ToolFormat) -> ParserOptions {
 }
 
 fn parse_pieces(format: ToolFormat, pieces: &[&str]) -> Parsed {
-    let mut parser = OutputParser::new(options(format), "call_x_");
+    parse_with(options(format), pieces)
+}
+
+fn parse_with(options: ParserOptions, pieces: &[&str]) -> Parsed {
+    let mut parser = OutputParser::new(options, "call_x_");
     let mut out: Vec<Piece> = Vec::new();
     for piece in pieces {
         out.extend(parser.push(piece));
@@ -185,6 +189,34 @@ fn deepseek_v3_1_calls_after_content() {
     assert_eq!(call(&p, 0), ("get_weather", &json!({"city": "Paris"})));
     assert_eq!(call(&p, 1), ("get_time", &json!({"tz": "CET"})));
     assert!(p.ending.all_calls_closed());
+}
+
+#[test]
+fn deepseek_dsml_invokes_with_string_and_json_parameters_after_reasoning() {
+    let text = format!(
+        "Let me check the time</think>\n\n<{d}function_calls>\n<{d}invoke name=\"get_time\">\n<{d}parameter name=\"city\" string=\"true\">Tokyo \"east\" 42</{d}parameter>\n<{d}parameter name=\"days\" string=\"false\">2</{d}parameter>\n</{d}invoke>\n<{d}invoke name=\"ping\">\n</{d}invoke>\n</{d}function_calls>",
+        d = marked("｜DSML｜")
+    );
+    let mut opened = options(ToolFormat::DeepSeekDsml);
+    opened.starts_in_reasoning = true;
+    let whole = parse_with(opened, &[&text]);
+    assert_eq!(whole.reasoning, "Let me check the time");
+    assert_eq!(
+        call(&whole, 0),
+        ("get_time", &json!({"city": "Tokyo \"east\" 42", "days": 2}))
+    );
+    assert_eq!(call(&whole, 1), ("ping", &json!({})));
+    assert!(
+        whole.content.is_empty() && whole.ending.all_calls_closed(),
+        "{whole:?}"
+    );
+    for cut in (0..=text.len()).filter(|&i| text.is_char_boundary(i)) {
+        assert_eq!(
+            parse_with(opened, &[&text[..cut], &text[cut..]]),
+            whole,
+            "split at {cut}"
+        );
+    }
 }
 
 #[test]
