@@ -133,15 +133,25 @@ fn a_request_sharing_a_prefix_with_a_running_one_copies_its_cells() {
 
 #[test]
 fn an_engine_that_cannot_trim_shares_no_prefix_between_sequences() {
-    let mut f = facts(2, 256);
-    f.trims_at_any_token = false;
-    let mut sim = with(SchedulerSettings::default(), f);
-    sim.arrive(Arrival::new(1, prompt(1, 900, 1000, 1)).output(300));
-    sim.arrive(Arrival::new(2, prompt(1, 900, 1100, 2)).at(2.0).output(5));
-    sim.arrive(Arrival::new(3, prompt(1, 900, 1200, 3)).at(30.0).output(5));
-    sim.run(200.0);
-    sim.check_end();
-    assert_eq!(sim.count(|a| matches!(a, Action::CopyPrefix { .. })), 0);
+    // with checkpoints, request 1's tokens up to its turn token (499) would be a usable
+    // prefix for request 2 while request 1 runs: still nothing is copied from a live sequence
+    for checkpoints in [false, true] {
+        let mut f = facts(2, 256);
+        f.trims_at_any_token = false;
+        f.checkpoints = checkpoints;
+        let mut sim = with(SchedulerSettings::default(), f);
+        sim.arrive(Arrival::new(1, prompt(1, 900, 1000, 1)).output(300));
+        sim.arrive(Arrival::new(2, prompt(1, 900, 1100, 2)).at(2.0).output(5));
+        sim.arrive(Arrival::new(3, prompt(1, 900, 1200, 3)).at(30.0).output(5));
+        sim.run(200.0);
+        sim.check_end();
+        assert_eq!(
+            sim.count(|a| matches!(a, Action::CopyPrefix { .. })),
+            0,
+            "checkpoints: {checkpoints}"
+        );
+        assert_eq!(assigned_seq(&sim, 2).1, 0, "checkpoints: {checkpoints}");
+    }
 }
 
 /// A stream parked in its sequence moves to host RAM when the cells are needed after all, and
@@ -164,4 +174,44 @@ fn a_stream_parked_in_the_pool_moves_to_host_ram_when_its_cells_are_needed_and_i
     let c = sim.s.snapshot(sim.now).counters;
     assert_eq!((c.parks_in_pool, c.parks_to_host), (1, 1), "{c:?}");
     assert_eq!(sim.rec(1).delivered.len(), 1000);
+}
+
+/// Room is made from conversations that free cells by themselves first: a conversation whose
+/// every cell is shared (a copy of another's prefix, cancelled before it read anything) frees
+/// nothing while the other holds those cells, so it is not evicted when the other's own tail
+/// is enough.
+#[test]
+fn a_conversation_whose_cells_are_all_shared_is_not_evicted_for_room_its_source_s_tail_gives() {
+    let mut f = facts(2, 256);
+    // 1,000 (the conversation) + 5,008 (the long read) + 250 free
+    f.kv_cells_total = 6258;
+    let s = SchedulerSettings {
+        output_reserve_tokens: 8,
+        give_way: GiveWay::Off,
+        ..SchedulerSettings::default()
+    };
+    let mut sim = with(s, f);
+    sim.arrive(Arrival::new(1, prompt(1, 900, 1000, 1)).output(1));
+    sim.arrive(Arrival::new(2, p(5000, 2)).at(1.5).output(5)); // holds the lane for 5 s
+    // copies request 1's 900-token prefix (208 more cells), waits for the lane, is cancelled:
+    // its conversation is those 900 shared cells
+    sim.arrive(Arrival::new(3, prompt(1, 900, 1100, 3)).at(1.9).output(5));
+    sim.cancel_at(2.5, 3);
+    // needs 308 cells, 250 are free: request 1's conversation frees its 100-token tail
+    sim.arrive(Arrival::new(4, p(300, 4)).at(3.0).output(5));
+    sim.run(100.0);
+    sim.check_end();
+    let (seq1, _) = assigned_seq(&sim, 1);
+    let (seq3, kept) = assigned_seq(&sim, 3);
+    assert_eq!(kept, 900);
+    assert!(sim.rec(3).chunks.is_empty());
+    let before_4 = sim.pos(is_assign(4)).unwrap();
+    let evicted: Vec<SeqId> = sim.log[..before_4]
+        .iter()
+        .filter_map(|(_, a)| match a {
+            Action::EvictConversation { seq, .. } => Some(*seq),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(evicted, [seq1], "request 3's conversation is in {seq3}");
 }

@@ -280,8 +280,10 @@ fn when_running_decodes_outgrow_the_pool_the_lowest_ranked_is_parked_to_host_ram
     assert!(sim.rec(2).ended_at() < sim.rec(1).ended_at());
 }
 
-/// A decode whose next reservation share does not fit takes just the cells it needs while they
-/// are free: it fills the pool to the last cell without a park.
+/// A decode alone fills the pool to its last cell without a park: its last share is cut at
+/// the context (here the pool), so it always fits (the fallback that takes only the cells
+/// needed is not reached with one request: see
+/// `a_decode_whose_next_share_does_not_fit_beside_another_takes_just_the_cells_it_needs`).
 #[test]
 fn a_decode_fills_the_pool_to_its_last_cell_without_a_park() {
     let mut f = facts(1, 256);
@@ -301,8 +303,10 @@ fn a_decode_fills_the_pool_to_its_last_cell_without_a_park() {
     assert_eq!(sim.s.snapshot(sim.now).counters.kv_parks, 0);
 }
 
-/// Two decodes sharing a pool they fill exactly: when a whole share no longer fits, each takes
-/// just the cell it needs, so neither is parked.
+/// Two decodes sharing a pool they would fill exactly: neither is parked. (Request 2 ends
+/// long before request 1's share runs short, and its conversation leaves for the share, so
+/// every share fits whole; the fallback is pinned by
+/// `a_decode_whose_next_share_does_not_fit_beside_another_takes_just_the_cells_it_needs`.)
 #[test]
 fn two_decodes_that_fill_the_pool_exactly_take_their_last_cells_one_at_a_time() {
     let mut f = facts(2, 256);
@@ -321,4 +325,81 @@ fn two_decodes_that_fill_the_pool_exactly_take_their_last_cells_one_at_a_time() 
     assert_eq!(sim.rec(2).delivered.len(), 100);
     assert_eq!(sim.count(|a| matches!(a, Action::Park { .. })), 0);
     assert_eq!(sim.s.snapshot(sim.now).counters.kv_parks, 0);
+}
+
+/// Two running decodes that fill the pool exactly, both still running when it is full: the
+/// one whose next share no longer fits takes just the cell it needs, one at a time, so
+/// neither is parked.
+#[test]
+fn a_decode_whose_next_share_does_not_fit_beside_another_takes_just_the_cells_it_needs() {
+    let mut f = facts(2, 256);
+    f.kv_cells_total = 1000;
+    let s = SchedulerSettings {
+        output_reserve_tokens: 8,
+        ..SchedulerSettings::default()
+    };
+    let mut sim = with(s, f);
+    // 301 + 199 cells each (the last token sampled takes none): 1,000, every cell
+    sim.arrive(Arrival::new(1, p(301, 1)).priority(5).output(200));
+    sim.arrive(Arrival::new(2, p(301, 2)).output(200));
+    sim.run(300.0);
+    sim.check_end();
+    assert_eq!(sim.rec(1).delivered.len(), 200);
+    assert_eq!(sim.rec(2).delivered.len(), 200);
+    assert_eq!(sim.count(|a| matches!(a, Action::Park { .. })), 0);
+    assert_eq!(sim.s.snapshot(sim.now).counters.kv_parks, 0);
+}
+
+/// A decode's next share comes from free cells while they last: an idle conversation stays
+/// in the pool (it leaves only when the share does not fit otherwise).
+#[test]
+fn a_decode_s_next_share_takes_free_cells_and_leaves_idle_conversations_in_the_pool() {
+    let mut f = facts(2, 256);
+    f.kv_cells_total = 1000;
+    let s = SchedulerSettings {
+        output_reserve_tokens: 8,
+        ..SchedulerSettings::default()
+    };
+    let mut sim = with(s, f);
+    sim.arrive(Arrival::new(1, p(300, 1)).output(1)); // its conversation: 300 cells
+    // grows 308 -> 356 cells beside it; 1,000 - 300 - 356 = 344 still free
+    sim.arrive(Arrival::new(2, p(300, 2)).at(2.0).output(50));
+    sim.run(100.0);
+    sim.check_end();
+    assert_eq!(sim.rec(2).delivered.len(), 50);
+    assert_eq!(
+        sim.count(|a| matches!(a, Action::EvictConversation { .. })),
+        0
+    );
+    assert_eq!(sim.s.snapshot(sim.now).conversations.len(), 2);
+}
+
+/// A decode's reservation grows when its next token would pass it, not when it reaches it:
+/// a request that needs exactly the cells left beside a decode that has used its whole
+/// reservation is admitted at once.
+#[test]
+fn a_decode_grows_its_reservation_only_when_its_next_token_would_pass_it() {
+    let mut f = facts(2, 256);
+    // request 1 reserves 301 + 8 = 309 cells, request 2 needs 100 + 8 = 108: 417
+    f.kv_cells_total = 417;
+    let s = SchedulerSettings {
+        output_reserve_tokens: 8,
+        ..SchedulerSettings::default()
+    };
+    let mut sim = with(s, f);
+    // read by 0.301 s, then a token every 0.05 s; its 9th and last token is sampled in the
+    // step that fills its 309th cell
+    sim.arrive(Arrival::new(1, p(301, 1)).output(9));
+    // arrives during the step that samples token 8 (0.601 s to 0.651 s): at that boundary
+    // request 1 holds 308 cells and its next token takes the 309th, its last reserved
+    sim.arrive(Arrival::new(2, p(100, 2)).at(0.62).output(5));
+    sim.run(100.0);
+    sim.check_end();
+    let admitted = sim.time_of(is_assign(2)).unwrap();
+    assert!((0.651..0.652).contains(&admitted), "admitted at {admitted}");
+    assert!(sim.pos(is_assign(2)) < sim.pos(is_release(1)));
+    assert_eq!(
+        sim.count(|a| matches!(a, Action::EvictConversation { .. })),
+        0
+    );
 }

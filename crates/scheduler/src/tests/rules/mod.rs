@@ -30,7 +30,9 @@ fn assigned_seq(sim: &Sim, id: u64) -> (SeqId, u32) {
 
 mod conversations;
 mod held_kv_aging;
+mod park_places;
 mod precedence;
+mod prefix_sources;
 mod r10_engine_death;
 mod r11_limits;
 mod r12_live_rollback;
