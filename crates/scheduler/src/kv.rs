@@ -481,32 +481,66 @@ impl Scheduler {
 
     /// For a solo pause or give-way of `running` in favour of `w`: where the running request
     /// can be parked so that `w` gets the slot now (`Some(true)`: in the pool, its cells
-    /// kept; `Some(false)`: host RAM), or `None` when `w` cannot get it either way.
+    /// kept; `Some(false)`: host RAM), or `None` when `w` cannot get it either way. Counted
+    /// as admission (R1) takes it: a kept conversation `w` continues in part may be
+    /// continued in place, cut at the shared prefix (its tail freed); a waiting `w` may start
+    /// fresh instead (its source not kept); and parked to host RAM, the running request frees
+    /// its sequence and its cells, those it shares as the others leave too.
     pub(crate) fn park_plan(&mut self, running: RequestId, w: RequestId, now: Now) -> Option<bool> {
         let (need, source) = self.admission_need(w);
         let own = self.requests.get(&running)?.phase.seq()?;
-        let (pledge, held) = self.requests.get(&running).map_or((0, 0), |r| {
-            let len = self.pool.len(own);
-            (u64::from(r.reserved_cells.saturating_sub(len)), len)
+        let pledge = self.requests.get(&running).map_or(0, |r| {
+            u64::from(r.reserved_cells.saturating_sub(self.pool.len(own)))
         });
-        let mut protect: Vec<SeqId> = source.into_iter().collect();
-        let w_has_seq = source.is_some_and(|s| {
-            matches!(
-                self.requests.get(&w).map(|r| &r.phase),
-                Some(Phase::Parked { .. })
-            ) || matches!(self.seqs[s.0 as usize].state, SeqState::Kept(_))
-        });
-        // in the pool: its pledge is released, its cells and sequence stay
-        protect.push(own);
-        let seq_ok = w_has_seq || self.seq_obtainable(&protect, now);
-        if seq_ok && self.can_make_room(need.saturating_sub(pledge), &protect, now) {
-            return Some(true);
+        let wr = self.requests.get(&w)?;
+        let waiting = matches!(wr.phase, Phase::Waiting);
+        let fresh = u64::from(self.initial_reservation(wr.prompt_len(), wr.max_tokens));
+        // (cells needed, the sequence kept for it, cut to this prefix, whether that sequence
+        // becomes its own): what admission tries, in its order
+        type Way = (u64, Option<SeqId>, Option<u32>, bool);
+        let mut ways: Vec<Way> = Vec::new();
+        match (waiting, source) {
+            (false, _) => ways.push((need, source, None, source.is_some())),
+            (true, Some(s)) => match self.best_source(w) {
+                // continued in its own sequence when a copy does not fit (R1)
+                Some((Source::Kept(k), u)) if k == s => ways.push((need, Some(s), Some(u), true)),
+                _ => ways.push((need, Some(s), None, false)),
+            },
+            (true, None) => {}
         }
-        // to host RAM: its own cells (those nobody shares) and its sequence are freed too
-        protect.pop();
-        let freed = pledge + self.pool.exclusive(own).min(u64::from(held));
-        let seq_ok = true; // its own sequence becomes free
-        (seq_ok && self.can_make_room(need.saturating_sub(freed), &protect, now)).then_some(false)
+        if waiting {
+            ways.push((fresh, None, None, false));
+        }
+        let fits = |me: &Self, host: bool, &(need, src, cut, takes_src): &Way| {
+            if host && src == Some(own) {
+                return false; // its source leaves with it
+            }
+            let mut pool = me.pool.clone();
+            let mut protect: Vec<SeqId> = src.into_iter().collect();
+            let seq_ok = if host {
+                if let (Some(s), Some(u)) = (src, cut) {
+                    pool.trim(s, u);
+                }
+                pool.clear(own);
+                true // its sequence comes free
+            } else {
+                protect.push(own);
+                takes_src || me.seq_obtainable(&protect, now)
+            };
+            seq_ok
+                && me
+                    .room_plan_from(pool, need.saturating_sub(pledge), &protect, now)
+                    .is_some()
+        };
+        // in the pool only by the way admission tries first, its source whole: another would
+        // be tried only after moving the parked request to host RAM for a sequence or cells
+        if ways.first().is_some_and(|way| fits(self, false, way)) {
+            Some(true)
+        } else {
+            ways.iter()
+                .any(|way| fits(self, true, way))
+                .then_some(false)
+        }
     }
 }
 

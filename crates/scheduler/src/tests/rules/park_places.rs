@@ -189,17 +189,15 @@ fn a_stream_paused_when_no_sequence_would_be_left_for_the_newcomer_goes_to_host_
     assert_eq!(assigned_seq(&sim, 3), (seq2, 900));
 }
 
-/// Found while pinning `park_plan` (TESTING.md §12): R7 pauses the stream when W "fits once P
-/// is parked", but `park_plan` counts W's source conversation as kept whole (protected, its
-/// tail not dropped) and the stream's cells shared with others as never freed. Here W fits
-/// once the stream is in host RAM (it continues its 1,000-token conversation cut to the
-/// 900 tokens it shares: 3,300 - 900 = 2,400 cells free for its 2,398), yet the count says
-/// 2,398 of 3,300 - 1,000, and the stream is not paused at its quantum (7 s) but only at
-/// 18.85 s, when its own growth has pushed the conversation to host RAM. The same
-/// count makes a solo read give way to a lower candidate past W
-/// (`a_solo_read_gives_way_to_a_candidate_that_fits_past_a_better_one_that_does_not`).
+/// Regression (found while pinning `park_plan`, TESTING.md §12): R7 pauses the stream when W
+/// "fits once P is parked", but `park_plan` counted W's source conversation as kept whole
+/// (protected, its tail not dropped) and the stream's cells shared with others as never
+/// freed. Here W fits once the stream is in host RAM (it continues its 1,000-token
+/// conversation cut to the 900 tokens it shares: 3,300 - 900 = 2,400 cells free for its
+/// 2,398), yet the old count said 2,398 of 3,300 - 1,000, and the stream was paused not at its
+/// quantum (7 s) but at 18.85 s, when its own growth had pushed the conversation to host RAM.
+/// W arrives after the stream's read, so R3 (a give-way) does not decide first.
 #[test]
-#[ignore = "park_plan under-counts: a higher priority that would fit waits (see the comment)"]
 fn a_stream_is_paused_for_a_higher_priority_that_fits_once_it_leaves_by_cutting_its_conversation() {
     let mut f = facts(1, 256);
     f.kv_cells_total = 3300;
@@ -213,7 +211,7 @@ fn a_stream_is_paused_for_a_higher_priority_that_fits_once_it_leaves_by_cutting_
     sim.arrive(Arrival::new(2, p(2000, 2)).at(2.0).output(400)); // the stream
     sim.arrive(
         Arrival::new(3, prompt(1, 900, 3290, 3))
-            .at(3.0)
+            .at(4.5)
             .priority(5)
             .output(5),
     );

@@ -148,39 +148,3 @@ fn a_waiting_follow_up_counts_only_its_new_tokens_as_left_to_read() {
     assert!(read < 40, "the follow-up read {read} tokens");
     assert!(sim.rec(3).ended_at() < sim.rec(2).ended_at());
 }
-
-/// Solo: the reader gives way to the best candidate that can have the slot once the read is
-/// parked; a better one that cannot (by the count `park_plan` makes: its source conversation
-/// stays whole and the cells it shares are not counted as freed) does not stop it.
-#[test]
-fn a_solo_read_gives_way_to_a_candidate_that_fits_past_a_better_one_that_does_not() {
-    let mut f = facts(1, 256);
-    f.kv_cells_total = 4000;
-    f.context_tokens = 4000;
-    let s = SchedulerSettings {
-        output_reserve_tokens: 8,
-        ..SchedulerSettings::default()
-    };
-    let mut sim = with(s, f);
-    // a conversation of 1,000 tokens that the better candidate continues for 900
-    sim.arrive(Arrival::new(1, prompt(1, 900, 1000, 1)).output(1));
-    // the reader: 2,908 cells beside the conversation's 1,000 (92 free)
-    sim.arrive(Arrival::new(2, p(2900, 2)).at(2.0).output(5));
-    // 3,998 cells, 900 held: 3,098 more, and parking the reader frees only 2,908 + 92
-    sim.arrive(
-        Arrival::new(3, prompt(1, 900, 3990, 3))
-            .at(2.5)
-            .priority(5)
-            .output(5),
-    );
-    // 308 cells: fits once the reader is parked
-    sim.arrive(Arrival::new(4, p(300, 4)).at(2.5).priority(3).output(5));
-    sim.run(300.0);
-    sim.check_end();
-    let park = sim.pos(is_park(2)).expect("the reader never gave way");
-    assert!(park < sim.pos(is_assign(4)).unwrap());
-    assert!(sim.pos(is_assign(4)).unwrap() < sim.pos(is_assign(3)).unwrap());
-    assert!(sim.time_of(is_assign(4)).unwrap() < 3.0);
-    let c = sim.s.snapshot(sim.now).counters;
-    assert_eq!(c.give_ways_higher_priority, 1, "{c:?}");
-}
