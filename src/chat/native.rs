@@ -416,6 +416,29 @@ impl NativeRewriter {
         }
     }
 
+    /// Arguments with no closing marker (Mistral, Llama 3): passed on until their JSON object
+    /// closes, then `close`; what follows is text again.
+    fn args_to_json_end(&mut self, out: &mut String, close: &str) -> bool {
+        let Mode::Args { body } = &mut self.mode else {
+            return false;
+        };
+        let start = body.len();
+        body.push_str(&std::mem::take(&mut self.pending));
+        match json_end(body) {
+            Some(end) => {
+                out.push_str(&body[start..end]);
+                out.push_str(close);
+                self.pending = body[end..].to_owned();
+                self.mode = Mode::Text;
+                true
+            }
+            None => {
+                out.push_str(&body[start..]);
+                false
+            }
+        }
+    }
+
     /// Llama 3.x: a call is the whole output, `{"name": N, "parameters": {...}}`
     /// (`<|python_tag|>` before it is dropped).
     fn step_llama(&mut self, out: &mut String, ended: bool) -> bool {
@@ -439,25 +462,7 @@ impl NativeRewriter {
                     true
                 }
             }
-            Mode::Args { body } => {
-                let rest = std::mem::take(&mut self.pending);
-                let start = body.len();
-                body.push_str(&rest);
-                match json_end(body) {
-                    Some(end) => {
-                        out.push_str(&body[start..end]);
-                        out.push_str("</tool_call>");
-                        let after = body[end..].to_owned();
-                        self.pending = after;
-                        self.mode = Mode::Text;
-                        true
-                    }
-                    None => {
-                        out.push_str(&body[start..]);
-                        false
-                    }
-                }
-            }
+            Mode::Args { .. } => self.args_to_json_end(out, "</tool_call>"),
             _ => {
                 self.pass(out, 0, true);
                 false

@@ -51,25 +51,8 @@ impl NativeRewriter {
                 };
                 true
             }
-            Mode::Args { body } => {
-                // the arguments end where their JSON object closes
-                let rest = std::mem::take(&mut self.pending);
-                let start = body.len();
-                body.push_str(&rest);
-                match json_end(body) {
-                    Some(end) => {
-                        out.push_str(&body[start..end]);
-                        out.push_str(JSON_CALL_CLOSE);
-                        self.pending = body[end..].to_owned();
-                        self.mode = Mode::Text;
-                        true
-                    }
-                    None => {
-                        out.push_str(&body[start..]);
-                        false
-                    }
-                }
-            }
+            // the arguments end where their JSON object closes
+            Mode::Args { .. } => self.args_to_json_end(out, JSON_CALL_CLOSE),
             Mode::Array { element, depth } => {
                 let rest = std::mem::take(&mut self.pending);
                 for (i, c) in rest.char_indices() {
