@@ -19,3 +19,6 @@ export STRATA_TEST_TEMPLATES
 .venv/bin/python -m pip install -q --disable-pip-version-check -r tests/python/requirements.txt
 export STRATA_TEST_PYTHON="$PWD/.venv/bin/python"
 cargo test --locked --workspace "$@"
+# The Windows program compiles and links, cross-built from here (docs/TESTING.md, section 11);
+# STRATA_SKIP_WINDOWS_BUILD=1 skips it.
+[ "${STRATA_SKIP_WINDOWS_BUILD:-0}" = 1 ] || scripts/windows/cross-build.sh

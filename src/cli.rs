@@ -8,8 +8,7 @@ use std::path::PathBuf;
 #[command(
     name = "strata-desk",
     version,
-    about = "Serve a local LLM to coding agents, and see how the engine is shared",
-    after_help = "With no command: the window and the server. A flag overrides the config file's key of the same name; a default applies when neither sets it."
+    about = "Serve a local LLM to coding agents, and see how the engine is shared"
 )]
 pub struct Cli {
     #[command(subcommand)]
@@ -24,8 +23,8 @@ pub struct ServeArgs {
     /// Run the server without the window (servers, CI) [default: off: the window].
     #[arg(long)]
     pub headless: bool,
-    /// The JSON config file [default: config.json under the platform config dir (on Linux
-    /// ~/.config/strata-desk/), if present].
+    /// The JSON config file [default: config.json under the platform config dir, if present;
+    /// the paths on this machine are listed below].
     #[arg(long)]
     pub config: Option<PathBuf>,
     /// A GGUF model [default: SmolLM2-135M-Instruct, fetched on first use].
@@ -79,6 +78,44 @@ pub struct ServeArgs {
     /// How the window is drawn [default: glow; wgpu needs a build with `--features wgpu`].
     #[arg(long, value_enum)]
     pub renderer: Option<crate::config::Renderer>,
+    /// Test only: a fault for the simulated engine's worker (`ignore-stdin-eof`, or a
+    /// `--fake-fault` of `engine-worker`); repeatable [default: none].
+    #[arg(long, hide = true)]
+    pub sim_fault: Vec<String>,
+}
+
+impl Cli {
+    /// Parses the command line (exiting on an error, `--help` or `--version`); `--help` ends
+    /// with [`after_help`], this machine's real paths.
+    pub fn parse_with_paths() -> Self {
+        use clap::{CommandFactory, FromArgMatches};
+        let matches = Self::command().after_help(after_help()).get_matches();
+        Self::from_arg_matches(&matches).unwrap_or_else(|e| e.exit())
+    }
+}
+
+/// The end of `--help`: how flags and the file combine, and where this machine keeps the
+/// config file, the models and the instance locks (the platform folders `directories` gives:
+/// on Windows under `%APPDATA%` and `%LOCALAPPDATA%`).
+pub fn after_help() -> String {
+    let shown = |path: Option<PathBuf>| {
+        path.map_or_else(
+            || "(no home folder found)".to_owned(),
+            |p| p.display().to_string(),
+        )
+    };
+    let dirs = crate::models::project_dirs();
+    format!(
+        "With no command: the window and the server. A flag overrides the config file's key of \
+         the same name; a default applies when neither sets it.\n\n\
+         Paths on this machine:\n  \
+         config file:     {}\n  \
+         models:          {}\n  \
+         instance locks:  {}",
+        shown(crate::config::default_path()),
+        shown(dirs.as_ref().map(|d| d.data_dir().join("models"))),
+        shown(dirs.as_ref().map(|d| d.data_local_dir().to_path_buf())),
+    )
 }
 
 impl ServeArgs {
@@ -100,6 +137,7 @@ impl ServeArgs {
             flash_attn: self.flash_attn,
             kv_type: self.kv_type,
             renderer: self.renderer,
+            sim_faults: self.sim_fault.clone(),
         }
     }
 }

@@ -41,6 +41,8 @@
 //!   drained once per frame, the settings view, the timeline, the tray. [sees only the service
 //!   handle and snapshot types, and `server` to run its own]
 //! - [`cli`]: the command line.
+//! - [`console`]: on Windows, the terminal's console for a command-line run of this
+//!   Windows-subsystem binary.
 //!
 //! `anyhow` is used only in `main.rs`; each module has its own error enum.
 
@@ -49,6 +51,7 @@ pub mod bench;
 pub mod chat;
 pub mod cli;
 pub mod config;
+pub mod console;
 pub mod engine;
 pub mod engine_worker;
 pub mod generate;

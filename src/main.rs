@@ -1,11 +1,14 @@
 //! Thin entry point: CLI → a subcommand, the headless server, or the desktop app (no command).
+//! On Windows a Windows-subsystem program (no console window beside the app); a run from a
+//! terminal attaches to the terminal's console (`strata_desk::console`).
+#![cfg_attr(windows, windows_subsystem = "windows")]
 
 use anyhow::Context;
-use clap::Parser;
 use strata_desk::cli::{Cli, CliCommand};
 
 fn main() -> anyhow::Result<()> {
-    let cli = Cli::parse();
+    strata_desk::console::attach_parent();
+    let cli = Cli::parse_with_paths();
     init_logging();
     match cli.command {
         Some(CliCommand::EngineWorker(options)) => {

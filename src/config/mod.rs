@@ -256,6 +256,8 @@ pub struct Config {
     pub scheduler: SchedulerSettings,
     /// Where it was read from, if a file.
     pub source: Option<PathBuf>,
+    /// Test only (`--sim-fault`, never a file key): faults for the simulated engine's worker.
+    pub sim_faults: Vec<String>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -308,6 +310,7 @@ pub struct Overrides {
     pub flash_attn: Option<FlashAttn>,
     pub kv_type: Option<KvType>,
     pub renderer: Option<Renderer>,
+    pub sim_faults: Vec<String>,
 }
 
 /// The default config file path (it need not exist).
@@ -336,6 +339,7 @@ impl Config {
             app: AppSettings::default(),
             scheduler: SchedulerSettings::default(),
             source: None,
+            sim_faults: Vec::new(),
         }
     }
 
@@ -355,6 +359,7 @@ impl Config {
         a.flash_attn = o.flash_attn.unwrap_or(a.flash_attn);
         a.kv_type = o.kv_type.unwrap_or(a.kv_type);
         a.renderer = o.renderer.unwrap_or(a.renderer);
+        self.sim_faults.clone_from(&o.sim_faults);
         if o.solo_priority {
             self.scheduler.solo_priority = true;
         }
@@ -402,6 +407,7 @@ fn parse_file(path: &Path) -> Result<Config, ConfigError> {
         app: serde_json::from_value(app.into()).map_err(|e| parse(e.to_string()))?,
         scheduler: serde_json::from_value(scheduler.into()).map_err(|e| parse(e.to_string()))?,
         source: None,
+        sim_faults: Vec::new(),
     })
 }
 

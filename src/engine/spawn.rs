@@ -3,8 +3,10 @@
 //! On Linux the worker asks the kernel for SIGKILL when its parent dies
 //! (`PR_SET_PDEATHSIG`). That signal fires when the *thread* that spawned the child exits, not
 //! the process, and tokio's blocking threads exit when idle: so every spawn happens on this
-//! thread, which lives as long as the app. The worker also exits when its stdin closes, which
-//! covers every platform.
+//! thread, which lives as long as the app. On Windows every worker is put in one job object
+//! with kill-on-close: the app holds the job's only handle, and when the app ends, however it
+//! ends (a crash, Task Manager, logoff), Windows closes the handle and kills the workers. The
+//! worker also exits when its stdin closes, which covers every platform.
 
 use std::process::{Child, Command};
 use std::sync::OnceLock;
@@ -24,7 +26,11 @@ fn spawner() -> &'static mpsc::Sender<SpawnRequest> {
             .spawn(move || {
                 for mut request in rx {
                     die_with_parent(&mut request.command);
-                    let _ = request.reply.send(request.command.spawn());
+                    let child = request.command.spawn();
+                    if let Ok(child) = &child {
+                        adopt(child);
+                    }
+                    let _ = request.reply.send(child);
                 }
             })
             .expect("the spawner thread starts");
@@ -67,5 +73,87 @@ fn die_with_parent(command: &mut Command) {
 #[cfg(not(target_os = "linux"))]
 fn die_with_parent(_command: &mut Command) {
     // Elsewhere the worker exits when its stdin closes (the app's end of the pipe closes when
-    // the app dies). A Windows job object would also cover a hung worker; not done yet.
+    // the app dies); on Windows the job object (`adopt`) kills it even if it does not.
+}
+
+#[cfg(not(windows))]
+fn adopt(_child: &Child) {}
+
+/// Puts a just-spawned worker in the app's kill-on-close job. A worker the job cannot take is
+/// still served (it exits on stdin EOF), with a warning. The worker runs a few instructions
+/// before it is assigned; it starts no process of its own, so nothing escapes the job.
+#[cfg(windows)]
+fn adopt(child: &Child) {
+    if let Err(e) = job::assign(child) {
+        tracing::warn!(
+            "the engine worker is not in a kill-on-close job ({e}); it may outlive a crash of \
+             the app"
+        );
+    }
+}
+
+/// The Windows job object: the one place with Win32 calls for it.
+#[cfg(windows)]
+#[allow(unsafe_code)]
+mod job {
+    use std::os::windows::io::AsRawHandle;
+    use std::process::Child;
+    use std::sync::OnceLock;
+    use windows_sys::Win32::System::JobObjects::{
+        AssignProcessToJobObject, CreateJobObjectW, JOB_OBJECT_LIMIT_KILL_ON_JOB_CLOSE,
+        JOBOBJECT_EXTENDED_LIMIT_INFORMATION, JobObjectExtendedLimitInformation,
+        SetInformationJobObject,
+    };
+
+    /// The job's handle as an integer (a raw handle is not `Send`). Never closed by the app:
+    /// Windows closes it when the process ends, which is what kills the workers.
+    struct Job(isize);
+
+    fn job() -> Result<&'static Job, String> {
+        static JOB: OnceLock<Result<Job, String>> = OnceLock::new();
+        JOB.get_or_init(create).as_ref().map_err(Clone::clone)
+    }
+
+    fn create() -> Result<Job, String> {
+        // SAFETY: plain Win32 calls with valid arguments: no security attributes and no name
+        // (null pointers are allowed), and a fully initialised, correctly sized limit struct.
+        unsafe {
+            let handle = CreateJobObjectW(std::ptr::null(), std::ptr::null());
+            if handle.is_null() {
+                return Err(format!(
+                    "CreateJobObjectW: {}",
+                    std::io::Error::last_os_error()
+                ));
+            }
+            let mut limits: JOBOBJECT_EXTENDED_LIMIT_INFORMATION = std::mem::zeroed();
+            limits.BasicLimitInformation.LimitFlags = JOB_OBJECT_LIMIT_KILL_ON_JOB_CLOSE;
+            let set = SetInformationJobObject(
+                handle,
+                JobObjectExtendedLimitInformation,
+                (&raw const limits).cast(),
+                std::mem::size_of::<JOBOBJECT_EXTENDED_LIMIT_INFORMATION>() as u32,
+            );
+            if set == 0 {
+                return Err(format!(
+                    "SetInformationJobObject: {}",
+                    std::io::Error::last_os_error()
+                ));
+            }
+            Ok(Job(handle as isize))
+        }
+    }
+
+    pub fn assign(child: &Child) -> Result<(), String> {
+        let job = job()?;
+        // SAFETY: both handles are live: the job's for the app's lifetime, the child's while
+        // `child` is borrowed.
+        let assigned = unsafe { AssignProcessToJobObject(job.0 as _, child.as_raw_handle() as _) };
+        if assigned == 0 {
+            return Err(format!(
+                "AssignProcessToJobObject: {}",
+                std::io::Error::last_os_error()
+            ));
+        }
+        Ok(())
+    }
 }

@@ -44,15 +44,34 @@ pub enum WorkerError {
 
 const MIB: u64 = 1024 * 1024;
 
+/// The simulated engine's fault that keeps the worker alive after stdin closes: a worker that
+/// outlives its app unless the platform kills it (Linux `PR_SET_PDEATHSIG`, a Windows job
+/// object), which the worker's own exit on stdin EOF would otherwise hide.
+pub const IGNORE_STDIN_EOF: &str = "ignore-stdin-eof";
+
 /// Runs the worker until stdin closes.
 pub fn run(options: &WorkerOptions) -> Result<(), WorkerError> {
     let cache_bytes = options.conversation_cache_mib * MIB;
     if options.fake.enabled {
-        let engine = FakeEngine::new(&options.fake, options.slots, options.effective_sequences())?;
-        if options.fake.load_secs > 0.0 {
-            std::thread::sleep(std::time::Duration::from_secs_f64(options.fake.load_secs));
+        let mut fake = options.fake.clone();
+        let linger = fake.faults.iter().any(|f| f == IGNORE_STDIN_EOF);
+        fake.faults.retain(|f| f != IGNORE_STDIN_EOF);
+        let engine = FakeEngine::new(&fake, options.slots, options.effective_sequences())?;
+        if fake.load_secs > 0.0 {
+            std::thread::sleep(std::time::Duration::from_secs_f64(fake.load_secs));
         }
-        return serve_stdio(&mut Worker::new(engine, cache_bytes));
+        serve_stdio(&mut Worker::new(engine, cache_bytes))?;
+        if linger {
+            // Not `eprintln!`: with the app gone stderr is a broken pipe, and it would panic.
+            let _ = writeln!(
+                std::io::stderr(),
+                "simulated engine: injected fault: stdin closed, staying alive"
+            );
+            loop {
+                std::thread::sleep(std::time::Duration::from_secs(3600));
+            }
+        }
+        return Ok(());
     }
     let path = options.model.as_deref().ok_or(WorkerError::NoModel)?;
     let backend = llama_cpp_2::llama_backend::LlamaBackend::init()

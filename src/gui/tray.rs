@@ -1,7 +1,8 @@
 //! The tray icon: the state at a glance (idle, busy, parked, engine down) as the icon's colour
 //! and its tooltip, and a menu: Show/Hide, `solo_priority`, Quit. On Linux it is a D-Bus
 //! StatusNotifierItem (tray-icon's `ksni` backend, no GTK); with no session bus the app runs
-//! without it and says so once.
+//! without it and says so once. On Windows it is tray-icon's native notification-area icon,
+//! created on the window's thread, whose message loop (winit's) serves its menu.
 //!
 //! Menu clicks act from tray-icon's own thread (the window may be hidden, when it draws no
 //! frames): they send viewport commands and run service commands on the background runtime.
@@ -117,9 +118,12 @@ impl Tray {
         let icon = match builder.build() {
             Ok(icon) => icon,
             Err(e) => {
-                tracing::warn!(
-                    "no tray icon ({e}): no D-Bus session here; the app runs without it"
-                );
+                let why = if cfg!(target_os = "linux") {
+                    "no D-Bus session or tray host here"
+                } else {
+                    "the system refused it"
+                };
+                tracing::warn!("no tray icon ({e}): {why}; the app runs without it");
                 return None;
             }
         };

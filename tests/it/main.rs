@@ -29,4 +29,5 @@ mod engine_park;
 mod engine_real;
 mod fault_every_message;
 mod gui;
+mod platform;
 mod support;

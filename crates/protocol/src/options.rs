@@ -89,7 +89,9 @@ pub struct FakeOptions {
     pub script: Option<PathBuf>,
     /// Inject a fault: `die:STEP`, `hang:STEP`, `malformed:STEP`, `drop-chunk:STEP` or
     /// `slow:STEP:MILLIS` (steps counted); `die-at-message:N`, `hang-at-message:N`,
-    /// `malformed-at-message:N` or `error-at-message:N` (every command line counted).
+    /// `malformed-at-message:N` or `error-at-message:N` (every command line counted);
+    /// `ignore-stdin-eof` keeps the worker alive after stdin closes (what a platform's
+    /// kill-with-parent must then do: tests of the job object and `PR_SET_PDEATHSIG`).
     #[cfg_attr(feature = "cli", arg(long = "fake-fault"))]
     pub faults: Vec<String>,
     /// Simulated model loading time before the handshake, in seconds.

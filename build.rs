@@ -1,0 +1,23 @@
+//! Link fix for the x86_64-pc-windows-gnu (MinGW) target only; nothing on other targets.
+//!
+//! There ggml's CMake names its archives `ggml.a`, `ggml-base.a`, `ggml-cpu.a` (no `lib`
+//! prefix), and llama-cpp-sys-2's build script links only the `lib*.a` it finds, so every
+//! ggml symbol is undefined at the final link. We link them by their file names from the
+//! search path llama-cpp-sys-2 already gives. `+whole-archive`: our crate's libraries come
+//! before llama-cpp-sys-2's on the link line, and GNU ld takes from an archive only what is
+//! already wanted, so the archives are taken whole.
+//!
+//! And `-static` for the program, so that libgcc and winpthread come from their static
+//! archives (libgomp and libstdc++ too: `static-openmp` in Cargo.toml, `CXXSTDLIB` in
+//! scripts/check-windows.sh): the .exe needs only Windows' own DLLs.
+
+fn main() {
+    println!("cargo:rerun-if-changed=build.rs");
+    let target = std::env::var("TARGET").unwrap_or_default();
+    if target.ends_with("-windows-gnu") {
+        for archive in ["ggml.a", "ggml-base.a", "ggml-cpu.a"] {
+            println!("cargo:rustc-link-lib=static:+whole-archive,+verbatim={archive}");
+        }
+        println!("cargo:rustc-link-arg-bins=-static");
+    }
+}
