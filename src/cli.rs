@@ -63,12 +63,13 @@ pub struct ServeArgs {
     /// Prompt tokens per read chunk [default: about a quarter second of reading, measured].
     #[arg(long)]
     pub chunk_tokens: Option<u32>,
-    /// CPU threads for the engine [default: one less than the cores].
+    /// CPU threads for the engine [default: the physical cores].
     #[arg(long)]
     pub threads: Option<u32>,
-    /// Layers offloaded to the GPU [default: 0].
+    /// Layers offloaded to the GPU: `auto` fits as many as the GPU's free memory holds (0
+    /// without a GPU), or a count [default: auto].
     #[arg(long)]
-    pub gpu_layers: Option<u32>,
+    pub gpu_layers: Option<crate::config::GpuLayers>,
     /// llama.cpp's flash attention [default: auto].
     #[arg(long, value_enum)]
     pub flash_attn: Option<crate::config::FlashAttn>,
@@ -178,11 +179,12 @@ pub struct GenerateArgs {
     /// Prompt tokens read per step; 0 takes the engine's measured default (about 0.25 s).
     #[arg(long, default_value_t = 0)]
     pub chunk_tokens: u32,
-    /// CPU threads; 0 takes one less than the cores.
+    /// CPU threads; 0 takes the physical cores.
     #[arg(long, default_value_t = 0)]
     pub threads: u32,
-    #[arg(long, default_value_t = 0)]
-    pub gpu_layers: u32,
+    /// Layers on the GPU: `auto` (as many as fit) or a count.
+    #[arg(long, default_value_t = crate::config::GpuLayers::Auto)]
+    pub gpu_layers: crate::config::GpuLayers,
 }
 
 #[cfg(test)]

@@ -7,6 +7,7 @@
 //! - `prompts`: seeded prompt text;
 //! - `scenarios`: every scenario's parameters; solo-long-short, followup-vs-fresh, burst-priority;
 //! - `replay`: agent-replay and soak;
+//! - `single`: single-stream, prompt and decode tokens/s of one request;
 //! - `report`: percentiles, the table, the JSON document.
 
 mod client;
@@ -14,6 +15,7 @@ mod prompts;
 mod replay;
 mod report;
 mod scenarios;
+mod single;
 
 pub use client::{Ask, Record, Target};
 pub use report::{Report, percentile};
@@ -74,6 +76,8 @@ pub enum Scenario {
     AgentReplay(AgentReplay),
     /// A mix with client disconnects for --minutes; checks nothing is lost.
     Soak(Soak),
+    /// One request at a time, a long prompt then --max-tokens: prompt and decode tokens/s.
+    SingleStream(single::SingleStream),
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -144,6 +148,7 @@ pub async fn run(args: &BenchArgs) -> Result<Report, BenchError> {
             Scenario::BurstPriority(p) => scenarios::burst_priority(&target, p, seed).await,
             Scenario::AgentReplay(p) => replay::agent_replay(&target, p, seed).await,
             Scenario::Soak(p) => replay::soak(&target, p, seed).await,
+            Scenario::SingleStream(p) => single::single_stream(&target, p, seed).await,
         }
     };
     let mut report = tokio::time::timeout(Duration::from_secs(args.max_secs), work)

@@ -18,7 +18,7 @@ pub enum EngineKind {
     Sim,
 }
 
-pub use crate::protocol::{FlashAttn, KvType};
+pub use crate::protocol::{FlashAttn, GpuLayers, KvType};
 pub use persist::persist;
 
 impl AppSettings {
@@ -170,7 +170,9 @@ pub struct AppSettings {
     pub kv_sequences: u32,
     pub ctx: u32,
     pub threads: u32,
-    pub gpu_layers: u32,
+    /// `auto` (the default: as many layers as fit in the GPU's free memory; 0 without a GPU)
+    /// or a count.
+    pub gpu_layers: GpuLayers,
     /// llama.cpp's flash attention: `auto`, `on` or `off`.
     pub flash_attn: FlashAttn,
     /// The KV cache's element type: `f16` or `q8_0` (about half the memory).
@@ -224,7 +226,7 @@ impl Default for AppSettings {
             kv_sequences: 0,
             ctx: 0,
             threads: 0,
-            gpu_layers: 0,
+            gpu_layers: GpuLayers::Auto,
             flash_attn: FlashAttn::Auto,
             kv_type: KvType::F16,
             conversation_cache_mib: 1024,
@@ -306,7 +308,7 @@ pub struct Overrides {
     pub ctx: Option<u32>,
     pub chunk_tokens: Option<u32>,
     pub threads: Option<u32>,
-    pub gpu_layers: Option<u32>,
+    pub gpu_layers: Option<GpuLayers>,
     pub flash_attn: Option<FlashAttn>,
     pub kv_type: Option<KvType>,
     pub renderer: Option<Renderer>,

@@ -44,12 +44,13 @@ impl WorkerLaunch {
             ("--slots", o.slots),
             ("--kv-sequences", o.kv_sequences),
             ("--threads", o.threads),
-            ("--gpu-layers", o.gpu_layers),
             ("--n-batch", o.n_batch),
         ] {
             args.push(flag.into());
             args.push(value.to_string().into());
         }
+        args.push("--gpu-layers".into());
+        args.push(o.gpu_layers.to_string().into());
         args.push("--flash-attn".into());
         args.push(
             match o.flash_attn {

@@ -37,7 +37,8 @@ impl std::fmt::Display for WorkerExit {
 
 #[derive(Debug)]
 enum FromWorker {
-    Line(ReplyLine),
+    /// Boxed: a handshake line is large, every other is small.
+    Line(Box<ReplyLine>),
     Garbage(String),
     Eof,
 }
@@ -120,8 +121,27 @@ impl EngineProcess {
         };
         match first.reply {
             Reply::Ready(handshake) if handshake.protocol_version == PROTOCOL_VERSION => {
+                let d = &handshake.device;
+                tracing::info!(
+                    generation,
+                    pid,
+                    "engine worker ready: {}, {} threads, {} of {} layers on the GPU \
+                     (gpu_layers {})",
+                    d.name,
+                    handshake.threads,
+                    d.gpu_layers,
+                    d.model_layers,
+                    d.chosen_by
+                );
+                if d.vram_low {
+                    tracing::warn!(
+                        "{}: {} MiB of GPU memory free, under the margin: the system may spill \
+                         into shared memory (about ten times slower)",
+                        d.name,
+                        d.vram_free_bytes >> 20
+                    );
+                }
                 process.handshake = handshake;
-                tracing::info!(generation, pid, "engine worker ready");
                 Ok(process)
             }
             Reply::Ready(handshake) => {
@@ -197,7 +217,7 @@ impl EngineProcess {
             return Err(dead.clone());
         }
         let error = match tokio::time::timeout(deadline, self.from_worker.recv()).await {
-            Ok(Some(FromWorker::Line(line))) => return Ok(line),
+            Ok(Some(FromWorker::Line(line))) => return Ok(*line),
             Ok(Some(FromWorker::Garbage(text))) => {
                 EngineError::Protocol(format!("a line that is no reply: {text:.200}"))
             }
@@ -321,7 +341,7 @@ fn read_replies(stdout: std::process::ChildStdout, tx: &mpsc::UnboundedSender<Fr
             Ok(0) | Err(_) => break,
             Ok(_) => {
                 let parsed = match serde_json::from_str::<ReplyLine>(line.trim()) {
-                    Ok(reply) => FromWorker::Line(reply),
+                    Ok(reply) => FromWorker::Line(Box::new(reply)),
                     Err(_) => FromWorker::Garbage(line.trim().to_owned()),
                 };
                 if tx.send(parsed).is_err() {
@@ -394,6 +414,7 @@ fn placeholder_handshake() -> Handshake {
         prompt_tokens_per_sec: 0.0,
         chunk_tokens: 0,
         simulated: false,
+        device: Default::default(),
     }
 }
 

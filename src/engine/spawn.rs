@@ -99,6 +99,7 @@ mod job {
     use std::os::windows::io::AsRawHandle;
     use std::process::Child;
     use std::sync::OnceLock;
+    use windows_sys::Win32::Foundation::CloseHandle;
     use windows_sys::Win32::System::JobObjects::{
         AssignProcessToJobObject, CreateJobObjectW, JOB_OBJECT_LIMIT_KILL_ON_JOB_CLOSE,
         JOBOBJECT_EXTENDED_LIMIT_INFORMATION, JobObjectExtendedLimitInformation,
@@ -106,7 +107,8 @@ mod job {
     };
 
     /// The job's handle as an integer (a raw handle is not `Send`). Never closed by the app:
-    /// Windows closes it when the process ends, which is what kills the workers.
+    /// Windows closes it when the process ends, which is what kills the workers. Not
+    /// inheritable (no security attributes), so no worker holds its own job open.
     struct Job(isize);
 
     fn job() -> Result<&'static Job, String> {
@@ -134,10 +136,9 @@ mod job {
                 std::mem::size_of::<JOBOBJECT_EXTENDED_LIMIT_INFORMATION>() as u32,
             );
             if set == 0 {
-                return Err(format!(
-                    "SetInformationJobObject: {}",
-                    std::io::Error::last_os_error()
-                ));
+                let error = std::io::Error::last_os_error();
+                CloseHandle(handle);
+                return Err(format!("SetInformationJobObject: {error}"));
             }
             Ok(Job(handle as isize))
         }

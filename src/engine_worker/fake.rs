@@ -129,6 +129,12 @@ impl FakeEngine {
                 },
                 chunk_tokens,
                 simulated: true,
+                device: crate::protocol::DeviceFacts {
+                    name: "simulated".into(),
+                    backend: "simulated".into(),
+                    chosen_by: "simulated".into(),
+                    ..Default::default()
+                },
             },
             options: options.clone(),
             script,

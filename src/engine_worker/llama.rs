@@ -4,14 +4,13 @@
 use super::backend::{Backend, ChunkRun, DecodeRun, Refusal};
 use super::{FlashAttn, KvType, WorkerError, WorkerOptions};
 use crate::ids::{RequestId, SeqId, TokenId};
-use crate::protocol::{ErrorKind, Handshake, ModelFacts, PROTOCOL_VERSION, Sampling};
+use crate::protocol::{DeviceFacts, ErrorKind, Handshake, ModelFacts, PROTOCOL_VERSION, Sampling};
 use llama_cpp_2::context::LlamaContext;
 use llama_cpp_2::context::params::{KvCacheType, LlamaContextParams};
 use llama_cpp_2::context::session::{LlamaStateSeqFlags, SeqState};
 use llama_cpp_2::llama_backend::LlamaBackend;
 use llama_cpp_2::llama_batch::LlamaBatch;
 use llama_cpp_2::model::LlamaModel;
-use llama_cpp_2::model::params::LlamaModelParams;
 use llama_cpp_2::sampling::LlamaSampler;
 use llama_cpp_2::token::LlamaToken;
 use std::collections::HashMap;
@@ -30,16 +29,75 @@ const TURN_MARKERS: [&str; 4] = [
 /// Largest context taken by default when the model's is larger (memory).
 const DEFAULT_CTX_CAP_TOKENS: u32 = 32_768;
 
-pub fn load_model(
-    backend: &LlamaBackend,
-    options: &WorkerOptions,
-    path: &std::path::Path,
-) -> Result<LlamaModel, WorkerError> {
-    let params = LlamaModelParams::default().with_n_gpu_layers(options.gpu_layers);
-    LlamaModel::load_from_file(backend, path, &params).map_err(|e| WorkerError::Model {
-        path: path.display().to_string(),
-        message: e.to_string(),
-    })
+/// What `flash_attn` means for this engine. `auto` on the CPU is off: measured on this
+/// project's CPU build (docs/BENCHMARKS.md, "Engine defaults"), flash attention decodes 22 %
+/// slower at 6,000 tokens of context and reads 6 % slower, where agents' conversations live
+/// (it is faster only near an empty context). A quantized KV cache needs it, so `q8_0` keeps
+/// llama.cpp's own choice; with layers on a GPU llama.cpp chooses.
+pub fn flash_policy(asked: FlashAttn, kv: KvType, on_gpu: bool) -> FlashAttn {
+    match asked {
+        FlashAttn::Auto if !on_gpu && kv == KvType::F16 => FlashAttn::Off,
+        other => other,
+    }
+}
+
+/// The context the engine makes from the options and the model: also what the GPU fitting
+/// counts.
+pub(super) struct ContextPlan {
+    pub(super) ctx_tokens: u32,
+    sequences: u32,
+    n_batch: u32,
+    threads: u32,
+    kv: KvCacheType,
+    flash: llama_cpp_sys_2::llama_flash_attn_type,
+}
+
+impl ContextPlan {
+    /// `on_gpu`: layers will run on a GPU (`flash_attn: auto` then leaves the choice to
+    /// llama.cpp; on the CPU it is off, see [`flash_policy`]).
+    pub(super) fn new(options: &WorkerOptions, model: &LlamaModel, on_gpu: bool) -> Self {
+        let ctx_tokens = if options.ctx_tokens > 0 {
+            options.ctx_tokens
+        } else {
+            model.n_ctx_train().min(DEFAULT_CTX_CAP_TOKENS)
+        };
+        let slots = options.slots.max(1);
+        // Recurrent and hybrid models allocate state for every sequence: fewer of them.
+        let sequences = if model.is_recurrent() || model.is_hybrid() {
+            options.effective_sequences().min(slots + 2)
+        } else {
+            options.effective_sequences()
+        };
+        Self {
+            ctx_tokens,
+            sequences,
+            n_batch: options.n_batch.clamp(64, ctx_tokens.max(64)),
+            threads: options.effective_threads(),
+            kv: match options.kv_type {
+                KvType::F16 => KvCacheType::F16,
+                KvType::Q8_0 => KvCacheType::Q8_0,
+            },
+            flash: match flash_policy(options.flash_attn, options.kv_type, on_gpu) {
+                FlashAttn::Auto => llama_cpp_sys_2::LLAMA_FLASH_ATTN_TYPE_AUTO,
+                FlashAttn::On => llama_cpp_sys_2::LLAMA_FLASH_ATTN_TYPE_ENABLED,
+                FlashAttn::Off => llama_cpp_sys_2::LLAMA_FLASH_ATTN_TYPE_DISABLED,
+            },
+        }
+    }
+
+    pub(super) fn params(&self) -> LlamaContextParams {
+        LlamaContextParams::default()
+            .with_n_ctx(NonZeroU32::new(self.ctx_tokens))
+            .with_n_batch(self.n_batch)
+            .with_n_ubatch(self.n_batch.min(512))
+            .with_n_seq_max(self.sequences)
+            .with_kv_unified(true)
+            .with_n_threads(self.threads as i32)
+            .with_n_threads_batch(self.threads as i32)
+            .with_type_k(self.kv)
+            .with_type_v(self.kv)
+            .with_flash_attention_policy(self.flash)
+    }
 }
 
 pub struct LlamaEngine<'m> {
@@ -58,43 +116,11 @@ impl<'m> LlamaEngine<'m> {
         model: &'m LlamaModel,
         options: &WorkerOptions,
         model_path: &std::path::Path,
+        device: DeviceFacts,
     ) -> Result<Self, WorkerError> {
-        let threads = options.effective_threads();
-        let n_ctx_train = model.n_ctx_train();
-        let ctx_tokens = if options.ctx_tokens > 0 {
-            options.ctx_tokens
-        } else {
-            n_ctx_train.min(DEFAULT_CTX_CAP_TOKENS)
-        };
-        let slots = options.slots.max(1);
-        // Recurrent and hybrid models allocate state for every sequence: fewer of them.
-        let recurrent = model.is_recurrent() || model.is_hybrid();
-        let sequences = if recurrent {
-            options.effective_sequences().min(slots + 2)
-        } else {
-            options.effective_sequences()
-        };
-        let n_batch = options.n_batch.clamp(64, ctx_tokens.max(64));
-        let kv = match options.kv_type {
-            KvType::F16 => KvCacheType::F16,
-            KvType::Q8_0 => KvCacheType::Q8_0,
-        };
-        let flash = match options.flash_attn {
-            FlashAttn::Auto => llama_cpp_sys_2::LLAMA_FLASH_ATTN_TYPE_AUTO,
-            FlashAttn::On => llama_cpp_sys_2::LLAMA_FLASH_ATTN_TYPE_ENABLED,
-            FlashAttn::Off => llama_cpp_sys_2::LLAMA_FLASH_ATTN_TYPE_DISABLED,
-        };
-        let params = LlamaContextParams::default()
-            .with_n_ctx(NonZeroU32::new(ctx_tokens))
-            .with_n_batch(n_batch)
-            .with_n_ubatch(n_batch.min(512))
-            .with_n_seq_max(sequences)
-            .with_kv_unified(true)
-            .with_n_threads(threads as i32)
-            .with_n_threads_batch(threads as i32)
-            .with_type_k(kv)
-            .with_type_v(kv)
-            .with_flash_attention_policy(flash);
+        let plan = ContextPlan::new(options, model, device.gpu_layers > 0);
+        let (threads, slots, sequences) = (plan.threads, options.slots.max(1), plan.sequences);
+        let params = plan.params();
         let ctx = model
             .new_context(backend, params)
             .map_err(|e| WorkerError::Context(e.to_string()))?;
@@ -118,6 +144,7 @@ impl<'m> LlamaEngine<'m> {
                 prompt_tokens_per_sec: 0.0,
                 chunk_tokens: 256,
                 simulated: false,
+                device,
             },
             samplers: HashMap::new(),
         };
@@ -428,7 +455,31 @@ fn model_facts(model: &LlamaModel, model_path: &std::path::Path, n_ctx: u32) -> 
 
 #[cfg(test)]
 mod tests {
-    use super::chunk_tokens_for;
+    use super::{FlashAttn, KvType, chunk_tokens_for, flash_policy};
+
+    #[test]
+    fn flash_attention_auto_is_off_on_the_cpu_unless_the_kv_cache_is_quantized() {
+        assert_eq!(
+            flash_policy(FlashAttn::Auto, KvType::F16, false),
+            FlashAttn::Off
+        );
+        assert_eq!(
+            flash_policy(FlashAttn::Auto, KvType::Q8_0, false),
+            FlashAttn::Auto
+        );
+        assert_eq!(
+            flash_policy(FlashAttn::Auto, KvType::F16, true),
+            FlashAttn::Auto
+        );
+        assert_eq!(
+            flash_policy(FlashAttn::On, KvType::F16, false),
+            FlashAttn::On
+        );
+        assert_eq!(
+            flash_policy(FlashAttn::Off, KvType::F16, true),
+            FlashAttn::Off
+        );
+    }
 
     #[test]
     fn the_default_chunk_is_about_a_quarter_second_of_reading_within_bounds() {

@@ -6,8 +6,8 @@
 //! stdin closes. Each request keeps one sampler object from open to close, whatever sequence
 //! it is on, parked or not. A bad line gets an error reply; the worker goes on.
 //!
-//! - `backend`: what a backend does (the trait); `llama`: the real one; `fake`: the simulated
-//!   one (also used in process by tests);
+//! - `backend`: what a backend does (the trait); `llama`: the real one (`load`: the model
+//!   and its GPU layers); `fake`: the simulated one (also used in process by tests);
 //! - `worker`: the protocol's checks and bookkeeping over any backend;
 //! - `cache`: the host-RAM conversation cache.
 
@@ -15,6 +15,7 @@ mod backend;
 mod cache;
 mod fake;
 mod llama;
+mod load;
 mod worker;
 
 pub use crate::protocol::{FakeOptions, FlashAttn, KvType, WorkerOptions};
@@ -77,8 +78,8 @@ pub fn run(options: &WorkerOptions) -> Result<(), WorkerError> {
     let backend = llama_cpp_2::llama_backend::LlamaBackend::init()
         .map_err(|e| WorkerError::Backend(e.to_string()))?;
     llama_cpp_2::send_logs_to_tracing(llama_cpp_2::LogOptions::default());
-    let model = llama::load_model(&backend, options, path)?;
-    let engine = llama::LlamaEngine::new(&backend, &model, options, path)?;
+    let (model, device) = load::load_model(&backend, options, path)?;
+    let engine = llama::LlamaEngine::new(&backend, &model, options, path, device)?;
     serve_stdio(&mut Worker::new(engine, cache_bytes))
 }
 

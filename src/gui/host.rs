@@ -24,7 +24,7 @@ pub struct RestartSettings {
     /// `None`: the engine's measured figure (about a quarter second of reading).
     pub chunk_tokens: Option<u32>,
     pub threads: u32,
-    pub gpu_layers: u32,
+    pub gpu_layers: crate::config::GpuLayers,
     pub flash_attn: FlashAttn,
     pub kv_type: KvType,
 }

@@ -2,7 +2,7 @@
 //! commands; none waits on anything.
 
 use super::commands::{Command, CommandQueue};
-use crate::service::{EngineStatus, GiveWay, ParkKind, ServiceSnapshot, SlotStatus};
+use crate::service::{DeviceFacts, EngineStatus, GiveWay, ParkKind, ServiceSnapshot, SlotStatus};
 use egui::{Color32, RichText, Ui};
 
 const STARVING: Color32 = Color32::from_rgb(220, 60, 40);
@@ -41,6 +41,9 @@ pub fn engine_ui(
             }
         }
     });
+    if let Some(device) = s.engine.device.as_ref().filter(|_| !s.engine.simulated) {
+        ui.horizontal(|ui| device_ui(ui, device, s.engine.threads));
+    }
     if *confirm_restart {
         let running = s.slots.iter().filter(|x| x.request_id.is_some()).count();
         ui.horizontal(|ui| {
@@ -374,6 +377,45 @@ pub fn log_ui(ui: &mut Ui, log: &std::collections::VecDeque<(f64, String)>) {
             }
         });
 }
+
+/// The device line: where the layers run, and a warning when GPU memory runs low.
+fn device_ui(ui: &mut Ui, d: &DeviceFacts, threads: u32) {
+    ui.strong("Device");
+    let why = match d.chosen_by.as_str() {
+        "auto" => "gpu_layers auto: fitted into free GPU memory",
+        "auto-no-gpu" => "gpu_layers auto: no GPU found",
+        "auto-fit-failed" => "gpu_layers auto: the fitting failed, see the log",
+        "set" => "gpu_layers set in the config",
+        other => other,
+    };
+    let text = if d.gpu_layers > 0 {
+        format!(
+            "{}: {} of {} layers on the GPU ({why}), {:.1} of {:.1} GiB free; {threads} CPU threads",
+            d.name,
+            d.gpu_layers,
+            d.model_layers,
+            d.vram_free_bytes as f64 / GIB,
+            d.vram_total_bytes as f64 / GIB
+        )
+    } else {
+        format!(
+            "{}: all {} layers on the CPU ({why}), {threads} threads",
+            d.name, d.model_layers
+        )
+    };
+    ui.label(text).on_hover_text(
+        "gpu_layers: `auto` fits as many layers as the GPU's free memory holds, with the KV \
+         pool and a margin; a number sets them",
+    );
+    if d.vram_low {
+        ui.colored_label(
+            Color32::from_rgb(230, 160, 40),
+            "GPU memory low: Windows may spill into shared memory (about 10x slower)",
+        );
+    }
+}
+
+const GIB: f64 = (1u64 << 30) as f64;
 
 #[cfg(test)]
 mod tests {

@@ -5,7 +5,7 @@
 
 use super::commands::{Command, CommandQueue};
 use super::host::RestartSettings;
-use crate::config::{Config, FlashAttn, KvType};
+use crate::config::{Config, FlashAttn, GpuLayers, KvType};
 use egui::{Color32, Ui};
 use std::path::PathBuf;
 
@@ -30,6 +30,7 @@ struct Draft {
     chunk_measured: bool,
     chunk_tokens: u32,
     threads: u32,
+    gpu_auto: bool,
     gpu_layers: u32,
     flash_attn: FlashAttn,
     kv_type: KvType,
@@ -45,7 +46,11 @@ impl Draft {
             chunk_measured: s.chunk_tokens.is_none(),
             chunk_tokens: s.chunk_tokens.unwrap_or(512),
             threads: s.threads,
-            gpu_layers: s.gpu_layers,
+            gpu_auto: s.gpu_layers == GpuLayers::Auto,
+            gpu_layers: match s.gpu_layers {
+                GpuLayers::Count(n) => n,
+                GpuLayers::Auto => 99,
+            },
             flash_attn: s.flash_attn,
             kv_type: s.kv_type,
         }
@@ -59,7 +64,11 @@ impl Draft {
             ctx: self.ctx,
             chunk_tokens: (!self.chunk_measured).then_some(self.chunk_tokens),
             threads: self.threads,
-            gpu_layers: self.gpu_layers,
+            gpu_layers: if self.gpu_auto {
+                GpuLayers::Auto
+            } else {
+                GpuLayers::Count(self.gpu_layers)
+            },
             flash_attn: self.flash_attn,
             kv_type: self.kv_type,
         }
@@ -153,14 +162,27 @@ pub fn settings_ui(
             });
             ui.end_row();
 
-            let label = ui.label("threads (0 = cores - 1)");
+            let label = ui.label("threads (0 = the physical cores)");
             ui.add(egui::DragValue::new(&mut draft.threads).range(0..=1024))
                 .labelled_by(label.id);
             ui.end_row();
 
             let label = ui.label("gpu_layers");
-            ui.add(egui::DragValue::new(&mut draft.gpu_layers).range(0..=1000))
+            ui.horizontal(|ui| {
+                ui.checkbox(
+                    &mut draft.gpu_auto,
+                    "auto (as many as fit in free GPU memory)",
+                )
+                .on_hover_text(
+                    "llama.cpp fits layers, the KV pool and its buffers into the GPU's \
+                         free memory with a margin; 0 on a computer without a GPU",
+                );
+                ui.add_enabled(
+                    !draft.gpu_auto,
+                    egui::DragValue::new(&mut draft.gpu_layers).range(0..=1000),
+                )
                 .labelled_by(label.id);
+            });
             ui.end_row();
 
             ui.label("flash_attn");

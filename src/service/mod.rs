@@ -30,7 +30,7 @@ pub use handle::{
 // The value types the service's callers name in what they send and receive: the scheduler's
 // and the protocol's, re-exported so that `api` and `gui` depend on the service alone (the
 // layer rule `src/layer_rules.rs` checks).
-pub use crate::protocol::{Grammar, Sampling};
+pub use crate::protocol::{DeviceFacts, Grammar, Sampling};
 pub use crate::scheduler::{
     ConfigError as SettingsError, ConversationView, FinishReason, GiveWay, KeptIn, ParkKind,
     ParkedIn, ParkedView, RequestStatus, SchedulerSettings, SlotStatus,

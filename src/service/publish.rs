@@ -39,6 +39,8 @@ impl Actor {
         snapshot.engine.status = self.engine_status(scheduled.engine);
         snapshot.engine.model = handshake.map(|h| h.model.name.clone()).unwrap_or_default();
         snapshot.engine.context_tokens = handshake.map_or(0, |h| h.model.n_ctx);
+        snapshot.engine.threads = handshake.map_or(0, |h| h.threads);
+        snapshot.engine.device = handshake.map(|h| h.device.clone());
         snapshot.engine.generation = self.engine.generation();
         if self.scheduler.ever_ready() {
             let streams = &self.streams;

@@ -38,6 +38,11 @@ pub struct EngineView {
     pub parallel: u32,
     /// Engine processes started so far (each start attempt is one).
     pub generation: u64,
+    /// The loaded engine's CPU threads (0 before the first handshake).
+    pub threads: u32,
+    /// What the engine runs on: the device, layers on the GPU and its memory, `vram_low`
+    /// when free memory is under the margin (null before the first handshake).
+    pub device: Option<crate::protocol::DeviceFacts>,
 }
 
 /// A slot as the scheduler shows it, with what the service measures beside it.
@@ -178,6 +183,8 @@ impl ServiceSnapshot {
                 kv_sequences_free: 0,
                 parallel,
                 generation: 0,
+                threads: 0,
+                device: None,
             },
             chunk_tokens: 0,
             slots: Vec::new(),

@@ -231,6 +231,26 @@ async fn the_handshake_states_what_the_engine_is_and_can_do() {
     assert!(!h.simulated);
 }
 
+/// `gpu_layers: auto` (the default) on a build without a GPU backend runs on the CPU and says
+/// so; a count is reported as set (this CPU build has no GPU to put the layers on).
+#[tokio::test]
+async fn the_handshake_names_the_device_and_how_its_gpu_layers_were_chosen() {
+    let _serial = real_model();
+    let engine = start(1, 1).await;
+    let d = &engine.handshake().device;
+    assert_eq!((d.name.as_str(), d.backend.as_str()), ("CPU", "CPU"));
+    assert_eq!(d.chosen_by, "auto-no-gpu");
+    assert_eq!(d.gpu_layers, 0);
+    assert_eq!(d.model_layers, 30, "SmolLM2-135M has 30 layers");
+    assert_eq!((d.vram_total_bytes, d.vram_low), (0, false));
+    drop(engine);
+    let mut set = launch(1, 1);
+    set.options.gpu_layers = strata_desk::protocol::GpuLayers::Count(5);
+    let engine = EngineProcess::start(&set, 1).await.unwrap();
+    let d = &engine.handshake().device;
+    assert_eq!((d.chosen_by.as_str(), d.name.as_str()), ("set", "CPU"));
+}
+
 #[tokio::test]
 async fn malformed_and_unknown_lines_get_an_error_reply_and_the_next_call_is_served() {
     let _serial = real_model();

@@ -7,6 +7,8 @@
 //!   [`Reply`], the [`Handshake`], [`Sampling`] and [`Grammar`].
 //! - [`options`]: `strata-desk engine-worker`'s options ([`WorkerOptions`]) and the engine
 //!   settings the config file also names ([`FlashAttn`], [`KvType`]).
+//! - [`gpu`]: `gpu_layers` (`auto` or a count), the memory margin the fitting leaves, and the
+//!   device facts the handshake reports ([`DeviceFacts`]).
 //! - [`pool`]: the cells of the unified KV pool as the commands move them (prefix copies
 //!   share cells), counted the same way by the scheduler and the worker.
 //! - [`sim_vocab`]: the simulated engine's special tokens, which the host's tokenizer mirrors.
@@ -14,11 +16,13 @@
 //!
 //! This crate knows no tokio, no llama.cpp and no UI.
 
+pub mod gpu;
 pub mod ids;
 mod messages;
 pub mod options;
 pub mod pool;
 
+pub use gpu::{DeviceFacts, GpuLayers};
 pub use messages::*;
 pub use options::{FakeOptions, FlashAttn, KvType, WorkerOptions};
 

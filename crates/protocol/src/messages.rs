@@ -254,6 +254,9 @@ pub struct Handshake {
     pub chunk_tokens: u32,
     /// True for a simulated engine; every UI labels it so.
     pub simulated: bool,
+    /// What the engine runs on: the device, layers on the GPU, its memory.
+    #[serde(default)]
+    pub device: crate::DeviceFacts,
 }
 
 /// Facts about the loaded model.

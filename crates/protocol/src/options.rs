@@ -41,12 +41,14 @@ pub struct WorkerOptions {
     /// own); 0 takes max(16, slots + 1). At most 256.
     #[cfg_attr(feature = "cli", arg(long, default_value_t = 0))]
     pub kv_sequences: u32,
-    /// CPU threads for llama.cpp; 0 takes one less than the cores (at least 1).
+    /// CPU threads for llama.cpp; 0 takes the physical cores (at most the CPUs this process
+    /// may use).
     #[cfg_attr(feature = "cli", arg(long, default_value_t = 0))]
     pub threads: u32,
-    /// Layers offloaded to the GPU (0 on a CPU build).
-    #[cfg_attr(feature = "cli", arg(long, default_value_t = 0))]
-    pub gpu_layers: u32,
+    /// Layers offloaded to the GPU: `auto` (as many as fit in free memory; 0 without a GPU)
+    /// or a count.
+    #[cfg_attr(feature = "cli", arg(long, default_value_t = crate::GpuLayers::Auto))]
+    pub gpu_layers: crate::GpuLayers,
     #[cfg_attr(feature = "cli", arg(long, value_enum, default_value_t = FlashAttn::Auto))]
     pub flash_attn: FlashAttn,
     #[cfg_attr(feature = "cli", arg(long, value_enum, default_value_t = KvType::F16))]
@@ -118,7 +120,7 @@ impl WorkerOptions {
             slots: 1,
             kv_sequences: 0,
             threads: 0,
-            gpu_layers: 0,
+            gpu_layers: crate::GpuLayers::Auto,
             flash_attn: FlashAttn::Auto,
             kv_type: KvType::F16,
             n_batch: 2048,
@@ -139,14 +141,18 @@ impl WorkerOptions {
         }
     }
 
-    /// Threads to run llama.cpp with: the option, else one less than the cores (two engine
-    /// threads on two cores collapse when anything else runs).
+    /// Threads to run llama.cpp with: the option, else the physical cores, at most the CPUs
+    /// this process may use (llama.cpp's own default; docs/BENCHMARKS.md, "Engine defaults",
+    /// has the figures: on two cores, two threads read and decode faster than one at every
+    /// depth measured, with the server's own threads beside them).
     pub fn effective_threads(&self) -> u32 {
         if self.threads > 0 {
             return self.threads;
         }
-        let cores = std::thread::available_parallelism().map_or(1, |n| n.get() as u32);
-        cores.saturating_sub(1).max(1)
+        default_threads(
+            num_cpus::get_physical(),
+            std::thread::available_parallelism().map_or(1, |n| n.get()),
+        )
     }
 }
 
@@ -181,5 +187,33 @@ impl FakeOptions {
             non_trimmable: false,
             generation: 1,
         }
+    }
+}
+
+/// The default engine threads from the physical cores and the CPUs the process may use
+/// (a container's quota or an affinity mask can allow fewer than the cores).
+pub fn default_threads(physical_cores: usize, usable_cpus: usize) -> u32 {
+    physical_cores.min(usable_cpus).max(1) as u32
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_default_threads_are_the_physical_cores_within_the_cpus_this_process_may_use() {
+        assert_eq!(default_threads(2, 2), 2); // this 2-core machine
+        assert_eq!(default_threads(8, 16), 8); // SMT: one thread per core, as llama.cpp
+        assert_eq!(default_threads(8, 4), 4); // a container allowed 4 CPUs
+        assert_eq!(default_threads(0, 0), 1);
+    }
+
+    #[test]
+    fn a_threads_option_wins_over_the_default() {
+        let options = WorkerOptions {
+            threads: 3,
+            ..WorkerOptions::for_model(PathBuf::new())
+        };
+        assert_eq!(options.effective_threads(), 3);
     }
 }
