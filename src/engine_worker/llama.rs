@@ -116,7 +116,7 @@ impl<'m> LlamaEngine<'m> {
         model: &'m LlamaModel,
         options: &WorkerOptions,
         model_path: &std::path::Path,
-        device: DeviceFacts,
+        mut device: DeviceFacts,
     ) -> Result<Self, WorkerError> {
         let plan = ContextPlan::new(options, model, device.gpu_layers > 0);
         let (threads, slots, sequences) = (plan.threads, options.slots.max(1), plan.sequences);
@@ -124,6 +124,7 @@ impl<'m> LlamaEngine<'m> {
         let ctx = model
             .new_context(backend, params)
             .map_err(|e| WorkerError::Context(e.to_string()))?;
+        super::load::refresh_memory(&mut device);
         let n_batch = ctx.n_batch();
         let kv_cells = ctx.n_ctx();
 

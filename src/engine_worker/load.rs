@@ -104,28 +104,40 @@ fn fitted_params(
     Ok(params)
 }
 
-/// The device the model runs on, after loading.
+/// The device the model runs on, after loading; its free memory is read again once the
+/// context is made ([`refresh_memory`]).
 fn device_facts(model: &LlamaModel, gpu_layers: i32, chosen_by: &str) -> DeviceFacts {
     let model_layers = model.n_layer();
     let on_gpu = u32::try_from(gpu_layers).map_or(model_layers, |n| n.min(model_layers));
     let gpu = gpus().into_iter().next().filter(|_| on_gpu > 0);
-    let (name, backend, total, free) = match &gpu {
-        Some(g) => (
-            g.description.clone(),
-            g.backend.clone(),
-            g.memory_total as u64,
-            g.memory_free as u64,
-        ),
-        None => ("CPU".to_owned(), "CPU".to_owned(), 0, 0),
+    let mut device = match &gpu {
+        Some(g) => DeviceFacts {
+            name: g.description.clone(),
+            backend: g.backend.clone(),
+            ..DeviceFacts::default()
+        },
+        None => DeviceFacts {
+            name: "CPU".to_owned(),
+            backend: "CPU".to_owned(),
+            ..DeviceFacts::default()
+        },
     };
-    DeviceFacts {
-        name,
-        backend,
-        gpu_layers: on_gpu,
-        model_layers,
-        chosen_by: chosen_by.to_owned(),
-        vram_total_bytes: total,
-        vram_free_bytes: free,
-        vram_low: low_on_memory(free, total),
+    device.gpu_layers = on_gpu;
+    device.model_layers = model_layers;
+    device.chosen_by = chosen_by.to_owned();
+    refresh_memory(&mut device);
+    device
+}
+
+/// Reads the GPU's total and free memory again (after the context took its KV pool and
+/// buffers), and whether it is low. Nothing on the CPU.
+pub(super) fn refresh_memory(device: &mut DeviceFacts) {
+    if device.gpu_layers == 0 {
+        return;
+    }
+    if let Some(g) = gpus().into_iter().next() {
+        device.vram_total_bytes = g.memory_total as u64;
+        device.vram_free_bytes = g.memory_free as u64;
+        device.vram_low = low_on_memory(device.vram_free_bytes, device.vram_total_bytes);
     }
 }
