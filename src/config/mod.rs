@@ -405,9 +405,14 @@ fn parse_file(path: &Path) -> Result<Config, ConfigError> {
             return Err(ConfigError::UnknownKey { path: shown, key });
         }
     }
+    // The key is named in a value's error (`gpu_layers: expected ...`).
+    let named = |e: serde_path_to_error::Error<serde_json::Error>| {
+        parse(format!("`{}`: {}", e.path(), e.inner()))
+    };
     Ok(Config {
-        app: serde_json::from_value(app.into()).map_err(|e| parse(e.to_string()))?,
-        scheduler: serde_json::from_value(scheduler.into()).map_err(|e| parse(e.to_string()))?,
+        app: serde_path_to_error::deserialize(serde_json::Value::from(app)).map_err(named)?,
+        scheduler: serde_path_to_error::deserialize(serde_json::Value::from(scheduler))
+            .map_err(named)?,
         source: None,
         sim_faults: Vec::new(),
     })
@@ -425,10 +430,12 @@ mod tests {
     use super::*;
 
     fn write(text: &str) -> PathBuf {
+        // One file per call: tests run in parallel in one process.
+        static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
         let path = std::env::temp_dir().join(format!(
             "strata-config-{}-{}.json",
             std::process::id(),
-            text.len()
+            NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
         ));
         std::fs::write(&path, text).unwrap();
         path
@@ -449,6 +456,27 @@ mod tests {
         assert_eq!(config.app.parallel, 2);
         assert_eq!(config.scheduler.queue_max, 7);
         assert_eq!(config.scheduler.give_way, crate::scheduler::GiveWay::Whole);
+    }
+
+    #[test]
+    fn gpu_layers_is_auto_by_default_takes_a_count_and_a_bad_value_names_the_key() {
+        let path = write(r#"{"port": 9002}"#);
+        let config = Config::load(Some(&path), &Overrides::default()).unwrap();
+        assert_eq!(config.app.gpu_layers, GpuLayers::Auto);
+        let path = write(r#"{"gpu_layers": 24}"#);
+        let config = Config::load(Some(&path), &Overrides::default()).unwrap();
+        assert_eq!(config.app.gpu_layers, GpuLayers::Count(24));
+        let path = write(r#"{"gpu_layers": "all"}"#);
+        let error = Config::load(Some(&path), &Overrides::default())
+            .unwrap_err()
+            .to_string();
+        assert!(error.contains("`gpu_layers`"), "{error}");
+        assert!(error.contains("\"all\""), "{error}");
+        let path = write(r#"{"give_way": "sometimes"}"#);
+        let error = Config::load(Some(&path), &Overrides::default())
+            .unwrap_err()
+            .to_string();
+        assert!(error.contains("`give_way`"), "{error}");
     }
 
     #[test]
