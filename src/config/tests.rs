@@ -1,0 +1,179 @@
+//! The config file and flags: parsing, overrides, defaults, errors that name the key.
+
+use super::*;
+
+fn write(text: &str) -> PathBuf {
+    // One file per call: tests run in parallel in one process.
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let path = std::env::temp_dir().join(format!(
+        "strata-config-{}-{}.json",
+        std::process::id(),
+        NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+    ));
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+#[test]
+fn app_and_scheduler_keys_sit_flat_in_one_file_and_flags_override_them() {
+    let path = write(r#"{"port": 9000, "parallel": 2, "give_way": "whole", "queue_max": 7}"#);
+    let config = Config::load(
+        Some(&path),
+        &Overrides {
+            port: Some(9100),
+            ..Overrides::default()
+        },
+    )
+    .unwrap();
+    assert_eq!(config.app.port, 9100);
+    assert_eq!(config.app.parallel, 2);
+    assert_eq!(config.scheduler.queue_max, 7);
+    assert_eq!(config.scheduler.give_way, crate::scheduler::GiveWay::Whole);
+}
+
+#[test]
+fn gpu_layers_is_auto_by_default_takes_a_count_and_a_bad_value_names_the_key() {
+    let path = write(r#"{"port": 9002}"#);
+    let config = Config::load(Some(&path), &Overrides::default()).unwrap();
+    assert_eq!(config.app.gpu_layers, GpuLayers::Auto);
+    let path = write(r#"{"gpu_layers": 24}"#);
+    let config = Config::load(Some(&path), &Overrides::default()).unwrap();
+    assert_eq!(config.app.gpu_layers, GpuLayers::Count(24));
+    let path = write(r#"{"gpu_layers": "all"}"#);
+    let error = Config::load(Some(&path), &Overrides::default())
+        .unwrap_err()
+        .to_string();
+    assert!(error.contains("`gpu_layers`"), "{error}");
+    assert!(error.contains("\"all\""), "{error}");
+    let path = write(r#"{"give_way": "sometimes"}"#);
+    let error = Config::load(Some(&path), &Overrides::default())
+        .unwrap_err()
+        .to_string();
+    assert!(error.contains("`give_way`"), "{error}");
+}
+
+#[test]
+fn persisting_keeps_the_files_other_keys_and_the_result_loads() {
+    let path = write(r#"{"port": 9001, "queue_max": 5}"#);
+    let mut changes = serde_json::Map::new();
+    changes.insert("parallel".into(), serde_json::json!(3));
+    changes.insert("kv_type".into(), serde_json::json!("q8_0"));
+    persist(&path, changes).unwrap();
+    let config = Config::load(Some(&path), &Overrides::default()).unwrap();
+    assert_eq!(config.app.port, 9001);
+    assert_eq!(config.scheduler.queue_max, 5);
+    assert_eq!(config.app.parallel, 3);
+    assert_eq!(config.app.kv_type, KvType::Q8_0);
+}
+
+#[test]
+fn persisted_nulls_for_the_default_model_and_measured_chunks_load_again() {
+    let path = write(r#"{"ctx": 2048, "queue_max": 6, "parallel": 1, "threads": 1}"#);
+    let mut changes = serde_json::Map::new();
+    changes.insert("model".into(), serde_json::Value::Null);
+    changes.insert("chunk_tokens".into(), serde_json::Value::Null);
+    persist(&path, changes).unwrap();
+    let config = Config::load(Some(&path), &Overrides::default()).unwrap();
+    assert_eq!(config.app.model, None);
+    assert_eq!(config.scheduler.chunk_tokens, None);
+    assert_eq!(config.app.ctx, 2048);
+}
+
+#[test]
+fn a_quantized_kv_cache_without_flash_attention_is_refused() {
+    let err = Config::load(
+        None,
+        &Overrides {
+            kv_type: Some(KvType::Q8_0),
+            flash_attn: Some(FlashAttn::Off),
+            ..Overrides::default()
+        },
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(
+        err.contains("kv_type") && err.contains("flash_attn"),
+        "{err}"
+    );
+}
+
+#[test]
+fn persisting_creates_a_missing_file_and_refuses_to_overwrite_a_broken_one() {
+    let dir = std::env::temp_dir().join(format!("strata-persist-{}", std::process::id()));
+    let path = dir.join("sub").join("config.json");
+    let mut changes = serde_json::Map::new();
+    changes.insert("solo_priority".into(), serde_json::json!(true));
+    persist(&path, changes.clone()).unwrap();
+    let config = Config::load(Some(&path), &Overrides::default()).unwrap();
+    assert!(config.scheduler.solo_priority);
+    std::fs::write(&path, "[1, 2").unwrap();
+    let err = persist(&path, changes).unwrap_err().to_string();
+    assert!(err.contains("not overwriting"), "{err}");
+    assert_eq!(std::fs::read_to_string(&path).unwrap(), "[1, 2");
+}
+
+#[test]
+fn a_file_from_an_older_version_without_the_newer_keys_still_loads() {
+    let path = write(r#"{"model": "/m.gguf", "parallel": 1}"#);
+    let config = Config::load(Some(&path), &Overrides::default()).unwrap();
+    assert_eq!(config.app.flash_attn, FlashAttn::Auto);
+    assert_eq!(config.app.renderer, Renderer::Glow);
+    assert!(config.app.recent_models.is_empty());
+}
+
+#[test]
+fn an_unknown_key_is_named() {
+    let path = write(r#"{"prot": 9000}"#);
+    let err = Config::load(Some(&path), &Overrides::default()).unwrap_err();
+    assert!(err.to_string().contains("unknown key `prot`"), "{err}");
+}
+
+#[test]
+fn a_value_out_of_bounds_names_the_key_the_bound_and_the_value() {
+    let err = Config::load(
+        None,
+        &Overrides {
+            parallel: Some(0),
+            ..Overrides::default()
+        },
+    )
+    .unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "`parallel` must be between 1 and 64, got 0"
+    );
+}
+
+#[test]
+fn solo_priority_with_parallel_is_refused_naming_both_keys() {
+    let err = Config::load(
+        None,
+        &Overrides {
+            parallel: Some(2),
+            solo_priority: true,
+            ..Overrides::default()
+        },
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(
+        err.contains("solo_priority") && err.contains("parallel"),
+        "{err}"
+    );
+}
+
+#[test]
+fn binding_beyond_loopback_without_api_keys_is_refused() {
+    let err = Config::load(
+        None,
+        &Overrides {
+            host: Some(IpAddr::from([0, 0, 0, 0])),
+            ..Overrides::default()
+        },
+    )
+    .unwrap_err();
+    assert!(
+        matches!(err, ConfigError::ExposedWithoutKeys { .. }),
+        "{err}"
+    );
+}
