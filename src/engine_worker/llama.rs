@@ -29,18 +29,6 @@ const TURN_MARKERS: [&str; 4] = [
 /// Largest context taken by default when the model's is larger (memory).
 const DEFAULT_CTX_CAP_TOKENS: u32 = 32_768;
 
-/// What `flash_attn` means for this engine. `auto` on the CPU is off: measured on this
-/// project's CPU build (docs/BENCHMARKS.md, "Engine defaults"), flash attention decodes 22 %
-/// slower at 6,000 tokens of context and reads 6 % slower, where agents' conversations live
-/// (it is faster only near an empty context). A quantized KV cache needs it, so `q8_0` keeps
-/// llama.cpp's own choice; with layers on a GPU llama.cpp chooses.
-pub fn flash_policy(asked: FlashAttn, kv: KvType, on_gpu: bool) -> FlashAttn {
-    match asked {
-        FlashAttn::Auto if !on_gpu && kv == KvType::F16 => FlashAttn::Off,
-        other => other,
-    }
-}
-
 /// The context the engine makes from the options and the model: also what the GPU fitting
 /// counts.
 pub(super) struct ContextPlan {
@@ -53,9 +41,7 @@ pub(super) struct ContextPlan {
 }
 
 impl ContextPlan {
-    /// `on_gpu`: layers will run on a GPU (`flash_attn: auto` then leaves the choice to
-    /// llama.cpp; on the CPU it is off, see [`flash_policy`]).
-    pub(super) fn new(options: &WorkerOptions, model: &LlamaModel, on_gpu: bool) -> Self {
+    pub(super) fn new(options: &WorkerOptions, model: &LlamaModel) -> Self {
         let ctx_tokens = if options.ctx_tokens > 0 {
             options.ctx_tokens
         } else {
@@ -77,7 +63,7 @@ impl ContextPlan {
                 KvType::F16 => KvCacheType::F16,
                 KvType::Q8_0 => KvCacheType::Q8_0,
             },
-            flash: match flash_policy(options.flash_attn, options.kv_type, on_gpu) {
+            flash: match options.flash_attn {
                 FlashAttn::Auto => llama_cpp_sys_2::LLAMA_FLASH_ATTN_TYPE_AUTO,
                 FlashAttn::On => llama_cpp_sys_2::LLAMA_FLASH_ATTN_TYPE_ENABLED,
                 FlashAttn::Off => llama_cpp_sys_2::LLAMA_FLASH_ATTN_TYPE_DISABLED,
@@ -118,7 +104,7 @@ impl<'m> LlamaEngine<'m> {
         model_path: &std::path::Path,
         mut device: DeviceFacts,
     ) -> Result<Self, WorkerError> {
-        let plan = ContextPlan::new(options, model, device.gpu_layers > 0);
+        let plan = ContextPlan::new(options, model);
         let (threads, slots, sequences) = (plan.threads, options.slots.max(1), plan.sequences);
         let params = plan.params();
         let ctx = model
@@ -456,31 +442,7 @@ fn model_facts(model: &LlamaModel, model_path: &std::path::Path, n_ctx: u32) -> 
 
 #[cfg(test)]
 mod tests {
-    use super::{FlashAttn, KvType, chunk_tokens_for, flash_policy};
-
-    #[test]
-    fn flash_attention_auto_is_off_on_the_cpu_unless_the_kv_cache_is_quantized() {
-        assert_eq!(
-            flash_policy(FlashAttn::Auto, KvType::F16, false),
-            FlashAttn::Off
-        );
-        assert_eq!(
-            flash_policy(FlashAttn::Auto, KvType::Q8_0, false),
-            FlashAttn::Auto
-        );
-        assert_eq!(
-            flash_policy(FlashAttn::Auto, KvType::F16, true),
-            FlashAttn::Auto
-        );
-        assert_eq!(
-            flash_policy(FlashAttn::On, KvType::F16, false),
-            FlashAttn::On
-        );
-        assert_eq!(
-            flash_policy(FlashAttn::Off, KvType::F16, true),
-            FlashAttn::Off
-        );
-    }
+    use super::chunk_tokens_for;
 
     #[test]
     fn the_default_chunk_is_about_a_quarter_second_of_reading_within_bounds() {

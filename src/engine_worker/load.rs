@@ -75,7 +75,7 @@ fn fitted_params(
         &LlamaModelParams::default().with_vocab_only(true),
     )
     .map_err(|e| e.to_string())?;
-    let plan = ContextPlan::new(options, &probe, true);
+    let plan = ContextPlan::new(options, &probe);
     drop(probe);
     let mut cparams = plan.params();
     let largest = gpus()
