@@ -1,6 +1,7 @@
 //! The engine worker's protocol against llama.cpp called in process, side by side in one run:
 //! the same model, threads, context, prompt and chunking. Reports prompt-read and decode
-//! tokens/s for both and their ratio, the host's per-step overhead, and park/restore cost.
+//! tokens/s for both and their ratio, the host's overhead per decoded token with one step at a
+//! time and pipelined (a step ahead, as the app sends them), and park/restore cost.
 //!
 //! `cargo bench --bench engine_protocol` (uses `STRATA_TEST_MODEL` or the default model).
 //! Not a test: it asserts nothing and prints a table.
@@ -96,7 +97,12 @@ fn in_process(backend: &LlamaBackend, model: &LlamaModel, prompt: &[TokenId]) ->
     }
 }
 
-async fn through_protocol(engine: &mut EngineProcess, round: u64, prompt: &[TokenId]) -> Run {
+async fn through_protocol(
+    engine: &mut EngineProcess,
+    round: u64,
+    prompt: &[TokenId],
+    pipelined: bool,
+) -> Run {
     let deadline = Duration::from_secs(120);
     let request = RequestId(round);
     let open = Command::Open {
@@ -129,19 +135,34 @@ async fn through_protocol(engine: &mut EngineProcess, round: u64, prompt: &[Toke
     }
     let read_secs = started.elapsed().as_secs_f64();
     let started = Instant::now();
-    for _ in 0..DECODE_TOKENS {
-        let reply = engine
-            .call(
-                Command::Step {
-                    chunk: None,
-                    decode: vec![request],
-                },
-                deadline,
-            )
-            .await;
-        if let Ok(Reply::StepDone(done)) = reply {
+    // One step at a time, or pipelined as the app does: each step's successor is sent as a
+    // step ahead before its reply arrives, so the worker goes from one step to the next.
+    let step = || Command::Step {
+        chunk: None,
+        decode: vec![request],
+    };
+    let ahead = || Command::StepAhead {
+        decode: vec![request],
+    };
+    let mut waiting_for = engine.send(step()).expect("step");
+    let mut next = (pipelined && DECODE_TOKENS > 1).then(|| engine.send(ahead()).expect("ahead"));
+    for k in 1..=DECODE_TOKENS {
+        let line = engine.recv_for(waiting_for, deadline).await.expect("reply");
+        if let Reply::StepDone(done) = line.reply {
             worker_secs += done.step_micros as f64 / 1e6;
         }
+        if k == DECODE_TOKENS {
+            break;
+        }
+        waiting_for = match next.take() {
+            Some(id) => {
+                if k + 1 < DECODE_TOKENS {
+                    next = Some(engine.send(ahead()).expect("ahead"));
+                }
+                id
+            }
+            None => engine.send(step()).expect("step"),
+        };
     }
     let decode_secs = started.elapsed().as_secs_f64();
     engine
@@ -189,15 +210,18 @@ fn main() {
         ))
         .expect("worker");
 
-    let (mut local, mut remote) = (Vec::new(), Vec::new());
-    // Alternate which side goes first, so neither always runs on a warmer machine.
+    let (mut local, mut remote, mut piped) = (Vec::new(), Vec::new(), Vec::new());
+    // Rotate which side goes first, so none always runs on a warmer machine.
     for round in 0..ROUNDS {
-        if round % 2 == 0 {
-            local.push(in_process(&backend, &model, &prompt));
-            remote.push(runtime.block_on(through_protocol(&mut engine, round as u64 + 1, &prompt)));
-        } else {
-            remote.push(runtime.block_on(through_protocol(&mut engine, round as u64 + 1, &prompt)));
-            local.push(in_process(&backend, &model, &prompt));
+        for turn in 0..3 {
+            let id = (round * 3 + turn) as u64 + 1;
+            match (round + turn) % 3 {
+                0 => local.push(in_process(&backend, &model, &prompt)),
+                1 => {
+                    remote.push(runtime.block_on(through_protocol(&mut engine, id, &prompt, false)))
+                }
+                _ => piped.push(runtime.block_on(through_protocol(&mut engine, id, &prompt, true))),
+            }
         }
     }
     let read = |runs: &[Run]| {
@@ -214,12 +238,13 @@ fn main() {
                 .collect(),
         )
     };
-    let overhead_us = median(
-        remote
-            .iter()
-            .map(|r| (r.decode_secs - r.worker_step_secs) / DECODE_TOKENS as f64 * 1e6)
-            .collect(),
-    );
+    let overhead_us = |runs: &[Run]| {
+        median(
+            runs.iter()
+                .map(|r| (r.decode_secs - r.worker_step_secs) / DECODE_TOKENS as f64 * 1e6)
+                .collect(),
+        )
+    };
 
     // Park and restore at the end of a read prompt plus a few tokens.
     let (park_ms, restore_ms, bytes_per_token, tokens) = runtime.block_on(async {
@@ -295,13 +320,21 @@ fn main() {
         read(&remote) / read(&local)
     );
     println!(
-        "| decode, tokens/s | {:.1} | {:.1} | {:.3} |",
+        "| decode one step at a time, tokens/s | {:.1} | {:.1} | {:.3} |",
         decode(&local),
         decode(&remote),
         decode(&remote) / decode(&local)
     );
     println!(
-        "host overhead per decode step (round trip − worker's step time): {overhead_us:.0} µs"
+        "| decode pipelined (a step ahead), tokens/s | {:.1} | {:.1} | {:.3} |",
+        decode(&local),
+        decode(&piped),
+        decode(&piped) / decode(&local)
+    );
+    println!(
+        "host overhead per decoded token (decode time − worker's step time): one at a time {:.0} µs, pipelined {:.0} µs",
+        overhead_us(&remote),
+        overhead_us(&piped)
     );
     println!(
         "park {tokens} tokens: {park_ms:.1} ms; restore: {restore_ms:.1} ms; {bytes_per_token:.0} bytes per token"

@@ -244,13 +244,13 @@ impl EngineProcess {
         Err(error)
     }
 
-    /// Sends a command and waits for its reply. An error reply becomes `Refused`.
-    pub async fn call(
+    /// The reply to command `id` (sent earlier; replies come in order): a reply to anything
+    /// else breaks the protocol.
+    pub async fn recv_for(
         &mut self,
-        command: Command,
+        id: u64,
         deadline: Duration,
-    ) -> Result<Reply, EngineError> {
-        let id = self.send(command)?;
+    ) -> Result<ReplyLine, EngineError> {
         let line = self.recv(deadline).await?;
         if line.id != Some(id) {
             let error = EngineError::Protocol(format!("reply {:?} to command {id}", line.id));
@@ -258,6 +258,17 @@ impl EngineProcess {
             self.dead = Some(error.clone());
             return Err(error);
         }
+        Ok(line)
+    }
+
+    /// Sends a command and waits for its reply. An error reply becomes `Refused`.
+    pub async fn call(
+        &mut self,
+        command: Command,
+        deadline: Duration,
+    ) -> Result<Reply, EngineError> {
+        let id = self.send(command)?;
+        let line = self.recv_for(id, deadline).await?;
         match line.reply {
             Reply::Error(e) => Err(EngineError::Refused {
                 kind: e.kind,

@@ -4,6 +4,7 @@
 
 use crate::ids::{RequestId, SeqId, TokenId};
 use crate::protocol::{ErrorKind, Handshake, Sampling};
+use std::collections::HashMap;
 
 /// A refused command: the error kind and a message naming what was wrong.
 pub type Refusal = (ErrorKind, String);
@@ -52,6 +53,11 @@ pub trait Backend {
     /// Fails only when the engine cannot build the sampler (a grammar it does not take).
     fn new_sampler(&mut self, request: RequestId, sampling: &Sampling) -> Result<(), Refusal>;
     fn drop_sampler(&mut self, request: RequestId);
+    /// Keeps a copy of these requests' sampler states (a step ahead may be undone); the
+    /// copies of the last call are replaced.
+    fn checkpoint_samplers(&mut self, requests: &[RequestId]);
+    /// Puts the copies [`Backend::checkpoint_samplers`] kept back in place, once.
+    fn rewind_samplers(&mut self);
     /// Keeps positions `0..keep_tokens` of `seq`.
     fn trim(&mut self, seq: SeqId, keep_tokens: u32) -> Result<(), Refusal>;
     /// `to` (cleared first) shares positions `0..tokens` of `from`.
@@ -78,5 +84,38 @@ pub trait Backend {
     /// command counted).
     fn fault_at_message(&mut self, _message: u64) -> Option<Fault> {
         None
+    }
+    /// A fault to inject before answering rewind number `rewind` (1-based).
+    fn fault_at_rewind(&mut self, _rewind: u64) -> Option<Fault> {
+        None
+    }
+}
+
+/// Copies of some requests' samplers taken before a step ahead, put back if it is undone.
+#[derive(Debug)]
+pub struct SamplerCheckpoint<S>(Vec<(RequestId, S)>);
+
+impl<S> Default for SamplerCheckpoint<S> {
+    fn default() -> Self {
+        Self(Vec::new())
+    }
+}
+
+impl<S: Clone> SamplerCheckpoint<S> {
+    /// Copies these requests' samplers (replacing the last copies).
+    pub fn keep(&mut self, samplers: &HashMap<RequestId, S>, requests: &[RequestId]) {
+        self.0 = requests
+            .iter()
+            .filter_map(|r| Some((*r, samplers.get(r)?.clone())))
+            .collect();
+    }
+
+    /// Puts the copies back (a request closed since is not brought back).
+    pub fn restore(&mut self, samplers: &mut HashMap<RequestId, S>) {
+        for (request, sampler) in self.0.drain(..) {
+            if let Some(slot) = samplers.get_mut(&request) {
+                *slot = sampler;
+            }
+        }
     }
 }

@@ -9,7 +9,7 @@
 //! Every UI labels it as simulated (`Handshake::simulated`).
 
 use super::FakeOptions;
-use super::backend::{Backend, ChunkRun, DecodeRun, Fault, Refusal};
+use super::backend::{Backend, ChunkRun, DecodeRun, Fault, Refusal, SamplerCheckpoint};
 use crate::ids::{RequestId, SeqId, TokenId};
 use crate::protocol::{ErrorKind, Handshake, ModelFacts, PROTOCOL_VERSION, Sampling};
 use serde::Deserialize;
@@ -51,7 +51,7 @@ enum ScheduledFault {
 }
 
 /// The sampler of one request: moves with the request, whatever sequence it is on.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 struct FakeSampler {
     seeded: bool,
     seed: u32,
@@ -69,6 +69,8 @@ pub struct FakeEngine {
     faults: HashMap<FaultAt, ScheduledFault>,
     seqs: Vec<Vec<TokenId>>,
     samplers: HashMap<RequestId, FakeSampler>,
+    /// Sampler states before a step ahead (undone by a rewind).
+    sampler_checkpoint: SamplerCheckpoint<FakeSampler>,
 }
 
 impl FakeEngine {
@@ -141,6 +143,7 @@ impl FakeEngine {
             faults,
             seqs: vec![Vec::new(); sequences as usize],
             samplers: HashMap::new(),
+            sampler_checkpoint: SamplerCheckpoint::default(),
         })
     }
 
@@ -196,10 +199,12 @@ impl FakeEngine {
 enum FaultAt {
     Step(u64),
     Message(u64),
+    Rewind(u64),
 }
 
 /// `KIND:STEP` (`die`, `hang`, `malformed`, `drop-chunk`; `slow:STEP:MILLIS`) counts steps;
-/// `KIND-at-message:N` (`die`, `hang`, `malformed`, `error`) counts every command line.
+/// `KIND-at-message:N` (`die`, `hang`, `malformed`, `error`) counts every command line;
+/// `error-at-rewind:N` answers the Nth rewind of a step ahead with an error.
 fn parse_fault(spec: &str) -> Result<(FaultAt, ScheduledFault), FakeSetupError> {
     let bad = || FakeSetupError::Fault(spec.to_owned());
     let parts: Vec<&str> = spec.split(':').collect();
@@ -222,6 +227,7 @@ fn parse_fault(spec: &str) -> Result<(FaultAt, ScheduledFault), FakeSetupError> 
             (FaultAt::Message(n), ScheduledFault::Fault(Fault::Malformed))
         }
         ("error-at-message", 2) => (FaultAt::Message(n), ScheduledFault::Fault(Fault::Error)),
+        ("error-at-rewind", 2) => (FaultAt::Rewind(n), ScheduledFault::Fault(Fault::Error)),
         _ => return Err(bad()),
     };
     Ok((at, fault))
@@ -251,6 +257,14 @@ impl Backend for FakeEngine {
 
     fn drop_sampler(&mut self, request: RequestId) {
         self.samplers.remove(&request);
+    }
+
+    fn checkpoint_samplers(&mut self, requests: &[RequestId]) {
+        self.sampler_checkpoint.keep(&self.samplers, requests);
+    }
+
+    fn rewind_samplers(&mut self) {
+        self.sampler_checkpoint.restore(&mut self.samplers);
     }
 
     fn trim(&mut self, seq: SeqId, keep_tokens: u32) -> Result<(), Refusal> {
@@ -329,13 +343,11 @@ impl Backend for FakeEngine {
     }
 
     fn fault_at_message(&mut self, message: u64) -> Option<Fault> {
-        if self.options.generation > 1 {
-            return None; // a restarted engine serves
-        }
-        match self.faults.get(&FaultAt::Message(message))? {
-            ScheduledFault::Fault(fault) => Some(*fault),
-            ScheduledFault::Slow(_) => None,
-        }
+        self.first_generation_fault(FaultAt::Message(message))
+    }
+
+    fn fault_at_rewind(&mut self, rewind: u64) -> Option<Fault> {
+        self.first_generation_fault(FaultAt::Rewind(rewind))
     }
 
     fn fault_at_step(&mut self, step: u64) -> Option<Fault> {
@@ -349,13 +361,27 @@ impl Backend for FakeEngine {
     }
 }
 
+impl FakeEngine {
+    /// A fault counted in messages or rewinds: only the first engine generation has it, so a
+    /// restarted engine serves.
+    fn first_generation_fault(&self, at: FaultAt) -> Option<Fault> {
+        if self.options.generation > 1 {
+            return None;
+        }
+        match self.faults.get(&at)? {
+            ScheduledFault::Fault(fault) => Some(*fault),
+            ScheduledFault::Slow(_) => None,
+        }
+    }
+}
+
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::engine_worker::Worker;
     use crate::protocol::{Chunk, Command, Reply};
 
-    fn worker(slots: u32, script: Option<FakeScript>) -> Worker<FakeEngine> {
+    pub(crate) fn worker(slots: u32, script: Option<FakeScript>) -> Worker<FakeEngine> {
         let mut engine = FakeEngine::new(&FakeOptions::instant(), slots, slots + 1).unwrap();
         if let Some(script) = script {
             engine.script = script;
@@ -363,18 +389,18 @@ mod tests {
         Worker::new(engine, 1 << 30)
     }
 
-    fn ok(worker: &mut Worker<FakeEngine>, command: Command) -> Reply {
+    pub(crate) fn ok(worker: &mut Worker<FakeEngine>, command: Command) -> Reply {
         match worker.serve(command) {
             Reply::Error(e) => panic!("refused: {e:?}"),
             reply => reply,
         }
     }
 
-    fn tokens(text: &str) -> Vec<TokenId> {
+    pub(crate) fn tokens(text: &str) -> Vec<TokenId> {
         text.bytes().map(TokenId::from).collect()
     }
 
-    fn open(worker: &mut Worker<FakeEngine>, request: u64, seq: u32, seed: Option<u32>) {
+    pub(crate) fn open(worker: &mut Worker<FakeEngine>, request: u64, seq: u32, seed: Option<u32>) {
         let sampling = Sampling {
             temperature: if seed.is_some() { 1.0 } else { 0.0 },
             seed: seed.unwrap_or(0),
@@ -391,14 +417,18 @@ mod tests {
         );
     }
 
-    fn sampled(reply: Reply) -> Vec<TokenId> {
+    pub(crate) fn sampled(reply: Reply) -> Vec<TokenId> {
         match reply {
             Reply::StepDone(done) => done.sampled.iter().map(|s| s.token).collect(),
             other => panic!("{other:?}"),
         }
     }
 
-    fn read(worker: &mut Worker<FakeEngine>, request: u64, prompt: &[TokenId]) -> TokenId {
+    pub(crate) fn read(
+        worker: &mut Worker<FakeEngine>,
+        request: u64,
+        prompt: &[TokenId],
+    ) -> TokenId {
         let chunk = Chunk {
             request: RequestId(request),
             start: 0,
@@ -414,7 +444,7 @@ mod tests {
         ))[0]
     }
 
-    fn decode(worker: &mut Worker<FakeEngine>, request: u64, n: usize) -> Vec<TokenId> {
+    pub(crate) fn decode(worker: &mut Worker<FakeEngine>, request: u64, n: usize) -> Vec<TokenId> {
         (0..n)
             .map(|_| {
                 sampled(ok(
@@ -428,7 +458,7 @@ mod tests {
             .collect()
     }
 
-    fn uninterrupted(seed: Option<u32>) -> Vec<TokenId> {
+    pub(crate) fn uninterrupted(seed: Option<u32>) -> Vec<TokenId> {
         let mut w = worker(2, None);
         open(&mut w, 1, 0, seed);
         let mut out = vec![read(&mut w, 1, &tokens("tell me a story"))];
@@ -550,6 +580,10 @@ mod tests {
         assert_eq!(
             parse_fault("error-at-message:7").unwrap(),
             (FaultAt::Message(7), ScheduledFault::Fault(Fault::Error))
+        );
+        assert_eq!(
+            parse_fault("error-at-rewind:2").unwrap(),
+            (FaultAt::Rewind(2), ScheduledFault::Fault(Fault::Error))
         );
         for bad in [
             "die",

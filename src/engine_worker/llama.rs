@@ -1,7 +1,7 @@
 //! The real backend: llama.cpp through llama-cpp-2. One context, one unified KV pool shared by
 //! every sequence, one sampler per request.
 
-use super::backend::{Backend, ChunkRun, DecodeRun, Refusal};
+use super::backend::{Backend, ChunkRun, DecodeRun, Refusal, SamplerCheckpoint};
 use super::{FlashAttn, KvType, WorkerError, WorkerOptions};
 use crate::ids::{RequestId, SeqId, TokenId};
 use crate::protocol::{DeviceFacts, ErrorKind, Handshake, ModelFacts, PROTOCOL_VERSION, Sampling};
@@ -94,6 +94,9 @@ pub struct LlamaEngine<'m> {
     handshake: Handshake,
     /// One sampler object per request, kept from open to close whatever sequence it is on.
     samplers: HashMap<RequestId, LlamaSampler>,
+    /// Sampler states before a step ahead (undone by a rewind): `llama_sampler_clone` copies
+    /// each sampler's state (the seeded generator, the grammar's stacks, the penalties' window).
+    sampler_checkpoint: SamplerCheckpoint<LlamaSampler>,
 }
 
 impl<'m> LlamaEngine<'m> {
@@ -134,6 +137,7 @@ impl<'m> LlamaEngine<'m> {
                 device,
             },
             samplers: HashMap::new(),
+            sampler_checkpoint: SamplerCheckpoint::default(),
         };
         let speed = engine.measure_prompt_speed()?;
         engine.handshake.prompt_tokens_per_sec = speed;
@@ -230,6 +234,14 @@ impl Backend for LlamaEngine<'_> {
 
     fn drop_sampler(&mut self, request: RequestId) {
         self.samplers.remove(&request);
+    }
+
+    fn checkpoint_samplers(&mut self, requests: &[RequestId]) {
+        self.sampler_checkpoint.keep(&self.samplers, requests);
+    }
+
+    fn rewind_samplers(&mut self) {
+        self.sampler_checkpoint.restore(&mut self.samplers);
     }
 
     fn trim(&mut self, seq: SeqId, keep_tokens: u32) -> Result<(), Refusal> {

@@ -16,6 +16,8 @@ mod cache;
 mod fake;
 mod llama;
 mod load;
+#[cfg(test)]
+mod step_ahead_tests;
 mod worker;
 
 pub use crate::protocol::{FakeOptions, FlashAttn, KvType, WorkerOptions};

@@ -28,6 +28,16 @@ struct ParkedState<S> {
     bytes: u64,
 }
 
+/// What undoing the last command takes when it was a step ahead.
+#[derive(Debug)]
+struct StepUndo {
+    /// Each decoded request: its sequence, the cells it held and its last sampled token
+    /// before the step.
+    decoded: Vec<(RequestId, SeqId, u32, Option<TokenId>)>,
+    steps: u64,
+    tokens_decoded: u64,
+}
+
 #[derive(Debug)]
 pub struct Worker<B: Backend> {
     backend: B,
@@ -39,8 +49,12 @@ pub struct Worker<B: Backend> {
     steps: u64,
     /// Command lines served so far (the fault schedule's other clock).
     messages: u64,
+    /// Rewind commands received (the fault counter of `error-at-rewind`).
+    rewinds: u64,
     prompt_tokens_read: u64,
     tokens_decoded: u64,
+    /// Set by a step ahead, taken by the next command (a rewind uses it).
+    undo: Option<StepUndo>,
 }
 
 fn invalid(message: String) -> Refusal {
@@ -58,8 +72,10 @@ impl<B: Backend> Worker<B> {
             cache: ConversationCache::new(conversation_cache_bytes),
             steps: 0,
             messages: 0,
+            rewinds: 0,
             prompt_tokens_read: 0,
             tokens_decoded: 0,
+            undo: None,
         }
     }
 
@@ -76,17 +92,31 @@ impl<B: Backend> Worker<B> {
     /// The fault, if any, to inject instead of answering this command.
     pub fn fault_for(&mut self, command: &Command) -> Option<Fault> {
         self.messages += 1;
-        if let Some(fault) = self.backend.fault_at_message(self.messages) {
-            return Some(fault);
+        let fault = match self.backend.fault_at_message(self.messages) {
+            Some(fault) => Some(fault),
+            None => match command {
+                Command::Step { .. } | Command::StepAhead { .. } => {
+                    self.backend.fault_at_step(self.steps + 1)
+                }
+                Command::Rewind => {
+                    self.rewinds += 1;
+                    self.backend.fault_at_rewind(self.rewinds)
+                }
+                _ => None,
+            },
+        };
+        if fault.is_some() {
+            // a command answered by a fault is still the next command: a step ahead before
+            // it stands (a rewind after it finds nothing to undo)
+            self.undo = None;
         }
-        match command {
-            Command::Step { .. } => self.backend.fault_at_step(self.steps + 1),
-            _ => None,
-        }
+        fault
     }
 
     /// Serves one command; a refusal becomes an error reply.
     pub fn serve(&mut self, command: Command) -> Reply {
+        // a step ahead stands once any command but a rewind follows it
+        let undo = self.undo.take();
         let result = match command {
             Command::Open {
                 request,
@@ -95,6 +125,8 @@ impl<B: Backend> Worker<B> {
                 sampling,
             } => self.open(request, seq, keep_tokens, &sampling),
             Command::Step { chunk, decode } => self.step(chunk, &decode).map(Reply::StepDone),
+            Command::StepAhead { decode } => self.step_ahead(&decode).map(Reply::StepDone),
+            Command::Rewind => self.rewind(undo),
             Command::Close { request } => self.close(request),
             Command::Park { request } => self.park(request),
             Command::Restore { request, seq } => self.restore(request, seq),
@@ -251,6 +283,51 @@ impl<B: Backend> Worker<B> {
         self.steps += 1;
         done.step_micros = started.elapsed().as_micros() as u64;
         Ok(done)
+    }
+
+    /// A decode-only step that a rewind may undo: what each request held and its sampler are
+    /// kept first (the undo is kept even when the step was refused, so a rewind after it
+    /// still answers).
+    fn step_ahead(&mut self, decode: &[RequestId]) -> Result<StepDone, Refusal> {
+        if !self.backend.handshake().model.trims_at_any_token {
+            return Err(invalid(
+                "a step ahead needs a model that trims at any token".into(),
+            ));
+        }
+        let decoded = decode
+            .iter()
+            .filter_map(|request| {
+                let open = self.requests.get(request)?;
+                let seq = open.seq?;
+                Some((*request, seq, self.pool.len(seq), open.pending))
+            })
+            .collect();
+        self.backend.checkpoint_samplers(decode);
+        self.undo = Some(StepUndo {
+            decoded,
+            steps: self.steps,
+            tokens_decoded: self.tokens_decoded,
+        });
+        self.step(None, decode)
+    }
+
+    /// Undoes the step ahead that was the last command.
+    fn rewind(&mut self, undo: Option<StepUndo>) -> Result<Reply, Refusal> {
+        let undo = undo.ok_or_else(|| {
+            invalid("nothing to rewind: the last command was not a step ahead".into())
+        })?;
+        let mut cells = 0;
+        for (request, seq, len, pending) in undo.decoded {
+            cells += self.pool.len(seq).saturating_sub(len);
+            self.set_len(seq, len)?;
+            if let Some(open) = self.requests.get_mut(&request) {
+                open.pending = pending;
+            }
+        }
+        self.backend.rewind_samplers();
+        self.steps = undo.steps;
+        self.tokens_decoded = undo.tokens_decoded;
+        Ok(Reply::Rewound { cells })
     }
 
     fn park(&mut self, request: RequestId) -> Result<Reply, Refusal> {

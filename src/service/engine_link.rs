@@ -29,6 +29,22 @@ pub(super) struct EngineLink {
     step_due: Instant,
     /// Bytes of each entry of the engine's host-RAM conversation cache, by key.
     cache_bytes: HashMap<u64, u64>,
+    /// The step ahead the worker runs after the outstanding step, not yet taken.
+    ahead: Option<StepAhead>,
+    /// Steps ahead taken as the next step, and rewound, since the app started.
+    steps_ahead_taken: u64,
+    steps_ahead_rewound: u64,
+}
+
+/// A decode-only step sent before the last step's reply arrived, so the worker never waits for
+/// the host between two steps (the protocol's round trip is hidden behind the step). The
+/// scheduler still decides every step: when the step it asks for next is this one, it is
+/// taken as sent; otherwise it is rewound (its tokens dropped in the worker, the samplers put
+/// back) before anything else is sent, so what follows is as if it never ran.
+#[derive(Debug)]
+struct StepAhead {
+    id: u64,
+    decode: Vec<RequestId>,
 }
 
 impl EngineLink {
@@ -45,6 +61,9 @@ impl EngineLink {
             step_id: None,
             step_due: Instant::now(),
             cache_bytes: HashMap::new(),
+            ahead: None,
+            steps_ahead_taken: 0,
+            steps_ahead_rewound: 0,
         };
         (link, started_rx)
     }
@@ -124,7 +143,13 @@ impl EngineLink {
     fn forget(&mut self) {
         self.open.clear();
         self.step_id = None;
+        self.ahead = None;
         self.cache_bytes.clear();
+    }
+
+    /// Steps ahead taken as the next step, and rewound, since the app started.
+    pub fn steps_ahead(&self) -> (u64, u64) {
+        (self.steps_ahead_taken, self.steps_ahead_rewound)
     }
 
     /// Bytes in the engine's host-RAM conversation cache.
@@ -132,16 +157,74 @@ impl EngineLink {
         self.cache_bytes.values().sum()
     }
 
-    /// Sends a step; its reply is awaited with [`EngineLink::step_reply`].
-    pub fn send_step(
+    /// Sends a step; its reply is awaited with [`EngineLink::step_reply`]. A decode-only step
+    /// that is the step ahead already running is taken as it is; a decode-only step is
+    /// followed by the next one ahead (for a model that can drop its last position).
+    pub async fn send_step(
         &mut self,
         chunk: Option<protocol::Chunk>,
         decode: Vec<RequestId>,
     ) -> Result<(), EngineError> {
+        let taken = match self.ahead.take() {
+            Some(ahead) if chunk.is_none() && ahead.decode == decode => {
+                self.steps_ahead_taken += 1;
+                Some(ahead.id)
+            }
+            Some(ahead) => {
+                self.rewind(ahead).await?;
+                None
+            }
+            None => None,
+        };
         let process = self.process.as_mut().ok_or(EngineError::NotRunning)?;
         let chunk_tokens = chunk.as_ref().map_or(0, |c| c.tokens.len());
         self.step_due = Instant::now() + process.step_deadline(chunk_tokens, decode.len());
-        self.step_id = Some(process.send(Command::Step { chunk, decode })?);
+        let decode_only = chunk.is_none() && !decode.is_empty();
+        self.step_id = Some(match taken {
+            Some(id) => id,
+            None => process.send(Command::Step {
+                chunk,
+                decode: decode.clone(),
+            })?,
+        });
+        let rewinds = self
+            .handshake
+            .as_ref()
+            .is_some_and(|h| h.model.trims_at_any_token);
+        if decode_only && rewinds {
+            let id = process.send(Command::StepAhead {
+                decode: decode.clone(),
+            })?;
+            self.ahead = Some(StepAhead { id, decode });
+        }
+        Ok(())
+    }
+
+    /// Undoes a step ahead that the scheduler did not ask for: its reply is dropped, then the
+    /// worker rewinds it. Any failure here is the engine's, never the request's whose command
+    /// comes next: a step ahead left standing would put a token in a sequence that the host
+    /// does not count, so it is returned as a broken protocol (fatal), not as a refusal.
+    async fn rewind(&mut self, ahead: StepAhead) -> Result<(), EngineError> {
+        let process = self.process.as_mut().ok_or(EngineError::NotRunning)?;
+        let deadline = process.step_deadline(0, ahead.decode.len());
+        let line = process.recv_for(ahead.id, deadline).await?;
+        if let Reply::Error(e) = line.reply {
+            // a refused step is a lost engine, as for any step (`step_reply`)
+            return Err(EngineError::Protocol(format!(
+                "the engine refused a step ahead: {}",
+                e.message
+            )));
+        }
+        match process.call(Command::Rewind, deadline).await {
+            Ok(_) => {}
+            Err(EngineError::Refused { message, .. }) => {
+                return Err(EngineError::Protocol(format!(
+                    "the engine could not rewind a step ahead: {message}"
+                )));
+            }
+            Err(error) => return Err(error),
+        }
+        self.steps_ahead_rewound += 1;
         Ok(())
     }
 
@@ -168,6 +251,9 @@ impl EngineLink {
     /// One engine command and its reply. A refusal here means host and engine disagree about
     /// the engine's state: the caller treats the engine as lost.
     pub async fn call(&mut self, command: Command) -> Result<Reply, EngineError> {
+        if let Some(ahead) = self.ahead.take() {
+            self.rewind(ahead).await?;
+        }
         let process = self.process.as_mut().ok_or(EngineError::NotRunning)?;
         let deadline = process.step_deadline(0, 1);
         process.call(command, deadline).await

@@ -92,7 +92,7 @@ impl Actor {
                     }
                 });
                 let decode: Vec<RequestId> = step.decode.iter().map(|(id, _)| *id).collect();
-                self.engine.send_step(chunk, decode)?;
+                self.engine.send_step(chunk, decode).await?;
             }
             Action::Assign {
                 request,

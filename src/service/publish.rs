@@ -42,6 +42,10 @@ impl Actor {
         snapshot.engine.threads = handshake.map_or(0, |h| h.threads);
         snapshot.engine.device = handshake.map(|h| h.device.clone());
         snapshot.engine.generation = self.engine.generation();
+        (
+            snapshot.engine.steps_ahead_taken,
+            snapshot.engine.steps_ahead_rewound,
+        ) = self.engine.steps_ahead();
         if self.scheduler.ever_ready() {
             let streams = &self.streams;
             snapshot.set_scheduler(&scheduled, |id| streams.tokens_per_sec(id, wall));

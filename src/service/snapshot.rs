@@ -43,6 +43,11 @@ pub struct EngineView {
     /// What the engine runs on: the device, layers on the GPU and its memory, `vram_low`
     /// when free memory is under the margin (null before the first handshake).
     pub device: Option<crate::protocol::DeviceFacts>,
+    /// Decode steps sent ahead (before the last step's reply, so the engine never waits for
+    /// the app between steps) that became the next step, and those rewound because the
+    /// scheduler asked for another step (a finish, a pause, a new read), since the app started.
+    pub steps_ahead_taken: u64,
+    pub steps_ahead_rewound: u64,
 }
 
 /// A slot as the scheduler shows it, with what the service measures beside it.
@@ -185,6 +190,8 @@ impl ServiceSnapshot {
                 generation: 0,
                 threads: 0,
                 device: None,
+                steps_ahead_taken: 0,
+                steps_ahead_rewound: 0,
             },
             chunk_tokens: 0,
             slots: Vec::new(),

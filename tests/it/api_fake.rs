@@ -119,6 +119,11 @@ impl Server {
             .body(body)
     }
 
+    /// A chat completion's JSON answer, whatever its status.
+    pub async fn chat_json(&self, body: &Value) -> Value {
+        self.post(body).send().await.unwrap().json().await.unwrap()
+    }
+
     /// Waits until `check` holds for the service's snapshot.
     pub async fn until(
         &self,

@@ -261,6 +261,15 @@ async fn a_fault_at_every_protocol_message_loses_no_token_leaves_nothing_behind_
     };
     drop(clean_server);
 
+    // one fault alone, to look into a failure: STRATA_FAULT_ONLY=error-at-message:7
+    if let Ok(only) = std::env::var("STRATA_FAULT_ONLY") {
+        let server = faulty_server(Some(only.clone())).await;
+        let endings = workload(&server, Some(&clean_short)).await;
+        check_endings(&clean, &endings, &only);
+        let hit = fired(&server, &endings).await;
+        settles_and_serves(&server, &probe_text, &only, hit).await;
+        return;
+    }
     let full = std::env::var_os("STRATA_FAULTS_FULL").is_some();
     let started = Instant::now();
     let mut runs = 0;

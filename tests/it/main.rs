@@ -18,6 +18,7 @@ mod api_faults;
 mod api_load;
 mod api_messages;
 mod api_observe;
+mod api_pipeline;
 mod api_real;
 mod api_tools;
 mod bench;

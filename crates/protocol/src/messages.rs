@@ -13,7 +13,7 @@ use crate::ids::{RequestId, SeqId, TokenId};
 use serde::{Deserialize, Serialize};
 
 /// Bumped on every incompatible change; the host refuses a worker that speaks another one.
-pub const PROTOCOL_VERSION: u32 = 2;
+pub const PROTOCOL_VERSION: u32 = 3;
 
 /// One line from the host to the worker.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -47,6 +47,16 @@ pub enum Command {
         #[serde(default)]
         decode: Vec<RequestId>,
     },
+    /// A decode-only step sent before the last step's reply arrived (the host pipelines: the
+    /// worker starts it the moment the last one ends). It runs exactly as a [`Command::Step`]
+    /// with no chunk, and the worker keeps what undoing it takes until the next command: a
+    /// [`Command::Rewind`] undoes it; any other command lets it stand. Refused for a model
+    /// whose facts say it does not trim at any token (its state cannot drop a position).
+    StepAhead { decode: Vec<RequestId> },
+    /// Undo the step ahead that was the last command: its tokens leave the cache, each
+    /// request's sampler and last sampled token are as before it, so what follows is
+    /// token-identical to a run without it. Refused after any other command.
+    Rewind,
     /// End a request: its sampler is dropped; the tokens stay in its sequence as a cache
     /// (a parked request's saved state is dropped).
     Close { request: RequestId },
@@ -229,6 +239,10 @@ pub enum Reply {
         existed: bool,
     },
     Stats(Stats),
+    /// A step ahead was undone: the cells it had added.
+    Rewound {
+        cells: u32,
+    },
     Error(ErrorReply),
 }
 
