@@ -7,7 +7,7 @@ use super::tools::{self, ResponseFormatDto, ToolDto};
 use super::wire::{self, WireWriter};
 use super::{ApiError, ApiState};
 use crate::chat::{ChatMessage, Ending, Piece, ToolCall};
-use crate::service::{FinishReason, Finished, Sampling, Usage};
+use crate::service::{FinishReason, Finished, Route, Sampling, Usage};
 use axum::body::Bytes;
 use axum::extract::State;
 use axum::http::HeaderMap;
@@ -337,7 +337,8 @@ pub async fn chat_completions(
             Ok((prepared, model, stream, include_usage))
         })
         .await?;
-    let started = generation::submit(&state, &headers, prepared, "call_").await?;
+    let started =
+        generation::submit(&state, &headers, prepared, Route::ChatCompletions, "call_").await?;
     let writer = ChatWriter {
         id: format!("chatcmpl-{}", started.id.0),
         model,

@@ -7,7 +7,7 @@ use super::tools::OutputSpec;
 use super::{ApiError, ApiState, auth};
 use crate::chat::{ChatMessage, OutputParser, ParserOptions};
 use crate::ids::RequestId;
-use crate::service::{RequestStream, Sampling, StreamEvent, Submission};
+use crate::service::{RequestOrigin, RequestStream, Route, Sampling, StreamEvent, Submission};
 use axum::http::HeaderMap;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -89,11 +89,26 @@ pub fn tokenize(state: &ApiState, mut generation: Generation) -> Result<Prepared
     Ok(Prepared { generation, prompt })
 }
 
-/// Submits a prepared request; call ids are `{id_prefix}{request}_{n}`.
+/// Who sent a request: the presented API key's `name`, else the User-Agent's product.
+fn client_of(state: &ApiState, headers: &HeaderMap) -> String {
+    let named = auth::presented_entry(&state.app, headers).and_then(|(_, key)| key.name());
+    if let Some(name) = named {
+        return name.to_owned();
+    }
+    headers
+        .get(axum::http::header::USER_AGENT)
+        .and_then(|v| v.to_str().ok())
+        .map(|ua| crate::service::user_agent_product(ua).to_owned())
+        .unwrap_or_default()
+}
+
+/// Submits a prepared request that came in on `route`; call ids are
+/// `{id_prefix}{request}_{n}`.
 pub async fn submit(
     state: &ApiState,
     headers: &HeaderMap,
     prepared: Prepared,
+    route: Route,
     id_prefix: &str,
 ) -> Result<Started, ApiError> {
     let Prepared { generation, prompt } = prepared;
@@ -113,6 +128,10 @@ pub async fn submit(
         ignore_eos: generation.ignore_eos,
         priority,
         priority_given,
+        origin: RequestOrigin {
+            route,
+            client: client_of(state, headers),
+        },
     };
     let prompt_tokens = submission.prompt.len();
     let stream = state.service.submit(submission).await?;

@@ -130,6 +130,14 @@ impl ApiKeyEntry {
         }
     }
 
+    /// Its `name` (shown as the client of its requests).
+    pub fn name(&self) -> Option<&str> {
+        match self {
+            Self::Plain(_) => None,
+            Self::WithPriority(k) => k.name.as_deref(),
+        }
+    }
+
     pub fn max_priority(&self) -> Option<i64> {
         match self {
             Self::Plain(_) => None,

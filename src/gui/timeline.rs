@@ -215,6 +215,9 @@ mod tests {
                 read_tokens: 0,
                 generated_tokens: 0,
                 has_lane: lane,
+                effective_priority: None,
+                run_secs: 0.0,
+                pausable_in_secs: None,
             },
             tokens_per_sec: None,
         }

@@ -21,6 +21,48 @@ pub struct Submission {
     pub ignore_eos: bool,
     pub priority: i32,
     pub priority_given: bool,
+    /// Which route and client sent it (shown in the requests table; no prompt text).
+    pub origin: RequestOrigin,
+}
+
+/// Where a request came from: its route and who sent it.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct RequestOrigin {
+    pub route: Route,
+    /// The API key's `name`, else the User-Agent's product (`claude-cli`, `codex_cli_rs`,
+    /// `OpenAI`, ...), else empty.
+    pub client: String,
+}
+
+/// The API route a request came in on: `chat_completions`, `responses` or `messages`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Route {
+    #[default]
+    ChatCompletions,
+    Responses,
+    Messages,
+}
+
+impl Route {
+    /// The id its client sees in the response (`chatcmpl-7`, `resp_7`, `msg_7`).
+    pub fn client_id(self, id: RequestId) -> String {
+        match self {
+            Self::ChatCompletions => format!("chatcmpl-{}", id.0),
+            Self::Responses => format!("resp_{}", id.0),
+            Self::Messages => format!("msg_{}", id.0),
+        }
+    }
+}
+
+/// The product of a User-Agent header: what comes before its first `/` or space
+/// (`claude-cli/2.0.1 (external, cli)` is `claude-cli`).
+pub fn user_agent_product(user_agent: &str) -> &str {
+    user_agent
+        .split(['/', ' '])
+        .next()
+        .unwrap_or_default()
+        .trim()
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]

@@ -19,23 +19,26 @@ mod execute;
 mod handle;
 mod live;
 mod publish;
+mod requests;
 mod snapshot;
 mod streams;
 
 pub use actor::{ServiceOptions, spawn};
 pub use handle::{
-    ControlError, Failure, Finished, RequestState, RequestStream, RestartReport, ServiceHandle,
-    SettingsChange, StreamEvent, Submission, SubmitError, Usage,
+    ControlError, Failure, Finished, RequestOrigin, RequestState, RequestStream, RestartReport,
+    Route, ServiceHandle, SettingsChange, StreamEvent, Submission, SubmitError, Usage,
+    user_agent_product,
 };
 // The value types the service's callers name in what they send and receive: the scheduler's
 // and the protocol's, re-exported so that `api` and `gui` depend on the service alone (the
 // layer rule `src/layer_rules.rs` checks).
 pub use crate::protocol::{DeviceFacts, Grammar, Sampling};
 pub use crate::scheduler::{
-    ConfigError as SettingsError, ConversationView, FinishReason, GiveWay, KeptIn, ParkKind,
-    ParkedIn, ParkedView, RequestStatus, SchedulerSettings, SlotStatus,
+    ConfigError as SettingsError, ConversationView, FinishReason, GiveWay, KeptIn, ParkCause,
+    ParkKind, ParkedIn, ParkedView, RequestStatus, SchedulerSettings, SlotStatus,
     SlotView as SchedulerSlotView, WaitingView, resolve_priority,
 };
+pub use requests::{LiveFacts, RequestRow, request_rows};
 pub use snapshot::{
     ConversationCacheView, CountersView, EngineStatus, EngineView, ServiceSnapshot, SlotView,
     TtftSample, mode_for,

@@ -50,6 +50,15 @@ impl Actor {
             let streams = &self.streams;
             snapshot.set_scheduler(&scheduled, |id| streams.tokens_per_sec(id, wall));
         }
+        snapshot.requests = super::requests::request_rows(&snapshot, |id| {
+            let live = self.streams.get(id)?;
+            Some(super::requests::LiveFacts {
+                origin: live.submission.origin.clone(),
+                prompt_tokens: live.submission.prompt.len() as u32,
+                max_tokens: live.submission.max_tokens,
+                elapsed_secs: wall.duration_since(live.arrived).as_secs_f64(),
+            })
+        });
         let (hits, misses) = self.streams.cache_hits();
         snapshot.conversation_cache.bytes = self.engine.cached_bytes();
         snapshot.conversation_cache.hits = hits;

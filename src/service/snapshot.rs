@@ -158,6 +158,9 @@ pub struct ServiceSnapshot {
     pub slots: Vec<SlotView>,
     pub parked: Vec<ParkedView>,
     pub waiting: Vec<WaitingView>,
+    /// Every live request, one row each: running (slot order), parked, then waiting, with
+    /// the id its client sees, who sent it and why it stands where it does.
+    pub requests: Vec<super::requests::RequestRow>,
     /// Kept conversations (no text): in the pool least recently used first, then in host RAM.
     pub conversations: Vec<ConversationView>,
     pub conversation_cache: ConversationCacheView,
@@ -197,6 +200,7 @@ impl ServiceSnapshot {
             slots: Vec::new(),
             parked: Vec::new(),
             waiting: Vec::new(),
+            requests: Vec::new(),
             conversations: Vec::new(),
             conversation_cache: ConversationCacheView::default(),
             counters: CountersView::default(),
@@ -256,6 +260,17 @@ impl ServiceSnapshot {
         }
         for slot in &mut s.slots {
             slot.tokens_per_sec = None;
+            slot.slot.run_secs = 0.0;
+            slot.slot.pausable_in_secs = slot.slot.pausable_in_secs.map(|_| 0.0);
+        }
+        for r in &mut s.requests {
+            r.elapsed_secs = 0.0;
+            r.waited_secs = 0.0;
+            r.tokens_per_sec = None;
+            r.pausable_in_secs = r.pausable_in_secs.map(|_| 0.0);
+            // its counts move with the clock ("may be paused in 2.1 s"); its causes show in
+            // the other fields
+            r.why.clear();
         }
         s
     }

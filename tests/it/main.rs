@@ -20,6 +20,7 @@ mod api_messages;
 mod api_observe;
 mod api_pipeline;
 mod api_real;
+mod api_requests;
 mod api_tools;
 mod bench;
 mod chat_corpus;

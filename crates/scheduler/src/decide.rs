@@ -2,6 +2,7 @@
 //! 2. pause (R7), 3. fill free slots (R1, in admission.rs), 4. give the read lane (R2-R5),
 //! 5. compose the step.
 
+use super::snapshot::ParkCause;
 use crate::ids::RequestId;
 use std::cmp::Reverse;
 
@@ -69,6 +70,9 @@ impl Scheduler {
                     };
                     self.park(victim, kind, false, now);
                     self.counters.kv_parks += 1;
+                    if let Some(r) = self.requests.get_mut(&victim) {
+                        r.parked_because = Some((ParkCause::KvPoolFull, None));
+                    }
                 }
             }
         }
@@ -169,6 +173,7 @@ impl Scheduler {
         if let Some(r) = self.requests.get_mut(&p) {
             r.pauses += 1;
             r.paused_for = Some(w);
+            r.parked_because = Some((ParkCause::Paused, Some(w)));
         }
     }
 
@@ -307,6 +312,13 @@ impl Scheduler {
             };
             self.park(rid, ParkedKind::Read { read_to }, in_pool, now);
             self.counters.read_parks += 1;
+            if let Some(r) = self.requests.get_mut(&rid) {
+                let cause = match reason {
+                    GiveWayReason::HigherPriority => ParkCause::GaveWayHigherPriority,
+                    GiveWayReason::ShorterLeft => ParkCause::GaveWayShorterLeft,
+                };
+                r.parked_because = Some((cause, Some(w)));
+            }
             if !self.take_slot(w, now) {
                 self.diag(format!("{w} could not take the slot {rid} gave way to"));
             }

@@ -116,6 +116,7 @@ impl Scheduler {
             yields: 0,
             pauses: 0,
             paused_for: None,
+            parked_because: None,
             tokens_since_resume: 0,
             reserved_cells: 0,
             chunk_tokens: self.chunk_tokens(),

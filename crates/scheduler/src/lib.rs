@@ -90,8 +90,8 @@ pub use settings::{
     resolve_priority,
 };
 pub use snapshot::{
-    Cancellations, ConversationView, Counters, EngineCondition, KeptIn, Mode, ParkKind, ParkedIn,
-    ParkedView, RequestStatus, SlotStatus, SlotView, Snapshot, WaitingView,
+    Cancellations, ConversationView, Counters, EngineCondition, KeptIn, Mode, ParkCause, ParkKind,
+    ParkedIn, ParkedView, RequestStatus, SlotStatus, SlotView, Snapshot, WaitingView,
 };
 pub use types::{
     Action, Chunk, ConversationId, EngineFacts, Event, FailKind, FinishReason, NewRequest, Now,

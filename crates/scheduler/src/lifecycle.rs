@@ -2,6 +2,7 @@
 //! (`SeqState`), with data inside the variants, and the one checked function each goes through
 //! to change.
 
+use super::snapshot::ParkCause;
 use crate::ids::{RequestId, SeqId, TokenId};
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -192,6 +193,8 @@ pub(crate) struct Request {
     /// The request it was last paused for (R7): until that one has produced its first
     /// token, this one cannot take the lane or the slot back from it by the shorter-left rule.
     pub paused_for: Option<RequestId>,
+    /// Why it was last parked, and for whom (the snapshot's `parked[].cause`).
+    pub parked_because: Option<(ParkCause, Option<RequestId>)>,
     pub tokens_since_resume: u32,
     /// Tokens its sequence may reach without asking for more cells (prompt plus a share of
     /// the output); what it does not hold yet is pledged in the pool while it runs.

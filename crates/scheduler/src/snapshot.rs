@@ -90,6 +90,18 @@ pub enum ParkKind {
     Decode,
 }
 
+/// Why a request is parked: `paused` (R7, for `parked_for`), `gave_way_higher_priority` or
+/// `gave_way_shorter_left` (a read that gave way at a chunk boundary to `parked_for`, R3), or
+/// `kv_pool_full` (parked to host RAM because a running decode needed its cells).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ParkCause {
+    Paused,
+    GaveWayHigherPriority,
+    GaveWayShorterLeft,
+    KvPoolFull,
+}
+
 /// The engine as the scheduler sees it: `ready`, `starting` or `down`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
@@ -153,6 +165,13 @@ pub struct SlotView {
     pub read_tokens: u32,
     pub generated_tokens: u32,
     pub has_lane: bool,
+    /// Its request's priority with boost and aging (`null` when empty).
+    pub effective_priority: Option<i64>,
+    /// Seconds since its request got the slot or last resumed.
+    pub run_secs: f64,
+    /// With `solo_priority`, while decoding: seconds until R7 may pause it (0 once its
+    /// quantum is up and it has produced a token since it resumed); `null` otherwise.
+    pub pausable_in_secs: Option<f64>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -168,6 +187,10 @@ pub struct ParkedView {
     pub place: ParkedIn,
     /// Its sequence, when parked in the pool.
     pub seq: Option<SeqId>,
+    /// Why it is parked (`null` only for a park older than this field).
+    pub cause: Option<ParkCause>,
+    /// The request it was paused or gave way for.
+    pub parked_for: Option<RequestId>,
 }
 
 /// A kept conversation (no text).
@@ -218,6 +241,19 @@ pub struct Snapshot {
 }
 
 impl Scheduler {
+    /// Seconds until R7 may pause this decoding slot holder (as `maybe_pause` decides it):
+    /// `None` without `solo_priority` in solo mode, or while not decoding.
+    fn pausable_in(&self, r: &super::lifecycle::Request, now: Now) -> Option<f64> {
+        if !self.settings.solo_priority
+            || self.slots.len() != 1
+            || !matches!(r.phase, Phase::Decoding { .. })
+        {
+            return None;
+        }
+        let ran = now.saturating_sub(r.run_since).as_secs_f64();
+        Some((self.settings.min_run_quantum_secs - ran).max(0.0))
+    }
+
     /// The read-only view at `now` (effective priorities age with time).
     pub fn snapshot(&self, now: Now) -> Snapshot {
         let mode = if self.slots.len() >= 2 {
@@ -252,6 +288,9 @@ impl Scheduler {
                     read_tokens: r.map_or(0, |r| r.prompt_tokens_read),
                     generated_tokens: r.map_or(0, |r| r.generated()),
                     has_lane: request.is_some() && self.lane == request,
+                    effective_priority: r.map(|r| self.effective(r, now)),
+                    run_secs: r.map_or(0.0, |r| now.saturating_sub(r.run_since).as_secs_f64()),
+                    pausable_in_secs: r.and_then(|r| self.pausable_in(r, now)),
                 }
             })
             .collect();
@@ -313,6 +352,8 @@ impl Scheduler {
                     generated_tokens: r.generated(),
                     pauses: r.pauses,
                     seq: r.phase.own_seq(),
+                    cause: r.parked_because.map(|(cause, _)| cause),
+                    parked_for: r.parked_because.and_then(|(_, w)| w),
                 }
             })
             .collect();

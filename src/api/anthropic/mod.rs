@@ -16,6 +16,7 @@ use super::tools::{self, ToolDto};
 use super::wire;
 use super::{ApiError, ApiState};
 use crate::chat::{ChatMessage, ToolCall};
+use crate::service::Route;
 use axum::Json;
 use axum::body::Bytes;
 use axum::extract::State;
@@ -463,7 +464,7 @@ async fn messages_inner(
             Ok((generation::tokenize(&prep, generation)?, model, stream))
         })
         .await?;
-    let started = generation::submit(&state, &headers, prepared, "toolu_").await?;
+    let started = generation::submit(&state, &headers, prepared, Route::Messages, "toolu_").await?;
     let writer = Writer::new(&started, model);
     wire::respond(started, writer, stream).await
 }

@@ -13,6 +13,7 @@ use super::tools::{self, JsonSchemaDto, ResponseFormatDto, ToolDto};
 use super::wire;
 use super::{ApiError, ApiState};
 use crate::chat::{ChatMessage, ToolCall};
+use crate::service::Route;
 use axum::body::Bytes;
 use axum::extract::State;
 use axum::extract::rejection::BytesRejection;
@@ -399,7 +400,7 @@ pub async fn responses(
             Ok((prepared, model, request.stream, request.echo))
         })
         .await?;
-    let started = generation::submit(&state, &headers, prepared, "call_").await?;
+    let started = generation::submit(&state, &headers, prepared, Route::Responses, "call_").await?;
     let writer = Writer::new(&started, model, echo);
     wire::respond(started, writer, stream).await
 }

@@ -30,6 +30,7 @@ fn assigned_seq(sim: &Sim, id: u64) -> (SeqId, u32) {
 
 mod conversations;
 mod held_kv_aging;
+mod park_causes;
 mod park_places;
 mod precedence;
 mod prefix_sources;

@@ -1,0 +1,290 @@
+//! The requests table of `/v1/scheduler` (`requests[]`) and the dashboard: one row per live
+//! request (waiting, reading, decoding, parked) with the id its client sees, who sent it, its
+//! effective priority and progress, and a plain-words `why` for where it stands. Built from
+//! the published snapshot's scheduler views and what the service knows of each request; pure,
+//! so its sentences are tested on made-up snapshots.
+
+use super::handle::{RequestOrigin, Route};
+use super::snapshot::{EngineStatus, ServiceSnapshot};
+use crate::ids::RequestId;
+use crate::scheduler::{GiveWay, Mode, ParkCause, RequestStatus, SlotStatus};
+use serde::Serialize;
+use std::collections::HashMap;
+
+/// One live request as the table shows it.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct RequestRow {
+    pub request_id: RequestId,
+    /// The id its client sees (`chatcmpl-7`, `resp_7`, `msg_7`).
+    pub client_id: String,
+    /// The API key's `name`, else the User-Agent's product, else empty.
+    pub client: String,
+    pub route: Route,
+    pub state: RequestStatus,
+    pub priority: i32,
+    /// `priority` + `boost` + `aging`.
+    pub effective_priority: i64,
+    pub boost: i64,
+    pub aging: i64,
+    /// Seconds since it arrived.
+    pub elapsed_secs: f64,
+    /// Seconds in its present wait (waiting or parked; 0 while it runs).
+    pub waited_secs: f64,
+    pub prompt_tokens: u32,
+    /// Prompt tokens its sequence holds so far (the whole prompt once decoding).
+    pub read_tokens: u32,
+    pub generated_tokens: u32,
+    /// The output limit it asked for (`null`: none given).
+    pub max_tokens: Option<u32>,
+    pub tokens_per_sec: Option<f64>,
+    /// Decoding under `solo_priority`: seconds until a higher priority may pause it.
+    pub pausable_in_secs: Option<f64>,
+    /// Where it stands and why, in words, naming the other requests by their client ids.
+    pub why: String,
+}
+
+/// What the service knows of a live request beside the scheduler's view.
+#[derive(Debug, Clone, Default)]
+pub struct LiveFacts {
+    pub origin: RequestOrigin,
+    pub prompt_tokens: u32,
+    pub max_tokens: Option<u32>,
+    pub elapsed_secs: f64,
+}
+
+/// The rows, running first (slot order), then parked, then waiting (the scheduler's order).
+pub fn request_rows(
+    s: &ServiceSnapshot,
+    facts: impl Fn(RequestId) -> Option<LiveFacts>,
+) -> Vec<RequestRow> {
+    let mut rows = Vec::new();
+    let row = |id: RequestId, state: RequestStatus| {
+        let f = facts(id).unwrap_or_default();
+        RequestRow {
+            request_id: id,
+            client_id: f.origin.route.client_id(id),
+            client: f.origin.client,
+            route: f.origin.route,
+            state,
+            priority: 0,
+            effective_priority: 0,
+            boost: 0,
+            aging: 0,
+            elapsed_secs: f.elapsed_secs,
+            waited_secs: 0.0,
+            prompt_tokens: f.prompt_tokens,
+            read_tokens: 0,
+            generated_tokens: 0,
+            max_tokens: f.max_tokens,
+            tokens_per_sec: None,
+            pausable_in_secs: None,
+            why: String::new(),
+        }
+    };
+    for slot in &s.slots {
+        let Some(id) = slot.request_id else { continue };
+        let state = match slot.state {
+            SlotStatus::Decoding => RequestStatus::Decoding,
+            _ => RequestStatus::Reading,
+        };
+        let priority = slot.priority.unwrap_or(0);
+        let effective = slot.effective_priority.unwrap_or(i64::from(priority));
+        rows.push(RequestRow {
+            priority,
+            effective_priority: effective,
+            aging: effective - i64::from(priority),
+            prompt_tokens: slot.prompt_tokens,
+            read_tokens: slot.held_tokens.min(slot.prompt_tokens),
+            generated_tokens: slot.generated_tokens,
+            tokens_per_sec: slot.tokens_per_sec,
+            pausable_in_secs: slot.pausable_in_secs,
+            ..row(id, state)
+        });
+    }
+    for p in &s.parked {
+        rows.push(RequestRow {
+            priority: p.priority,
+            effective_priority: p.effective_priority,
+            aging: p.effective_priority - i64::from(p.priority),
+            waited_secs: p.parked_secs,
+            generated_tokens: p.generated_tokens,
+            ..row(p.request_id, RequestStatus::Parked)
+        });
+    }
+    for w in &s.waiting {
+        let base = row(w.request_id, RequestStatus::Waiting);
+        rows.push(RequestRow {
+            priority: w.priority,
+            effective_priority: w.effective_priority,
+            boost: w.boost,
+            aging: w.aging,
+            waited_secs: w.waited_secs,
+            read_tokens: base.prompt_tokens.saturating_sub(w.tokens_left_to_read),
+            ..base
+        });
+    }
+    let names: HashMap<RequestId, String> = rows
+        .iter()
+        .map(|r| (r.request_id, r.client_id.clone()))
+        .collect();
+    let whys: Vec<String> = rows.iter().map(|r| why(r, &rows, s, &names)).collect();
+    for (r, why) in rows.iter_mut().zip(whys) {
+        r.why = why;
+    }
+    rows
+}
+
+/// The sentence for one row.
+fn why(
+    r: &RequestRow,
+    rows: &[RequestRow],
+    s: &ServiceSnapshot,
+    names: &HashMap<RequestId, String>,
+) -> String {
+    let name = |id: RequestId| names.get(&id).cloned().unwrap_or_else(|| id.to_string());
+    match r.state {
+        RequestStatus::Waiting => waiting_why(r, rows, s),
+        RequestStatus::Reading => {
+            let has_lane = s
+                .slots
+                .iter()
+                .any(|x| x.request_id == Some(r.request_id) && x.has_lane);
+            let lane = s
+                .slots
+                .iter()
+                .find(|x| x.has_lane)
+                .and_then(|x| x.request_id);
+            match lane {
+                _ if has_lane => format!(
+                    "reading its prompt: {} of {} tokens",
+                    r.read_tokens, r.prompt_tokens
+                ),
+                Some(reader) => format!(
+                    "holds a slot, waits for the read lane: {} is reading its prompt",
+                    name(reader)
+                ),
+                None => "holds a slot, the read lane comes next".to_owned(),
+            }
+        }
+        RequestStatus::Decoding => match r.pausable_in_secs {
+            Some(left) if left > 0.0 => {
+                format!("decoding; a higher priority may pause it in {left:.1} s")
+            }
+            Some(_) => "decoding; a higher priority may pause it now".to_owned(),
+            None => "decoding".to_owned(),
+        },
+        RequestStatus::Parked => {
+            let view = s.parked.iter().find(|p| p.request_id == r.request_id);
+            let by = view.and_then(|p| p.parked_for);
+            let by_words = |id: RequestId| {
+                let priority = rows
+                    .iter()
+                    .find(|x| x.request_id == id)
+                    .map(|x| format!(" (priority {})", x.effective_priority))
+                    .unwrap_or_default();
+                format!("{}{priority}", name(id))
+            };
+            match (view.and_then(|p| p.cause), by) {
+                (Some(ParkCause::Paused), Some(w)) => format!(
+                    "paused for {}; resumes when it is done, nothing lost",
+                    by_words(w)
+                ),
+                (Some(ParkCause::GaveWayHigherPriority), Some(w)) => format!(
+                    "gave way at a chunk boundary to {}, which ranks higher; goes on where it stopped",
+                    by_words(w)
+                ),
+                (Some(ParkCause::GaveWayShorterLeft), Some(w)) => format!(
+                    "gave way at a chunk boundary to {}, which has less left to read; goes on where it stopped",
+                    by_words(w)
+                ),
+                (Some(ParkCause::KvPoolFull), _) => {
+                    "parked in host RAM: the KV pool was full; resumes when cells are free"
+                        .to_owned()
+                }
+                _ => "parked; resumes when the slot is free".to_owned(),
+            }
+        }
+    }
+}
+
+/// Why a waiting request has no slot yet.
+fn waiting_why(r: &RequestRow, rows: &[RequestRow], s: &ServiceSnapshot) -> String {
+    match &s.engine.status {
+        EngineStatus::Ready => {}
+        EngineStatus::Loading => return "waits for the engine to load".to_owned(),
+        EngineStatus::Restarting => return "waits for the engine to restart".to_owned(),
+        EngineStatus::Failed(reason) => return format!("waits for the engine: {reason}"),
+    }
+    // requests that go first: parked ones and waiting ones that rank higher
+    let ahead: Vec<&RequestRow> = rows
+        .iter()
+        .filter(|x| {
+            x.request_id != r.request_id
+                && matches!(x.state, RequestStatus::Waiting | RequestStatus::Parked)
+                && (x.effective_priority > r.effective_priority
+                    || (x.effective_priority == r.effective_priority
+                        && x.waited_secs > r.waited_secs))
+        })
+        .collect();
+    let holders: Vec<&RequestRow> = rows
+        .iter()
+        .filter(|x| matches!(x.state, RequestStatus::Reading | RequestStatus::Decoding))
+        .collect();
+    let queue = match ahead.first() {
+        Some(first) => format!(
+            "; {} ahead of it ({} first, priority {})",
+            ahead.len(),
+            first.client_id,
+            first.effective_priority
+        ),
+        None => String::new(),
+    };
+    if holders.len() < s.slots.len() {
+        return if ahead.is_empty() {
+            "next for a free slot".to_owned()
+        } else {
+            format!("waits for a free slot{queue}")
+        };
+    }
+    if s.mode == Mode::Batch {
+        let ids: Vec<&str> = holders.iter().map(|h| h.client_id.as_str()).collect();
+        return format!(
+            "waits for a free slot: all {} are busy ({}); batch mode pauses no one{queue}",
+            s.slots.len(),
+            ids.join(", ")
+        );
+    }
+    let Some(h) = holders.first() else {
+        return format!("waits for the slot{queue}");
+    };
+    let outranks = r.effective_priority > h.effective_priority && ahead.is_empty();
+    let holder = match h.state {
+        RequestStatus::Reading if outranks && s.give_way != GiveWay::Off => format!(
+            "{} is reading its prompt and gives way at the next chunk boundary",
+            h.client_id
+        ),
+        RequestStatus::Reading => format!(
+            "{} is reading its prompt ({} of {})",
+            h.client_id, h.read_tokens, h.prompt_tokens
+        ),
+        _ if !s.solo_priority => format!(
+            "{} decoding until it finishes (preemption is off)",
+            h.client_id
+        ),
+        _ if outranks => match h.pausable_in_secs {
+            Some(left) if left > 0.0 => {
+                format!("{} decoding, may be paused in {left:.1} s", h.client_id)
+            }
+            _ => format!("{} decoding, to be paused at the next token", h.client_id),
+        },
+        _ => format!(
+            "{} decoding (priority {}, not below this one's {}: only a higher priority pauses it)",
+            h.client_id, h.effective_priority, r.effective_priority
+        ),
+    };
+    format!("waits for the slot: {holder}{queue}")
+}
+
+#[cfg(test)]
+#[path = "requests_tests.rs"]
+mod tests;

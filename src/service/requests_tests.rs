@@ -1,0 +1,248 @@
+//! The requests table's rows and their "why", on made-up snapshots.
+
+use super::*;
+use crate::scheduler::{ParkKind, ParkedIn, ParkedView, SchedulerSettings, WaitingView};
+use crate::service::SlotView;
+
+fn ready(solo_priority: bool, parallel: u32) -> ServiceSnapshot {
+    let settings = SchedulerSettings {
+        solo_priority,
+        ..SchedulerSettings::default()
+    };
+    let mut s = ServiceSnapshot::starting(settings, parallel, true);
+    s.engine.status = EngineStatus::Ready;
+    s
+}
+
+fn slot(id: u32, request: u64, state: SlotStatus, priority: i32) -> SlotView {
+    SlotView {
+        slot: crate::scheduler::SlotView {
+            id,
+            state,
+            request_id: Some(RequestId(request)),
+            seq: None,
+            priority: Some(priority),
+            prompt_tokens: 2000,
+            held_tokens: if state == SlotStatus::Reading {
+                512
+            } else {
+                2100
+            },
+            read_tokens: 512,
+            generated_tokens: 100,
+            has_lane: state == SlotStatus::Reading,
+            effective_priority: Some(i64::from(priority)),
+            run_secs: 2.9,
+            pausable_in_secs: None,
+        },
+        tokens_per_sec: Some(40.0),
+    }
+}
+
+fn waiting(request: u64, priority: i32, waited_secs: f64) -> WaitingView {
+    WaitingView {
+        request_id: RequestId(request),
+        priority,
+        effective_priority: i64::from(priority),
+        boost: 0,
+        aging: 0,
+        waited_secs,
+        tokens_left_to_read: 300,
+    }
+}
+
+fn parked(request: u64, cause: ParkCause, parked_for: Option<u64>) -> ParkedView {
+    ParkedView {
+        request_id: RequestId(request),
+        priority: 0,
+        effective_priority: 0,
+        generated_tokens: 40,
+        parked_secs: 1.5,
+        pauses: 1,
+        kind: ParkKind::Decode,
+        place: ParkedIn::Spare,
+        seq: None,
+        cause: Some(cause),
+        parked_for: parked_for.map(RequestId),
+    }
+}
+
+/// Request 9 came on the Messages route; every other one on Chat Completions.
+fn facts(id: RequestId) -> Option<LiveFacts> {
+    let route = if id.0 == 9 {
+        Route::Messages
+    } else {
+        Route::ChatCompletions
+    };
+    Some(LiveFacts {
+        origin: RequestOrigin {
+            route,
+            client: "claude-cli".into(),
+        },
+        prompt_tokens: 300,
+        max_tokens: Some(64),
+        elapsed_secs: 3.0,
+    })
+}
+
+fn why_of(s: &ServiceSnapshot, id: u64) -> String {
+    request_rows(s, facts)
+        .into_iter()
+        .find(|r| r.request_id.0 == id)
+        .expect("a row")
+        .why
+}
+
+#[test]
+fn a_request_waiting_for_a_decoding_stream_it_outranks_says_when_the_stream_may_be_paused() {
+    let mut s = ready(true, 1);
+    let mut running = slot(0, 7, SlotStatus::Decoding, 0);
+    running.slot.pausable_in_secs = Some(2.1);
+    s.slots = vec![running];
+    s.waiting = vec![waiting(8, 5, 0.4)];
+    assert_eq!(
+        why_of(&s, 8),
+        "waits for the slot: chatcmpl-7 decoding, may be paused in 2.1 s"
+    );
+    assert_eq!(
+        why_of(&s, 7),
+        "decoding; a higher priority may pause it in 2.1 s"
+    );
+}
+
+#[test]
+fn with_preemption_off_a_waiting_request_is_told_the_stream_runs_to_its_end() {
+    let mut s = ready(false, 1);
+    s.slots = vec![slot(0, 7, SlotStatus::Decoding, 0)];
+    s.waiting = vec![waiting(8, 5, 0.4)];
+    assert_eq!(
+        why_of(&s, 8),
+        "waits for the slot: chatcmpl-7 decoding until it finishes (preemption is off)"
+    );
+}
+
+#[test]
+fn an_equal_priority_waits_and_is_told_only_a_higher_one_pauses() {
+    let mut s = ready(true, 1);
+    s.slots = vec![slot(0, 7, SlotStatus::Decoding, 3)];
+    s.waiting = vec![waiting(8, 3, 0.4)];
+    assert!(
+        why_of(&s, 8).contains("only a higher priority pauses it"),
+        "{}",
+        why_of(&s, 8)
+    );
+}
+
+#[test]
+fn a_queue_ahead_is_counted_and_its_first_named() {
+    let mut s = ready(true, 1);
+    s.slots = vec![slot(0, 7, SlotStatus::Decoding, 0)];
+    s.waiting = vec![waiting(9, 5, 0.2), waiting(8, 1, 0.9)];
+    let why = why_of(&s, 8);
+    assert!(
+        why.ends_with("; 1 ahead of it (msg_9 first, priority 5)"),
+        "{why}"
+    );
+}
+
+#[test]
+fn a_parked_stream_names_who_it_was_paused_for_and_that_nothing_is_lost() {
+    let mut s = ready(true, 1);
+    s.slots = vec![slot(0, 9, SlotStatus::Decoding, 5)];
+    s.parked = vec![parked(7, ParkCause::Paused, Some(9))];
+    assert_eq!(
+        why_of(&s, 7),
+        "paused for msg_9 (priority 5); resumes when it is done, nothing lost"
+    );
+}
+
+#[test]
+fn a_read_that_gave_way_and_a_decode_parked_for_cells_say_so() {
+    let mut s = ready(false, 1);
+    s.slots = vec![slot(0, 9, SlotStatus::Reading, 0)];
+    s.parked = vec![
+        parked(7, ParkCause::GaveWayShorterLeft, Some(9)),
+        parked(6, ParkCause::KvPoolFull, None),
+    ];
+    assert!(
+        why_of(&s, 7)
+            .starts_with("gave way at a chunk boundary to msg_9 (priority 0), which has less left"),
+        "{}",
+        why_of(&s, 7)
+    );
+    assert!(why_of(&s, 6).contains("the KV pool was full"));
+}
+
+#[test]
+fn a_slot_holder_without_the_lane_names_the_reader() {
+    let mut s = ready(false, 2);
+    s.mode = Mode::Batch;
+    let mut other = slot(1, 8, SlotStatus::Reading, 0);
+    other.slot.has_lane = false;
+    s.slots = vec![slot(0, 9, SlotStatus::Reading, 0), other];
+    assert_eq!(
+        why_of(&s, 8),
+        "holds a slot, waits for the read lane: msg_9 is reading its prompt"
+    );
+    assert_eq!(
+        why_of(&s, 9),
+        "reading its prompt: 300 of 2000 tokens".replace("300", "512")
+    );
+}
+
+#[test]
+fn in_batch_mode_a_waiting_request_is_told_every_slot_is_busy_and_no_one_is_paused() {
+    let mut s = ready(false, 2);
+    s.mode = Mode::Batch;
+    s.slots = vec![
+        slot(0, 6, SlotStatus::Decoding, 0),
+        slot(1, 7, SlotStatus::Decoding, 0),
+    ];
+    s.waiting = vec![waiting(8, 5, 0.1)];
+    assert_eq!(
+        why_of(&s, 8),
+        "waits for a free slot: all 2 are busy (chatcmpl-6, chatcmpl-7); batch mode pauses no one"
+    );
+}
+
+#[test]
+fn a_waiting_request_before_the_engine_is_up_waits_for_the_engine() {
+    let mut s = ready(false, 1);
+    s.engine.status = EngineStatus::Loading;
+    s.waiting = vec![waiting(8, 0, 0.1)];
+    assert_eq!(why_of(&s, 8), "waits for the engine to load");
+}
+
+#[test]
+fn rows_carry_the_client_id_route_client_and_progress() {
+    let mut s = ready(true, 1);
+    s.slots = vec![slot(0, 9, SlotStatus::Decoding, 2)];
+    s.waiting = vec![waiting(8, 0, 0.5)];
+    let rows = request_rows(&s, facts);
+    assert_eq!(rows[0].client_id, "msg_9");
+    assert_eq!(rows[0].route, Route::Messages);
+    assert_eq!(rows[0].client, "claude-cli");
+    assert_eq!((rows[0].read_tokens, rows[0].generated_tokens), (2000, 100));
+    assert_eq!(rows[1].client_id, "chatcmpl-8");
+    assert_eq!(rows[1].state, RequestStatus::Waiting);
+    assert_eq!((rows[1].prompt_tokens, rows[1].read_tokens), (300, 0));
+    assert_eq!(rows[1].max_tokens, Some(64));
+}
+
+#[test]
+fn client_ids_follow_the_route_and_user_agents_give_their_product() {
+    assert_eq!(Route::Responses.client_id(RequestId(3)), "resp_3");
+    assert_eq!(Route::Messages.client_id(RequestId(3)), "msg_3");
+    assert_eq!(Route::ChatCompletions.client_id(RequestId(3)), "chatcmpl-3");
+    use crate::service::user_agent_product;
+    assert_eq!(
+        user_agent_product("claude-cli/2.0.1 (external, cli)"),
+        "claude-cli"
+    );
+    assert_eq!(
+        user_agent_product("codex_cli_rs/0.42.0 (Debian 12)"),
+        "codex_cli_rs"
+    );
+    assert_eq!(user_agent_product("OpenAI/Python 1.99.1"), "OpenAI");
+    assert_eq!(user_agent_product(""), "");
+}

@@ -1,0 +1,86 @@
+//! `/v1/scheduler`'s `requests[]`: one row per live request with the id its client sees, who
+//! sent it (the User-Agent's product here), and why it waits or is parked, in words.
+
+use crate::api_fake::{Setup, chat, server};
+use crate::api_observe::{get_json, streaming};
+use serde_json::{Value, json};
+use strata_desk::engine_worker::FakeOptions;
+use strata_desk::scheduler::SchedulerSettings;
+use strata_desk::service::SlotStatus;
+
+fn row<'a>(v: &'a Value, client_id: &str) -> &'a Value {
+    v["requests"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["client_id"] == client_id)
+        .unwrap_or_else(|| panic!("no row {client_id}: {v}"))
+}
+
+#[tokio::test]
+async fn a_waiting_request_is_told_when_the_stream_may_be_paused_and_the_paused_stream_for_whom() {
+    let server = server(Setup {
+        fake: FakeOptions {
+            decode_steps_per_sec: 40.0,
+            ..FakeOptions::instant()
+        },
+        scheduler: SchedulerSettings {
+            solo_priority: true,
+            min_run_quantum_secs: 1.5,
+            aging_interval_secs: 0.0,
+            ..SchedulerSettings::default()
+        },
+        ..Setup::default()
+    })
+    .await;
+    let long = server
+        .post(&streaming("a long story", 400))
+        .header("user-agent", "claude-cli/2.0.1 (external, cli)")
+        .send()
+        .await
+        .unwrap();
+    server
+        .until("the long one decodes", |s| {
+            s.slots.iter().any(|x| x.state == SlotStatus::Decoding)
+        })
+        .await;
+    let mut short = chat("a quick question", 200);
+    short["priority"] = json!(5);
+    let short = tokio::spawn(
+        server
+            .post(&short)
+            .header("user-agent", "codex_cli_rs/0.42.0")
+            .send(),
+    );
+    server
+        .until("the short one waits", |s| s.waiting.len() == 1)
+        .await;
+    let v = get_json(&server, "/v1/scheduler").await;
+    let stream = row(&v, "chatcmpl-1");
+    assert_eq!(stream["state"], "decoding", "{v}");
+    assert_eq!(stream["client"], "claude-cli");
+    assert_eq!(stream["route"], "chat_completions");
+    assert_eq!(stream["max_tokens"], 400);
+    let waiter = row(&v, "chatcmpl-2");
+    assert_eq!(waiter["client"], "codex_cli_rs");
+    assert_eq!(waiter["effective_priority"], 5);
+    let why = waiter["why"].as_str().unwrap();
+    assert!(
+        why.starts_with("waits for the slot: chatcmpl-1 decoding, may be paused in "),
+        "{why}"
+    );
+
+    server
+        .until("the long one is parked", |s| s.parked.len() == 1)
+        .await;
+    let v = get_json(&server, "/v1/scheduler").await;
+    assert_eq!(
+        row(&v, "chatcmpl-1")["why"],
+        "paused for chatcmpl-2 (priority 5); resumes when it is done, nothing lost",
+        "{v}"
+    );
+    assert_eq!(row(&v, "chatcmpl-1")["state"], "parked");
+    assert_eq!(row(&v, "chatcmpl-2")["state"], "decoding");
+    drop(long);
+    short.abort();
+}
