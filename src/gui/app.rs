@@ -4,6 +4,7 @@
 use super::commands::{CommandQueue, Outcome};
 use super::host::ServerHost;
 use super::panels;
+use super::preemption::GiveWayMemory;
 use super::settings::{SettingsView, settings_ui};
 use super::timeline::{Timeline, timeline_ui};
 use super::tray::Tray;
@@ -28,6 +29,8 @@ pub struct Dashboard {
     log: VecDeque<(f64, String)>,
     last_counters: Option<CountersView>,
     confirm_restart: bool,
+    /// The `give_way` the Preemption switch puts back.
+    give_way_memory: GiveWayMemory,
     /// Waiting longer than this is shown as starving.
     pub starving_secs: f64,
 }
@@ -47,6 +50,7 @@ impl Dashboard {
             log: VecDeque::new(),
             last_counters: None,
             confirm_restart: false,
+            give_way_memory: GiveWayMemory::default(),
             starving_secs: 30.0,
         }
     }
@@ -121,7 +125,8 @@ impl Dashboard {
         let s = self.tick(ui.ctx());
         egui::Panel::top("engine").show(ui, |ui| {
             panels::engine_ui(ui, &s, &mut self.confirm_restart, &mut self.commands);
-            panels::controls_ui(ui, &s, &mut self.commands);
+            self.give_way_memory.observe(&s);
+            panels::controls_ui(ui, &s, self.give_way_memory, &mut self.commands);
             if let Some(host) = &self.host {
                 ui.horizontal(|ui| {
                     ui.toggle_value(&mut self.show_settings, "Settings and model");

@@ -14,6 +14,13 @@ use std::sync::mpsc;
 pub enum Command {
     SetSoloPriority(bool),
     SetGiveWay(GiveWay),
+    /// The Preemption switch: both live switches at once (`gui::preemption`); `restore` is
+    /// the `give_way` to put back when switching on, `batch` when `parallel` ≥ 2.
+    SetPreemption {
+        on: bool,
+        batch: bool,
+        restore: GiveWay,
+    },
     RestartEngine,
     Cancel(RequestId),
     SetPriority(RequestId, i32),
@@ -134,6 +141,10 @@ pub(super) async fn run(
                 solo_priority: None,
                 give_way: Some(*g),
             };
+            set_live(change, &service, host.as_ref()).await
+        }
+        Command::SetPreemption { on, batch, restore } => {
+            let change = super::preemption::preemption_change(*on, *batch, *restore);
             set_live(change, &service, host.as_ref()).await
         }
         Command::RestartEngine => service

@@ -2,6 +2,7 @@
 //! commands; none waits on anything.
 
 use super::commands::{Command, CommandQueue};
+use super::preemption::{GiveWayMemory, PREEMPTION_TOOLTIP, Preemption, preemption_of};
 use crate::service::{DeviceFacts, EngineStatus, GiveWay, ParkKind, ServiceSnapshot, SlotStatus};
 use egui::{Color32, RichText, Ui};
 
@@ -74,8 +75,39 @@ fn display_model(s: &ServiceSnapshot) -> &str {
     }
 }
 
-/// The live switches (R12): `solo_priority` and `give_way`.
-pub fn controls_ui(ui: &mut Ui, s: &ServiceSnapshot, q: &mut CommandQueue) {
+/// The Preemption switch, in words, over the two expert switches (R12).
+pub fn controls_ui(ui: &mut Ui, s: &ServiceSnapshot, memory: GiveWayMemory, q: &mut CommandQueue) {
+    let batch = s.engine.parallel >= 2;
+    ui.horizontal(|ui| {
+        let state = preemption_of(s);
+        let mut on = state == Preemption::On;
+        let label = match (state, batch) {
+            (Preemption::On, false) => "Preemption: on: short requests may interrupt long ones",
+            (Preemption::On, true) => {
+                "Preemption: on: long prompt reads give way (batch mode pauses no stream)"
+            }
+            (Preemption::Off, _) => "Preemption: off: requests run in turn, nothing is interrupted",
+            (Preemption::Partly, _) => "Preemption: partly on (see the expert switches)",
+        };
+        let response = ui
+            .add(egui::Checkbox::new(&mut on, label).indeterminate(state == Preemption::Partly))
+            .on_hover_text(PREEMPTION_TOOLTIP);
+        if response.clicked() {
+            q.send(Command::SetPreemption {
+                on: state != Preemption::On,
+                batch,
+                restore: memory.restore(),
+            });
+        }
+    });
+    egui::CollapsingHeader::new("Expert switches")
+        .id_salt("expert-switches")
+        .default_open(true)
+        .show(ui, |ui| expert_switches_ui(ui, s, q));
+}
+
+/// The live switches (R12) one by one: `solo_priority` and `give_way`.
+fn expert_switches_ui(ui: &mut Ui, s: &ServiceSnapshot, q: &mut CommandQueue) {
     ui.horizontal(|ui| {
         let mut solo = s.solo_priority;
         let batch = s.engine.parallel >= 2;

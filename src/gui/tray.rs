@@ -1,12 +1,18 @@
 //! The tray icon: the state at a glance (idle, busy, parked, engine down) as the icon's colour
-//! and its tooltip, and a menu: Show/Hide, `solo_priority`, Quit. On Linux it is a D-Bus
-//! StatusNotifierItem (tray-icon's `ksni` backend, no GTK); with no session bus the app runs
-//! without it and says so once. On Windows it is tray-icon's native notification-area icon,
-//! created on the window's thread, whose message loop (winit's) serves its menu.
+//! and its tooltip, and a menu: Show/Hide, Preemption (both live switches, as the window's
+//! switch), `solo_priority`, Quit. On Linux it is a D-Bus StatusNotifierItem (tray-icon's
+//! `ksni` backend, no GTK); with no session bus the app runs without it and says so once. On
+//! Windows it is tray-icon's native notification-area icon, created on the window's thread,
+//! whose message loop (winit's) serves its menu.
 //!
 //! Menu clicks act from tray-icon's own thread (the window may be hidden, when it draws no
 //! frames): they send viewport commands and run service commands on the background runtime.
 
+use super::preemption::{GiveWayMemory, Preemption, preemption_of};
+use crate::service::GiveWay;
+
+/// The tray's Preemption item (the window's switch in short).
+const PREEMPTION_ITEM: &str = "Preemption (short requests may interrupt long ones)";
 use super::commands::{self, Command};
 use super::host::ServerHost;
 use crate::service::{EngineStatus, ServiceSnapshot};
@@ -79,6 +85,9 @@ fn disc_rgba(rgb: [u8; 3]) -> Vec<u8> {
 pub struct Tray {
     icon: TrayIcon,
     solo: CheckMenuItem,
+    preemption: CheckMenuItem,
+    /// The `give_way` the Preemption item puts back (seen in the snapshots `update` gets).
+    memory: Arc<std::sync::Mutex<GiveWayMemory>>,
     shown: Option<(TrayState, bool, bool)>,
 }
 
@@ -97,10 +106,12 @@ impl Tray {
     ) -> Option<Self> {
         let show = MenuItem::new("Show/Hide", true, None);
         let solo = CheckMenuItem::new("solo_priority", true, false, None);
+        let preemption = CheckMenuItem::new(PREEMPTION_ITEM, true, false, None);
         let quit = MenuItem::new("Quit", true, None);
         let menu = Menu::new();
         let built = menu
             .append(&show)
+            .and_then(|()| menu.append(&preemption))
             .and_then(|()| menu.append(&solo))
             .and_then(|()| menu.append(&PredefinedMenuItem::separator()))
             .and_then(|()| menu.append(&quit));
@@ -129,6 +140,9 @@ impl Tray {
         };
         let visible = Arc::new(AtomicBool::new(true));
         let (show_id, solo_id, quit_id) = (show.id().clone(), solo.id().clone(), quit.id().clone());
+        let preemption_id = preemption.id().clone();
+        let memory = Arc::new(std::sync::Mutex::new(GiveWayMemory::default()));
+        let remembered = memory.clone();
         MenuEvent::set_event_handler(Some(move |event: MenuEvent| {
             if event.id == show_id {
                 let now_visible = !visible.fetch_xor(true, Ordering::SeqCst);
@@ -145,6 +159,20 @@ impl Tray {
                         commands::run(Command::SetSoloPriority(on), service, Some(host)).await;
                     tracing::info!("tray: {outcome:?}");
                 });
+            } else if event.id == preemption_id {
+                let service = host.service();
+                let s = service.snapshot();
+                let restore = remembered.lock().map_or(GiveWay::Left, |m| m.restore());
+                let command = Command::SetPreemption {
+                    on: preemption_of(&s) != Preemption::On,
+                    batch: s.engine.parallel >= 2,
+                    restore,
+                };
+                let host = host.clone();
+                runtime.spawn(async move {
+                    let outcome = commands::run(command, service, Some(host)).await;
+                    tracing::info!("tray: {outcome:?}");
+                });
             } else if event.id == quit_id {
                 ctx.send_viewport_cmd(egui::ViewportCommand::Visible(true));
                 ctx.send_viewport_cmd(egui::ViewportCommand::Close);
@@ -154,6 +182,8 @@ impl Tray {
         Some(Self {
             icon,
             solo,
+            preemption,
+            memory,
             shown: None,
         })
     }
@@ -161,6 +191,13 @@ impl Tray {
     /// Shows the snapshot's state (only what changed).
     pub fn update(&mut self, s: &ServiceSnapshot) {
         let state = TrayState::of(s);
+        if let Ok(mut memory) = self.memory.lock() {
+            memory.observe(s);
+        }
+        let preemption_on = preemption_of(s) == Preemption::On;
+        if self.preemption.is_checked() != preemption_on {
+            self.preemption.set_checked(preemption_on);
+        }
         let solo_allowed = s.engine.parallel < 2;
         let now = (state, s.solo_priority, solo_allowed);
         if self.solo.is_checked() != s.solo_priority {

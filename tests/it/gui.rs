@@ -408,3 +408,42 @@ fn a_finished_request_shows_as_a_kept_conversation_with_its_sequence() {
     );
     assert!(harness.query_by_label("none kept yet").is_none());
 }
+
+#[test]
+fn the_preemption_switch_turns_both_live_switches_off_and_on_again_with_give_way_put_back() {
+    let rt = runtime();
+    let server = rt.block_on(server(Setup::default()));
+    let mut dashboard = Dashboard::new(server.service.clone(), rt.handle().clone());
+    let mut harness = Harness::new_ui(|ui| dashboard.ui(ui));
+    harness.run_ok();
+    // the defaults: solo_priority off, give_way left: partly on
+    harness.get_by_label("whole").click();
+    harness.run_ok();
+    wait(&rt, &server, "give_way is whole", |s| {
+        s.give_way == strata_desk::scheduler::GiveWay::Whole
+    });
+    frames(&mut harness, &rt, 0.2);
+    harness
+        .get_by_label("Preemption: partly on (see the expert switches)")
+        .click();
+    harness.run_ok();
+    wait(&rt, &server, "preemption is on", |s| {
+        s.solo_priority && s.give_way == strata_desk::scheduler::GiveWay::Whole
+    });
+    frames(&mut harness, &rt, 0.2);
+    harness
+        .get_by_label("Preemption: on: short requests may interrupt long ones")
+        .click();
+    harness.run_ok();
+    wait(&rt, &server, "both switches are off", |s| {
+        !s.solo_priority && s.give_way == strata_desk::scheduler::GiveWay::Off
+    });
+    frames(&mut harness, &rt, 0.2);
+    harness
+        .get_by_label("Preemption: off: requests run in turn, nothing is interrupted")
+        .click();
+    harness.run_ok();
+    wait(&rt, &server, "on again with give_way whole put back", |s| {
+        s.solo_priority && s.give_way == strata_desk::scheduler::GiveWay::Whole
+    });
+}
