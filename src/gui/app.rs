@@ -5,6 +5,7 @@ use super::commands::{CommandQueue, Outcome};
 use super::host::ServerHost;
 use super::panels;
 use super::preemption::GiveWayMemory;
+use super::requests::{RequestOrder, requests_ui};
 use super::settings::{SettingsView, settings_ui};
 use super::timeline::{Timeline, timeline_ui};
 use super::tray::Tray;
@@ -31,6 +32,7 @@ pub struct Dashboard {
     confirm_restart: bool,
     /// The `give_way` the Preemption switch puts back.
     give_way_memory: GiveWayMemory,
+    request_order: RequestOrder,
     /// Waiting longer than this is shown as starving.
     pub starving_secs: f64,
 }
@@ -51,6 +53,7 @@ impl Dashboard {
             last_counters: None,
             confirm_restart: false,
             give_way_memory: GiveWayMemory::default(),
+            request_order: RequestOrder::default(),
             starving_secs: 30.0,
         }
     }
@@ -152,10 +155,12 @@ impl Dashboard {
         egui::Panel::bottom("events").show(ui, |ui| panels::log_ui(ui, &self.log));
         egui::CentralPanel::default().show(ui, |ui| {
             egui::ScrollArea::vertical().show(ui, |ui| {
+                requests_ui(ui, &s, &mut self.request_order, &mut self.commands);
+                ui.separator();
                 ui.columns(2, |columns| {
                     panels::slots_ui(&mut columns[0], &s);
                     panels::parked_ui(&mut columns[0], &s);
-                    panels::waiting_ui(&mut columns[0], &s, self.starving_secs, &mut self.commands);
+                    panels::waiting_ui(&mut columns[0], &s, self.starving_secs);
                     panels::counters_ui(&mut columns[1], &s);
                     panels::conversations_ui(&mut columns[1], &s);
                     panels::ttft_ui(&mut columns[1], &s);

@@ -4,6 +4,7 @@
 //! - `app`: [`Dashboard`], the window's state and frame;
 //! - `panels`: one `*_ui` function per panel, reading the snapshot;
 //! - `preemption`: the one Preemption switch over `solo_priority` and `give_way`;
+//! - `requests`: the requests table (one row per live request, with its "why");
 //! - `settings`: the settings view (restart-only settings, the model picker);
 //! - `timeline`: who held the read lane and each slot, the last minutes;
 //! - `commands`: user actions, queued in a frame and drained once at its end;
@@ -19,6 +20,7 @@ mod commands;
 mod host;
 mod panels;
 mod preemption;
+mod requests;
 mod settings;
 mod timeline;
 mod tray;
@@ -28,6 +30,7 @@ pub use commands::{Command, CommandQueue, Outcome};
 pub use host::{HostError, RestartSettings, ServerHost};
 pub use panels::percentiles;
 pub use preemption::{GiveWayMemory, Preemption, preemption_change, preemption_of};
+pub use requests::{RequestOrder, sorted_rows};
 pub use timeline::{Activity, Segment, TIMELINE_SECS, Timeline};
 pub use tray::TrayState;
 

@@ -257,7 +257,9 @@ pub fn conversations_ui(ui: &mut Ui, s: &ServiceSnapshot) {
 /// The waiting queue with each request's effective priority, age and what is left to read;
 /// a request waiting longer than `starving_secs` is highlighted. Per row: priority up/down
 /// and Cancel.
-pub fn waiting_ui(ui: &mut Ui, s: &ServiceSnapshot, starving_secs: f64, q: &mut CommandQueue) {
+/// The queue with its priorities and starvation (its Cancel and ±priority are the requests
+/// table's).
+pub fn waiting_ui(ui: &mut Ui, s: &ServiceSnapshot, starving_secs: f64) {
     ui.heading("Waiting");
     if s.waiting.is_empty() {
         ui.label("nobody waits");
@@ -265,7 +267,7 @@ pub fn waiting_ui(ui: &mut Ui, s: &ServiceSnapshot, starving_secs: f64, q: &mut 
     }
     egui::Grid::new("waiting")
         .striped(true)
-        .num_columns(6)
+        .num_columns(4)
         .show(ui, |ui| {
             for w in &s.waiting {
                 let starving = w.waited_secs > starving_secs;
@@ -285,31 +287,6 @@ pub fn waiting_ui(ui: &mut Ui, s: &ServiceSnapshot, starving_secs: f64, q: &mut 
                     ui.label(age);
                 }
                 ui.label(format!("{} tokens to read", w.tokens_left_to_read));
-                ui.horizontal(|ui| {
-                    if ui
-                        .small_button("+1")
-                        .on_hover_text("raise priority")
-                        .clicked()
-                    {
-                        q.send(Command::SetPriority(
-                            w.request_id,
-                            w.priority.saturating_add(1),
-                        ));
-                    }
-                    if ui
-                        .small_button("-1")
-                        .on_hover_text("lower priority")
-                        .clicked()
-                    {
-                        q.send(Command::SetPriority(
-                            w.request_id,
-                            w.priority.saturating_sub(1),
-                        ));
-                    }
-                });
-                if ui.button("Cancel").clicked() {
-                    q.send(Command::Cancel(w.request_id));
-                }
                 ui.end_row();
             }
         });

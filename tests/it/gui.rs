@@ -155,7 +155,22 @@ fn parked_and_waiting_rows_render_a_starving_request_is_highlighted_and_cancel_w
         "no event line"
     );
 
-    harness.get_by_label("Cancel").click();
+    // the requests table: each row's why, in the scheduler's order (running, parked, waiting)
+    assert!(
+        harness
+            .query_by_label_contains("paused for chatcmpl-2 (priority 50)")
+            .is_some(),
+        "no why for the parked stream"
+    );
+    assert!(
+        harness
+            .query_by_label_contains("waits for the slot: chatcmpl-2 decoding")
+            .is_some(),
+        "no why for the waiter"
+    );
+    let cancels: Vec<_> = harness.get_all_by_label("Cancel").collect();
+    assert_eq!(cancels.len(), 3, "one Cancel per row");
+    cancels[2].click();
     harness.run_ok();
     wait(&rt, &server, "the waiter was cancelled", |s| {
         s.waiting.is_empty() && s.counters.cancellations_by_state.waiting == 1

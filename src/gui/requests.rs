@@ -1,0 +1,197 @@
+//! The requests table: one row per live request (waiting, reading, decoding, parked) with the
+//! id its client sees, who sent it, priority and effective priority, progress, and why it
+//! stands where it does (the snapshot's `requests[]`, the same words as `/v1/scheduler`);
+//! sortable, with Cancel and ±priority per row.
+
+use super::commands::{Command, CommandQueue};
+use crate::service::{RequestRow, RequestStatus, ServiceSnapshot};
+use egui::{Color32, RichText, Ui};
+
+const WAITING_WHY: Color32 = Color32::from_rgb(230, 160, 40);
+
+/// The table's order.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum RequestOrder {
+    /// Running (slot order), parked, then waiting: the scheduler's own order.
+    #[default]
+    State,
+    /// Highest effective priority first.
+    Priority,
+    /// Longest present wait first.
+    Waited,
+}
+
+impl RequestOrder {
+    fn words(self) -> &'static str {
+        match self {
+            Self::State => "state",
+            Self::Priority => "priority",
+            Self::Waited => "waited",
+        }
+    }
+}
+
+/// The rows in `order` (a stable sort: equals keep the scheduler's order).
+pub fn sorted_rows(s: &ServiceSnapshot, order: RequestOrder) -> Vec<&RequestRow> {
+    let mut rows: Vec<&RequestRow> = s.requests.iter().collect();
+    match order {
+        RequestOrder::State => {}
+        RequestOrder::Priority => rows.sort_by_key(|r| std::cmp::Reverse(r.effective_priority)),
+        RequestOrder::Waited => rows.sort_by(|a, b| b.waited_secs.total_cmp(&a.waited_secs)),
+    }
+    rows
+}
+
+/// The table, or a line saying nothing is in flight.
+pub fn requests_ui(
+    ui: &mut Ui,
+    s: &ServiceSnapshot,
+    order: &mut RequestOrder,
+    q: &mut CommandQueue,
+) {
+    ui.horizontal(|ui| {
+        ui.heading("Requests");
+        ui.label("sort by");
+        for o in [
+            RequestOrder::State,
+            RequestOrder::Priority,
+            RequestOrder::Waited,
+        ] {
+            ui.selectable_value(order, o, o.words())
+                .on_hover_text(format!("order the rows by {}", o.words()));
+        }
+    });
+    if s.requests.is_empty() {
+        ui.label("no request in flight");
+        return;
+    }
+    egui::Grid::new("requests")
+        .striped(true)
+        .num_columns(8)
+        .show(ui, |ui| {
+            for heading in [
+                "request", "client", "state", "priority", "progress", "speed", "", "why",
+            ] {
+                ui.strong(heading);
+            }
+            ui.end_row();
+            for r in sorted_rows(s, *order) {
+                row_ui(ui, r, q);
+                ui.end_row();
+            }
+        });
+}
+
+fn row_ui(ui: &mut Ui, r: &RequestRow, q: &mut CommandQueue) {
+    ui.label(&r.client_id)
+        .on_hover_text(format!("{} on {:?}", r.request_id, r.route));
+    ui.label(if r.client.is_empty() { "-" } else { &r.client })
+        .on_hover_text("the API key's name, else the User-Agent's product");
+    let state = match r.state {
+        RequestStatus::Waiting | RequestStatus::Parked => {
+            format!("{} {:.1} s", r.state, r.waited_secs)
+        }
+        _ => r.state.to_string(),
+    };
+    ui.label(state)
+        .on_hover_text(format!("{:.1} s since it arrived", r.elapsed_secs));
+    ui.label(format!("{} -> {}", r.priority, r.effective_priority))
+        .on_hover_text(format!(
+            "priority {} -> effective {} (boost +{}, aging +{})",
+            r.priority, r.effective_priority, r.boost, r.aging
+        ));
+    let max = r.max_tokens.map_or("-".to_owned(), |m| m.to_string());
+    ui.label(format!(
+        "read {}/{}, out {}/{max}",
+        r.read_tokens, r.prompt_tokens, r.generated_tokens
+    ))
+    .on_hover_text("prompt tokens read of the prompt, output tokens of max_tokens");
+    let speed = match (r.tokens_per_sec, r.pausable_in_secs) {
+        (Some(tps), Some(left)) if left > 0.0 => format!("{tps:.1} t/s, pausable in {left:.1} s"),
+        (Some(tps), _) => format!("{tps:.1} t/s"),
+        (None, _) => String::new(),
+    };
+    ui.label(speed);
+    // ids by request, not by position: a click lands on its row whatever moved since
+    ui.push_id(r.request_id.0, |ui| {
+        ui.horizontal(|ui| {
+            if ui
+                .small_button("+1")
+                .on_hover_text("raise its priority")
+                .clicked()
+            {
+                q.send(Command::SetPriority(
+                    r.request_id,
+                    r.priority.saturating_add(1),
+                ));
+            }
+            if ui
+                .small_button("-1")
+                .on_hover_text("lower its priority")
+                .clicked()
+            {
+                q.send(Command::SetPriority(
+                    r.request_id,
+                    r.priority.saturating_sub(1),
+                ));
+            }
+            if ui
+                .small_button("Cancel")
+                .on_hover_text(format!("cancel {} (its client gets an error)", r.client_id))
+                .clicked()
+            {
+                q.send(Command::Cancel(r.request_id));
+            }
+        })
+    });
+    let why = RichText::new(&r.why);
+    match r.state {
+        RequestStatus::Waiting | RequestStatus::Parked => ui.label(why.color(WAITING_WHY)),
+        _ => ui.label(why),
+    };
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ids::RequestId;
+    use crate::service::{RequestStatus, Route, SchedulerSettings};
+
+    fn row(id: u64, effective_priority: i64, waited_secs: f64) -> RequestRow {
+        RequestRow {
+            request_id: RequestId(id),
+            client_id: format!("chatcmpl-{id}"),
+            client: String::new(),
+            route: Route::ChatCompletions,
+            state: RequestStatus::Waiting,
+            priority: 0,
+            effective_priority,
+            boost: 0,
+            aging: 0,
+            elapsed_secs: waited_secs,
+            waited_secs,
+            prompt_tokens: 10,
+            read_tokens: 0,
+            generated_tokens: 0,
+            max_tokens: None,
+            tokens_per_sec: None,
+            pausable_in_secs: None,
+            why: String::new(),
+        }
+    }
+
+    #[test]
+    fn rows_sort_by_state_order_priority_or_wait_keeping_equals_in_order() {
+        let mut s = ServiceSnapshot::starting(SchedulerSettings::default(), 1, true);
+        s.requests = vec![row(1, 0, 3.0), row(2, 5, 1.0), row(3, 0, 9.0)];
+        let ids = |order| {
+            sorted_rows(&s, order)
+                .iter()
+                .map(|r| r.request_id.0)
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(ids(RequestOrder::State), [1, 2, 3]);
+        assert_eq!(ids(RequestOrder::Priority), [2, 1, 3]);
+        assert_eq!(ids(RequestOrder::Waited), [3, 1, 2]);
+    }
+}
