@@ -2,6 +2,7 @@
 //! drains them once per frame, and keeps an event log from what changed between snapshots.
 
 use super::commands::{CommandQueue, Outcome};
+use super::history::{LogFilter, length_refusal_ui, scheduler_log_ui};
 use super::host::ServerHost;
 use super::panels;
 use super::preemption::GiveWayMemory;
@@ -33,6 +34,9 @@ pub struct Dashboard {
     /// The `give_way` the Preemption switch puts back.
     give_way_memory: GiveWayMemory,
     request_order: RequestOrder,
+    log_filter: LogFilter,
+    /// The length refusal (its time) the user dismissed.
+    refusal_dismissed_at: Option<f64>,
     /// Waiting longer than this is shown as starving.
     pub starving_secs: f64,
 }
@@ -54,6 +58,8 @@ impl Dashboard {
             confirm_restart: false,
             give_way_memory: GiveWayMemory::default(),
             request_order: RequestOrder::default(),
+            log_filter: LogFilter::default(),
+            refusal_dismissed_at: None,
             starving_secs: 30.0,
         }
     }
@@ -128,6 +134,7 @@ impl Dashboard {
         let s = self.tick(ui.ctx());
         egui::Panel::top("engine").show(ui, |ui| {
             panels::engine_ui(ui, &s, &mut self.confirm_restart, &mut self.commands);
+            length_refusal_ui(ui, &s, &mut self.refusal_dismissed_at);
             self.give_way_memory.observe(&s);
             panels::controls_ui(ui, &s, self.give_way_memory, &mut self.commands);
             if let Some(host) = &self.host {
@@ -152,7 +159,12 @@ impl Dashboard {
                 }
             }
         });
-        egui::Panel::bottom("events").show(ui, |ui| panels::log_ui(ui, &self.log));
+        egui::Panel::bottom("events").show(ui, |ui| {
+            ui.columns(2, |columns| {
+                scheduler_log_ui(&mut columns[0], &s, &mut self.log_filter);
+                panels::log_ui(&mut columns[1], &self.log);
+            });
+        });
         egui::CentralPanel::default().show(ui, |ui| {
             egui::ScrollArea::vertical().show(ui, |ui| {
                 requests_ui(ui, &s, &mut self.request_order, &mut self.commands);

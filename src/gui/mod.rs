@@ -3,6 +3,7 @@
 //!
 //! - `app`: [`Dashboard`], the window's state and frame;
 //! - `panels`: one `*_ui` function per panel, reading the snapshot;
+//! - `history`: the scheduler's log with request ids, and the too-long-prompt banner;
 //! - `preemption`: the one Preemption switch over `solo_priority` and `give_way`;
 //! - `requests`: the requests table (one row per live request, with its "why");
 //! - `settings`: the settings view (restart-only settings, the model picker);
@@ -17,6 +18,7 @@
 
 mod app;
 mod commands;
+mod history;
 mod host;
 mod panels;
 mod preemption;

@@ -70,6 +70,8 @@ pub fn spawn(options: ServiceOptions) -> Result<ServiceHandle, ConfigError> {
         metrics: metrics.clone(),
         last_failure: None,
         expected_read: None,
+        log: super::event_log::EventLog::default(),
+        last_length_refusal: None,
     };
     tokio::spawn(actor.run());
     Ok(ServiceHandle {
@@ -98,6 +100,9 @@ pub(super) struct Actor {
     pub(super) last_failure: Option<String>,
     /// The outstanding step's chunk: its request and the tokens its sequence must then hold.
     pub(super) expected_read: Option<(RequestId, u32)>,
+    /// The history with request ids (the snapshot's `log[]`).
+    pub(super) log: super::event_log::EventLog,
+    pub(super) last_length_refusal: Option<super::event_log::LengthRefusal>,
 }
 
 impl Actor {
@@ -143,6 +148,7 @@ impl Actor {
         for diagnostic in outcome.diagnostics {
             tracing::warn!("scheduler: {diagnostic}");
         }
+        self.note_actions(&outcome.actions);
         self.queue.extend(outcome.actions);
     }
 
@@ -265,6 +271,7 @@ impl Actor {
             Ok(outcome) => {
                 // The stream exists before any action of this outcome runs.
                 let rx = self.streams.open(id, submission);
+                self.note_arrival(id);
                 self.take(outcome);
                 if reply.send(Ok((id, rx))).is_err() {
                     // The client left before it got its stream: nothing else would cancel it.
@@ -273,7 +280,9 @@ impl Actor {
             }
             Err(Refused { refusal, outcome }) => {
                 self.take(outcome);
-                let _ = reply.send(Err(self.submit_error(refusal)));
+                let error = self.submit_error(refusal);
+                self.note_refusal(&error, &submission.origin);
+                let _ = reply.send(Err(error));
             }
         }
     }

@@ -23,6 +23,7 @@ pub(super) struct Live {
     /// When the last few tokens went out (the first one is the TTFT).
     sent_at: VecDeque<Instant>,
     tokens_sent: u64,
+    first_token_at: Option<Instant>,
     /// Whether it got a slot yet (the first assign counts a cache hit or miss).
     pub admitted: bool,
 }
@@ -40,6 +41,7 @@ impl Live {
             arrived: Instant::now(),
             sent_at: VecDeque::new(),
             tokens_sent: 0,
+            first_token_at: None,
             admitted: false,
         }
     }
@@ -51,7 +53,16 @@ impl Live {
             self.sent_at.pop_front();
         }
         self.sent_at.push_back(now);
+        if self.tokens_sent == 1 {
+            self.first_token_at = Some(now);
+        }
         (self.tokens_sent == 1).then(|| now.duration_since(self.arrived))
+    }
+
+    /// Seconds from arrival to the first token, once it went out.
+    pub fn ttft_secs(&self) -> Option<f64> {
+        self.first_token_at
+            .map(|first| first.duration_since(self.arrived).as_secs_f64())
     }
 
     /// Output tokens per second over the last deliveries, up to `now` (so a stall lowers it).

@@ -15,8 +15,10 @@
 
 mod actor;
 mod engine_link;
+mod event_log;
 mod execute;
 mod handle;
+mod history;
 mod live;
 mod publish;
 mod requests;
@@ -38,6 +40,7 @@ pub use crate::scheduler::{
     ParkKind, ParkedIn, ParkedView, RequestStatus, SchedulerSettings, SlotStatus,
     SlotView as SchedulerSlotView, WaitingView, resolve_priority,
 };
+pub use event_log::{LOG_ENTRIES_MAX, LengthRefusal, LogEntry, LogKind};
 pub use requests::{LiveFacts, RequestRow, request_rows};
 pub use snapshot::{
     ConversationCacheView, CountersView, EngineStatus, EngineView, ServiceSnapshot, SlotView,

@@ -64,6 +64,8 @@ impl Actor {
         snapshot.conversation_cache.hits = hits;
         snapshot.conversation_cache.misses = misses;
         snapshot.ttft = self.streams.ttft();
+        snapshot.log = self.log.entries();
+        snapshot.last_length_refusal = self.last_length_refusal.clone();
         let running = snapshot
             .slots
             .iter()

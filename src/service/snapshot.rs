@@ -161,6 +161,10 @@ pub struct ServiceSnapshot {
     /// Every live request, one row each: running (slot order), parked, then waiting, with
     /// the id its client sees, who sent it and why it stands where it does.
     pub requests: Vec<super::requests::RequestRow>,
+    /// The last scheduler events with request ids, oldest first.
+    pub log: Vec<super::event_log::LogEntry>,
+    /// The last prompt refused as too long for the context (`null` if none).
+    pub last_length_refusal: Option<super::event_log::LengthRefusal>,
     /// Kept conversations (no text): in the pool least recently used first, then in host RAM.
     pub conversations: Vec<ConversationView>,
     pub conversation_cache: ConversationCacheView,
@@ -201,6 +205,8 @@ impl ServiceSnapshot {
             parked: Vec::new(),
             waiting: Vec::new(),
             requests: Vec::new(),
+            log: Vec::new(),
+            last_length_refusal: None,
             conversations: Vec::new(),
             conversation_cache: ConversationCacheView::default(),
             counters: CountersView::default(),

@@ -204,7 +204,7 @@ impl Streams {
     }
 }
 
-fn failure(error: &FailKind) -> Failure {
+pub(super) fn failure(error: &FailKind) -> Failure {
     match error {
         FailKind::EngineDied => {
             Failure::Engine("the engine worker died while serving this request".into())

@@ -81,6 +81,75 @@ async fn a_waiting_request_is_told_when_the_stream_may_be_paused_and_the_paused_
     );
     assert_eq!(row(&v, "chatcmpl-1")["state"], "parked");
     assert_eq!(row(&v, "chatcmpl-2")["state"], "decoding");
+
+    // the log names the ids: arrivals with their client, the pause with whom it was for
+    let lines: Vec<(String, String)> = v["log"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| {
+            (
+                e["kind"].as_str().unwrap().to_owned(),
+                e["text"].as_str().unwrap().to_owned(),
+            )
+        })
+        .collect();
+    let has = |kind: &str, start: &str| {
+        lines
+            .iter()
+            .any(|(k, text)| k == kind && text.starts_with(start))
+    };
+    assert!(
+        has("arrived", "chatcmpl-1 arrived from claude-cli:"),
+        "{lines:?}"
+    );
+    assert!(
+        has("arrived", "chatcmpl-2 arrived from codex_cli_rs:"),
+        "{lines:?}"
+    );
+    assert!(has("admitted", "chatcmpl-1 got a slot"), "{lines:?}");
+    assert!(
+        has("paused", "chatcmpl-1 was paused for chatcmpl-2"),
+        "{lines:?}"
+    );
     drop(long);
     short.abort();
+}
+
+#[tokio::test]
+async fn a_prompt_longer_than_the_context_is_logged_as_a_refusal_with_its_numbers() {
+    let server = server(Setup {
+        fake: FakeOptions {
+            kv_cells: 64,
+            ..FakeOptions::instant()
+        },
+        ..Setup::default()
+    })
+    .await;
+    let long = "many words ".repeat(40);
+    let answer = server.post(&chat(&long, 4)).send().await.unwrap();
+    assert_eq!(answer.status(), 400);
+    let v = get_json(&server, "/v1/scheduler").await;
+    let refused = v["log"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["kind"] == "refused")
+        .unwrap_or_else(|| panic!("no refusal logged: {v}"));
+    let text = refused["text"].as_str().unwrap();
+    assert!(
+        text.starts_with("refused a request: the prompt has ")
+            && text.contains("tokens; this model's context allows"),
+        "{text}"
+    );
+    assert_eq!(v["counters"]["refusals"], 1);
+    let banner = &v["last_length_refusal"];
+    assert!(banner["prompt_tokens"].as_u64().unwrap() > 64, "{banner}");
+    assert_eq!(banner["max_context_tokens"], refused_limit(text));
+    assert_eq!(banner["route"], "chat_completions");
+}
+
+/// The context limit a refusal's words give.
+fn refused_limit(text: &str) -> u64 {
+    text.rsplit(' ').next().unwrap().parse().unwrap()
 }

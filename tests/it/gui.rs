@@ -462,3 +462,62 @@ fn the_preemption_switch_turns_both_live_switches_off_and_on_again_with_give_way
         s.solo_priority && s.give_way == strata_desk::scheduler::GiveWay::Whole
     });
 }
+
+#[test]
+fn a_prompt_too_long_shows_a_banner_with_what_to_do_and_the_log_names_the_ids() {
+    let rt = runtime();
+    let server = rt.block_on(server(Setup {
+        fake: FakeOptions {
+            kv_cells: 64,
+            ..FakeOptions::instant()
+        },
+        ..Setup::default()
+    }));
+    let mut dashboard = Dashboard::new(server.service.clone(), rt.handle().clone());
+    let mut harness = Harness::new_ui(|ui| dashboard.ui(ui));
+    harness.run_ok();
+    let refused = rt.block_on(
+        server
+            .post(&chat(&"many words ".repeat(40), 4))
+            .header("user-agent", "claude-cli/2.0.1 (external, cli)")
+            .send(),
+    );
+    assert_eq!(refused.unwrap().status(), 400);
+    let served = rt.block_on(server.post(&chat("hi", 3)).send()).unwrap();
+    assert_eq!(served.status(), 200);
+    wait(&rt, &server, "the served one finished", |s| {
+        s.counters.finished == 1
+    });
+    frames(&mut harness, &rt, 0.3);
+    assert!(
+        harness
+            .query_by_label_contains("Claude Code sent")
+            .is_some(),
+        "no length banner"
+    );
+    assert!(
+        harness
+            .query_by_label_contains("this model's context is 64")
+            .is_some(),
+        "the banner does not give the context"
+    );
+    assert!(
+        harness
+            .query_by_label_contains("refused a request from claude-cli")
+            .is_some(),
+        "no refusal line"
+    );
+    assert!(
+        harness
+            .query_by_label_contains("chatcmpl-2 finished (")
+            .is_some(),
+        "no finish line naming the id"
+    );
+    harness.get_by_label("Dismiss").click();
+    harness.run_ok();
+    assert!(
+        harness
+            .query_by_label_contains("Claude Code sent")
+            .is_none()
+    );
+}

@@ -1,0 +1,151 @@
+//! The scheduler's log with request ids (the snapshot's `log[]`), filterable, and the banner
+//! for a prompt refused as longer than the model's context, with what to do about it.
+
+use crate::service::{LengthRefusal, LogEntry, LogKind, ServiceSnapshot};
+use egui::{Color32, RichText, Ui};
+
+const BANNER: Color32 = Color32::from_rgb(220, 60, 40);
+
+/// What the log shows.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct LogFilter {
+    /// Shown only lines that contain this (a request id, a client, a word).
+    pub text: String,
+    /// Hide arrivals, admissions and finishes: only what interrupted or refused someone.
+    pub interruptions_only: bool,
+}
+
+impl LogFilter {
+    pub fn shows(&self, e: &LogEntry) -> bool {
+        let interruption = matches!(
+            e.kind,
+            LogKind::Paused
+                | LogKind::GaveWay
+                | LogKind::Parked
+                | LogKind::Resumed
+                | LogKind::Cancelled
+                | LogKind::Failed
+                | LogKind::Refused
+                | LogKind::EngineRestart
+        );
+        (!self.interruptions_only || interruption)
+            && (self.text.is_empty() || e.text.contains(self.text.trim()))
+    }
+}
+
+/// The log, newest at the bottom, with its filter.
+pub fn scheduler_log_ui(ui: &mut Ui, s: &ServiceSnapshot, filter: &mut LogFilter) {
+    ui.horizontal(|ui| {
+        ui.heading("Scheduler log");
+        ui.add(
+            egui::TextEdit::singleline(&mut filter.text)
+                .hint_text("filter: an id, a client, a word")
+                .desired_width(200.0),
+        )
+        .on_hover_text("show only the lines that contain this");
+        ui.checkbox(&mut filter.interruptions_only, "interruptions only")
+            .on_hover_text("pauses, give-ways, parks, resumes, cancellations, failures, refusals");
+    });
+    egui::ScrollArea::vertical()
+        .id_salt("scheduler-log")
+        .max_height(140.0)
+        .stick_to_bottom(true)
+        .show(ui, |ui| {
+            for e in s.log.iter().filter(|e| filter.shows(e)) {
+                ui.label(format!("{:8.1} s  {}", e.at_secs, e.text));
+            }
+        });
+}
+
+/// The agent a client product is, in words.
+fn agent_words(client: &str) -> String {
+    match client {
+        "" => "A client".to_owned(),
+        "claude-cli" => "Claude Code".to_owned(),
+        c if c.starts_with("codex") => "Codex".to_owned(),
+        other => other.to_owned(),
+    }
+}
+
+/// The banner's sentence for a refusal.
+pub fn length_refusal_words(r: &LengthRefusal, context_tokens: u32) -> String {
+    format!(
+        "{} sent {} tokens; this model's context is {} (prompts up to {} tokens). Load a model \
+         with a longer context or raise ctx in Settings and model, and set the agent's context \
+         window to match (docs/DEPLOYMENT.md has each agent's setting).",
+        agent_words(&r.client),
+        r.prompt_tokens,
+        context_tokens,
+        r.max_context_tokens
+    )
+}
+
+/// The banner, until dismissed (`dismissed_at`: the refusal time last dismissed).
+pub fn length_refusal_ui(ui: &mut Ui, s: &ServiceSnapshot, dismissed_at: &mut Option<f64>) {
+    let Some(r) = &s.last_length_refusal else {
+        return;
+    };
+    if *dismissed_at == Some(r.at_secs) {
+        return;
+    }
+    ui.horizontal_wrapped(|ui| {
+        ui.label(
+            RichText::new(length_refusal_words(r, s.engine.context_tokens))
+                .color(BANNER)
+                .strong(),
+        );
+        if ui
+            .button("Dismiss")
+            .on_hover_text("hide this until the next refusal")
+            .clicked()
+        {
+            *dismissed_at = Some(r.at_secs);
+        }
+    });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ids::RequestId;
+    use crate::service::Route;
+
+    fn entry(kind: LogKind, text: &str) -> LogEntry {
+        LogEntry {
+            at_secs: 1.0,
+            kind,
+            request_id: Some(RequestId(7)),
+            client_id: Some("chatcmpl-7".into()),
+            text: text.into(),
+        }
+    }
+
+    #[test]
+    fn the_filter_keeps_lines_with_its_text_and_interruptions_when_asked() {
+        let arrived = entry(LogKind::Arrived, "chatcmpl-7 arrived from codex");
+        let paused = entry(LogKind::Paused, "chatcmpl-7 was paused for chatcmpl-9");
+        let mut filter = LogFilter::default();
+        assert!(filter.shows(&arrived) && filter.shows(&paused));
+        filter.interruptions_only = true;
+        assert!(!filter.shows(&arrived) && filter.shows(&paused));
+        filter.interruptions_only = false;
+        filter.text = "chatcmpl-9".into();
+        assert!(!filter.shows(&arrived) && filter.shows(&paused));
+    }
+
+    #[test]
+    fn the_banner_names_the_agent_its_prompt_and_the_context() {
+        let r = LengthRefusal {
+            at_secs: 3.0,
+            client: "claude-cli".into(),
+            route: Route::Messages,
+            prompt_tokens: 20_134,
+            max_context_tokens: 8_191,
+        };
+        let words = length_refusal_words(&r, 8_192);
+        assert!(
+            words.starts_with("Claude Code sent 20134 tokens; this model's context is 8192"),
+            "{words}"
+        );
+    }
+}

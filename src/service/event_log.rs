@@ -1,0 +1,99 @@
+//! The scheduler's history with request ids: arrivals, admissions, pauses and give-ways (who
+//! for whom), resumes, finishes (with TTFT), cancellations, failures, refusals (with the reason
+//! and its numbers) and engine restarts; the last [`LOG_ENTRIES_MAX`] are in the snapshot's
+//! `log[]` (so `/v1/scheduler`, its event stream and the dashboard have them). No prompt text.
+
+use crate::ids::RequestId;
+use serde::Serialize;
+use std::collections::VecDeque;
+
+/// Entries kept (older ones leave first).
+pub const LOG_ENTRIES_MAX: usize = 200;
+
+/// What happened.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum LogKind {
+    Arrived,
+    Admitted,
+    Paused,
+    GaveWay,
+    Parked,
+    Resumed,
+    Finished,
+    Cancelled,
+    Failed,
+    Refused,
+    EngineRestart,
+}
+
+/// One line of the log.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct LogEntry {
+    /// Seconds since the service started (the clock of `uptime_secs`).
+    pub at_secs: f64,
+    pub kind: LogKind,
+    /// The request it is about (none for engine restarts and refusals before an id).
+    pub request_id: Option<RequestId>,
+    /// Its id as its client sees it (`chatcmpl-7`).
+    pub client_id: Option<String>,
+    /// The line in words, naming requests by their client ids.
+    pub text: String,
+}
+
+/// The last prompt refused as longer than the context: what the dashboard's banner says.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct LengthRefusal {
+    pub at_secs: f64,
+    /// Who sent it (the API key's name or the User-Agent's product; may be empty).
+    pub client: String,
+    pub route: super::handle::Route,
+    pub prompt_tokens: u32,
+    pub max_context_tokens: u32,
+}
+
+/// The bounded log.
+#[derive(Debug, Default)]
+pub struct EventLog {
+    entries: VecDeque<LogEntry>,
+}
+
+impl EventLog {
+    pub fn push(&mut self, entry: LogEntry) {
+        if self.entries.len() == LOG_ENTRIES_MAX {
+            self.entries.pop_front();
+        }
+        self.entries.push_back(entry);
+    }
+
+    /// The entries, oldest first.
+    pub fn entries(&self) -> Vec<LogEntry> {
+        self.entries.iter().cloned().collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_log_keeps_the_last_entries_oldest_first() {
+        let mut log = EventLog::default();
+        for i in 0..LOG_ENTRIES_MAX + 5 {
+            log.push(LogEntry {
+                at_secs: i as f64,
+                kind: LogKind::Arrived,
+                request_id: Some(RequestId(i as u64)),
+                client_id: None,
+                text: String::new(),
+            });
+        }
+        let entries = log.entries();
+        assert_eq!(entries.len(), LOG_ENTRIES_MAX);
+        assert_eq!(entries[0].request_id, Some(RequestId(5)));
+        assert_eq!(
+            entries.last().unwrap().request_id,
+            Some(RequestId(LOG_ENTRIES_MAX as u64 + 4))
+        );
+    }
+}

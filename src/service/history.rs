@@ -1,0 +1,193 @@
+//! What the actor writes into the event log: each scheduler action as it is decided, each
+//! arrival and refusal as it is answered, named by the ids clients see.
+
+use super::actor::Actor;
+use super::event_log::{LengthRefusal, LogEntry, LogKind};
+use super::handle::{RequestOrigin, SubmitError};
+use crate::ids::RequestId;
+use crate::scheduler::{Action, FinishReason, ParkCause, ParkPlace};
+
+impl Actor {
+    /// The id `id`'s client sees (its route's form; `chatcmpl-N` once it is gone).
+    pub(super) fn client_id(&self, id: RequestId) -> String {
+        self.streams
+            .get(id)
+            .map_or(super::Route::ChatCompletions, |l| l.submission.origin.route)
+            .client_id(id)
+    }
+
+    pub(super) fn note(&mut self, kind: LogKind, request: Option<RequestId>, text: String) {
+        let entry = LogEntry {
+            at_secs: self.now().as_secs_f64(),
+            kind,
+            request_id: request,
+            client_id: request.map(|id| self.client_id(id)),
+            text,
+        };
+        self.log.push(entry);
+    }
+
+    /// An arrival that was queued.
+    pub(super) fn note_arrival(&mut self, id: RequestId) {
+        let Some(live) = self.streams.get(id) else {
+            return;
+        };
+        let origin = &live.submission.origin;
+        let from = if origin.client.is_empty() {
+            String::new()
+        } else {
+            format!(" from {}", origin.client)
+        };
+        let text = format!(
+            "{} arrived{from}: {} prompt tokens, priority {}",
+            self.client_id(id),
+            live.submission.prompt.len(),
+            live.submission.priority
+        );
+        self.note(LogKind::Arrived, Some(id), text);
+    }
+
+    /// A submission refused before it was queued; a prompt too long for the context is
+    /// kept for the dashboard's banner.
+    pub(super) fn note_refusal(&mut self, error: &SubmitError, origin: &RequestOrigin) {
+        let from = if origin.client.is_empty() {
+            String::new()
+        } else {
+            format!(" from {}", origin.client)
+        };
+        self.note(
+            LogKind::Refused,
+            None,
+            format!("refused a request{from}: {error}"),
+        );
+        if let SubmitError::PromptTooLong {
+            prompt_tokens,
+            max_context_tokens,
+        } = *error
+        {
+            self.last_length_refusal = Some(LengthRefusal {
+                at_secs: self.now().as_secs_f64(),
+                client: origin.client.clone(),
+                route: origin.route,
+                prompt_tokens,
+                max_context_tokens,
+            });
+        }
+    }
+
+    /// The actions one scheduler call decided, before they run.
+    pub(super) fn note_actions(&mut self, actions: &[Action]) {
+        for action in actions {
+            match action {
+                Action::Assign {
+                    request,
+                    keep_tokens,
+                    ..
+                } => {
+                    let kept = if *keep_tokens > 0 {
+                        format!(", {keep_tokens} prompt tokens already held")
+                    } else {
+                        String::new()
+                    };
+                    let text = format!("{} got a slot{kept}", self.client_id(*request));
+                    self.note(LogKind::Admitted, Some(*request), text);
+                }
+                Action::Park { request, to, .. } => self.note_park(*request, *to),
+                Action::Restore { request, .. } => {
+                    let text = format!(
+                        "{} resumed where it stopped, nothing lost",
+                        self.client_id(*request)
+                    );
+                    self.note(LogKind::Resumed, Some(*request), text);
+                }
+                Action::Finish {
+                    request,
+                    reason,
+                    output_tokens,
+                    ..
+                } => {
+                    let name = self.client_id(*request);
+                    let ttft = self
+                        .streams
+                        .get(*request)
+                        .and_then(|l| l.ttft_secs())
+                        .map_or(String::new(), |t| format!(", first token after {t:.2} s"));
+                    let (kind, text) = match reason {
+                        FinishReason::Cancelled => (
+                            LogKind::Cancelled,
+                            format!("{name} was cancelled after {output_tokens} tokens"),
+                        ),
+                        FinishReason::Stop | FinishReason::Length => (
+                            LogKind::Finished,
+                            format!(
+                                "{name} finished ({}): {output_tokens} tokens{ttft}",
+                                if *reason == FinishReason::Stop {
+                                    "stop"
+                                } else {
+                                    "length"
+                                }
+                            ),
+                        ),
+                    };
+                    self.note(kind, Some(*request), text);
+                }
+                Action::Fail { request, error, .. } => {
+                    let text = format!(
+                        "{} failed: {}",
+                        self.client_id(*request),
+                        super::streams::failure(error)
+                    );
+                    self.note(LogKind::Failed, Some(*request), text);
+                }
+                Action::RestartEngine {
+                    attempt,
+                    delay_secs,
+                } => {
+                    let text = format!("engine start, attempt {attempt}, in {delay_secs:.0} s");
+                    self.note(LogKind::EngineRestart, None, text);
+                }
+                _ => {}
+            }
+        }
+    }
+
+    /// A park, with why and for whom (the scheduler has just recorded both).
+    fn note_park(&mut self, request: RequestId, to: ParkPlace) {
+        let view = self
+            .scheduler
+            .snapshot(self.now())
+            .parked
+            .into_iter()
+            .find(|p| p.request_id == request);
+        let name = self.client_id(request);
+        let place = match to {
+            ParkPlace::Pool(_) => "its cells kept in the pool",
+            ParkPlace::HostRam => "saved to host RAM",
+        };
+        let by = view.as_ref().and_then(|v| v.parked_for);
+        let by_name = by.map(|w| self.client_id(w)).unwrap_or_default();
+        let (kind, text) = match view.and_then(|v| v.cause) {
+            Some(ParkCause::Paused) => (
+                LogKind::Paused,
+                format!("{name} was paused for {by_name} ({place})"),
+            ),
+            Some(ParkCause::GaveWayHigherPriority) => (
+                LogKind::GaveWay,
+                format!(
+                    "{name} gave way to {by_name} at a chunk boundary: higher priority ({place})"
+                ),
+            ),
+            Some(ParkCause::GaveWayShorterLeft) => (
+                LogKind::GaveWay,
+                format!(
+                    "{name} gave way to {by_name} at a chunk boundary: less left to read ({place})"
+                ),
+            ),
+            Some(ParkCause::KvPoolFull) | None => (
+                LogKind::Parked,
+                format!("{name} was parked: the KV pool was full ({place})"),
+            ),
+        };
+        self.note(kind, Some(request), text);
+    }
+}
