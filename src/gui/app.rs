@@ -139,7 +139,15 @@ impl Dashboard {
             panels::controls_ui(ui, &s, self.give_way_memory, &mut self.commands);
             if let Some(host) = &self.host {
                 ui.horizontal(|ui| {
-                    ui.toggle_value(&mut self.show_settings, "Settings and model");
+                    let settings =
+                        egui::Button::new("Settings and model").selected(self.show_settings);
+                    if ui
+                        .add(settings)
+                        .on_hover_text("the model, context, threads and other restart settings")
+                        .clicked()
+                    {
+                        self.show_settings = !self.show_settings;
+                    }
                     ui.label(format!("serving on http://{}", host.addr()));
                     if let Some(path) = host.config_path() {
                         ui.weak(format!("config: {}", path.display()));

@@ -29,9 +29,16 @@ pub fn engine_ui(
             ui.colored_label(Color32::YELLOW, "SIMULATED engine");
         }
         ui.label(format!(
-            "KV {} / {} cells, {} slot(s), chunk {} tokens",
-            s.engine.kv_cells_used, s.engine.kv_cells_total, s.engine.parallel, s.chunk_tokens
-        ));
+            "context {} tokens, KV {} / {} cells, {} slot(s), chunk {} tokens",
+            s.engine.context_tokens,
+            s.engine.kv_cells_used,
+            s.engine.kv_cells_total,
+            s.engine.parallel,
+            s.chunk_tokens
+        ))
+        .on_hover_text(
+            "context: the longest conversation one request may hold (prompt and output);              KV: cells held now of the pool all slots and kept conversations share",
+        );
         if ui.button("Restart engine").clicked() {
             let in_flight =
                 s.slots.iter().filter(|x| x.request_id.is_some()).count() + s.parked.len();
@@ -361,8 +368,12 @@ pub fn ttft_ui(ui: &mut Ui, s: &ServiceSnapshot) {
     });
     egui_plot::Plot::new("ttft")
         .height(160.0)
-        .legend(egui_plot::Legend::default())
+        .legend(egui_plot::Legend::default().position(egui_plot::Corner::LeftTop))
+        // headroom above the highest point, so the legend covers none
+        .set_margin_fraction(egui::vec2(0.05, 0.35))
+        .include_y(0.0)
         .x_axis_label("seconds since start")
+        .y_axis_label("time to first token, s")
         .show(ui, |plot| {
             for (class, color, points) in series {
                 plot.points(
