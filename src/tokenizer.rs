@@ -142,6 +142,11 @@ impl Tokenizer {
         }
     }
 
+    /// The context the model was trained for (0 for the simulated vocabulary).
+    pub fn context_length(&self) -> u32 {
+        self.model.as_ref().map_or(0, |m| m.n_ctx_train())
+    }
+
     pub fn chat_template(&self) -> Option<String> {
         self.model
             .as_ref()?

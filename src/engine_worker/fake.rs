@@ -74,6 +74,15 @@ pub struct FakeEngine {
 }
 
 impl FakeEngine {
+    /// A message- or rewind-counted fault: the first engine generation only (a restart serves).
+    fn first_generation_fault(&self, at: FaultAt) -> Option<Fault> {
+        (self.options.generation <= 1).then_some(())?;
+        match self.faults.get(&at)? {
+            ScheduledFault::Fault(fault) => Some(*fault),
+            ScheduledFault::Slow(_) => None,
+        }
+    }
+
     pub fn new(options: &FakeOptions, slots: u32, sequences: u32) -> Result<Self, FakeSetupError> {
         let script = match &options.script {
             Some(path) => {
@@ -357,20 +366,6 @@ impl Backend for FakeEngine {
                 std::thread::sleep(*delay);
                 None
             }
-        }
-    }
-}
-
-impl FakeEngine {
-    /// A fault counted in messages or rewinds: only the first engine generation has it, so a
-    /// restarted engine serves.
-    fn first_generation_fault(&self, at: FaultAt) -> Option<Fault> {
-        if self.options.generation > 1 {
-            return None;
-        }
-        match self.faults.get(&at)? {
-            ScheduledFault::Fault(fault) => Some(*fault),
-            ScheduledFault::Slow(_) => None,
         }
     }
 }

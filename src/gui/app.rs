@@ -113,6 +113,14 @@ impl Dashboard {
             match outcome {
                 Outcome::Line(line) => self.push(now_secs, line),
                 Outcome::Picked(path) => self.settings.picked(path),
+                Outcome::Models(found) => {
+                    self.settings.scanning = false;
+                    self.push(
+                        now_secs,
+                        format!("found {} model(s) on this machine", found.len()),
+                    );
+                    self.settings.found = Some(found);
+                }
                 Outcome::Applied(result) => {
                     self.settings.applying = false;
                     let line = match &result {

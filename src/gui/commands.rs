@@ -4,6 +4,7 @@
 
 use super::host::{RestartSettings, ServerHost};
 use crate::ids::RequestId;
+use crate::models::discover::{self, FoundModel, ModelFacts};
 use crate::service::GiveWay;
 use crate::service::{ServiceHandle, SettingsChange};
 use serde_json::json;
@@ -28,6 +29,9 @@ pub enum Command {
     ApplySettings(Box<RestartSettings>),
     /// Open the file dialog to choose a GGUF model.
     PickModel,
+    /// Look for models in LM Studio's and Ollama's folders and the app's own, and read each
+    /// one's facts (on a blocking thread: a vocabulary-only load each).
+    ScanModels,
 }
 
 /// What came of a command.
@@ -39,7 +43,12 @@ pub enum Outcome {
     Applied(Result<String, String>),
     /// The file dialog closed with this model chosen.
     Picked(PathBuf),
+    /// The models found on this machine, each with its facts or why they could not be read.
+    Models(Vec<ScannedModel>),
 }
+
+/// A model found on this machine and what its header says.
+pub type ScannedModel = (FoundModel, Result<ModelFacts, String>);
 
 /// The frame's commands and the channel their outcomes come back on.
 #[derive(Debug)]
@@ -114,10 +123,26 @@ pub(super) async fn run(
                     .map_err(|e| e.to_string()),
             ));
         }
+        Command::ScanModels => {
+            let scanned = tokio::task::spawn_blocking(|| {
+                discover::find_models(&discover::usual_folders())
+                    .into_iter()
+                    .map(|found| {
+                        let facts = discover::describe(&found.path);
+                        (found, facts)
+                    })
+                    .collect()
+            })
+            .await
+            .unwrap_or_default();
+            return Some(Outcome::Models(scanned));
+        }
         Command::PickModel => {
             let picked = rfd::AsyncFileDialog::new()
                 .set_title("Open a GGUF model")
                 .add_filter("GGUF model", &["gguf"])
+                // Ollama's blobs are GGUFs without the extension
+                .add_filter("All files", &["*"])
                 .pick_file()
                 .await;
             return Some(match picked {

@@ -3,7 +3,7 @@
 //! the server, which it says first. Includes the model picker: a GGUF by file dialog or path,
 //! the recent models, the default model.
 
-use super::commands::{Command, CommandQueue};
+use super::commands::{Command, CommandQueue, ScannedModel};
 use super::host::RestartSettings;
 use crate::config::{Config, FlashAttn, GpuLayers, KvType};
 use egui::{Color32, Ui};
@@ -20,6 +20,10 @@ pub struct SettingsView {
     pub last_result: Option<Result<String, String>>,
     /// A model chosen in the file dialog before the draft existed.
     picked: Option<PathBuf>,
+    /// Models found on this machine (`None` until the first scan).
+    pub found: Option<Vec<ScannedModel>>,
+    /// A scan is running.
+    pub scanning: bool,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -138,6 +142,10 @@ pub fn settings_ui(
             });
             ui.end_row();
 
+            ui.label("Models on this machine");
+            ui.vertical(|ui| found_models_ui(ui, &view.found, &mut view.scanning, draft, q));
+            ui.end_row();
+
             let label = ui.label("parallel (slots)");
             ui.add(egui::DragValue::new(&mut draft.parallel).range(1..=64))
                 .labelled_by(label.id);
@@ -250,4 +258,72 @@ pub fn settings_ui(
         }
         None => {}
     }
+}
+
+/// The models found in LM Studio's and Ollama's folders and the app's own, each pickable.
+fn found_models_ui(
+    ui: &mut Ui,
+    found: &Option<Vec<ScannedModel>>,
+    scanning: &mut bool,
+    draft: &mut Draft,
+    q: &mut CommandQueue,
+) {
+    ui.horizontal(|ui| {
+        let scan = ui
+            .add_enabled(!*scanning, egui::Button::new("Find models"))
+            .on_hover_text(
+                "look in LM Studio's models folder, Ollama's store and this app's models folder",
+            );
+        if scan.clicked() {
+            *scanning = true;
+            q.send(Command::ScanModels);
+        }
+        if *scanning {
+            ui.spinner();
+            ui.label("reading each model's header...");
+        }
+    });
+    let Some(found) = found else {
+        return;
+    };
+    if found.is_empty() {
+        ui.label("no GGUF found in LM Studio's, Ollama's or this app's folders");
+        return;
+    }
+    egui::Grid::new("found-models")
+        .striped(true)
+        .show(ui, |ui| {
+            for (model, facts) in found {
+                ui.label(&model.name)
+                    .on_hover_text(model.path.display().to_string());
+                ui.label(model.source.words());
+                ui.label(format!(
+                    "{:.1} GiB",
+                    model.size_bytes as f64 / (1u64 << 30) as f64
+                ));
+                match facts {
+                    Ok(f) => {
+                        ui.label(format!("context {}", f.context_length));
+                        ui.label(match (&f.tool_calls, f.has_chat_template) {
+                            (Some(family), _) => format!("tools: {family}"),
+                            (None, true) => "chat template, no tools".to_owned(),
+                            (None, false) => "no chat template".to_owned(),
+                        });
+                    }
+                    Err(e) => {
+                        ui.colored_label(Color32::from_rgb(220, 60, 40), "unreadable")
+                            .on_hover_text(e);
+                        ui.label("");
+                    }
+                }
+                if ui
+                    .add_enabled(facts.is_ok(), egui::Button::new("Use"))
+                    .on_hover_text("put this model in the draft (Apply and restart loads it)")
+                    .clicked()
+                {
+                    draft.model_path = model.path.display().to_string();
+                }
+                ui.end_row();
+            }
+        });
 }

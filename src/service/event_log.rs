@@ -6,6 +6,7 @@
 use crate::ids::RequestId;
 use serde::Serialize;
 use std::collections::VecDeque;
+use std::sync::Arc;
 
 /// Entries kept (older ones leave first).
 pub const LOG_ENTRIES_MAX: usize = 200;
@@ -52,10 +53,42 @@ pub struct LengthRefusal {
     pub max_context_tokens: u32,
 }
 
+/// The log's entries as published, oldest first: shared, so the snapshot built after every
+/// step copies a pointer, not up to 200 lines (a new list is made only when an entry comes).
+#[derive(Debug, Clone, Default)]
+pub struct SharedLog(Arc<Vec<LogEntry>>);
+
+impl SharedLog {
+    pub fn iter(&self) -> std::slice::Iter<'_, LogEntry> {
+        self.0.iter()
+    }
+
+    pub fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+}
+
+impl PartialEq for SharedLog {
+    fn eq(&self, other: &Self) -> bool {
+        Arc::ptr_eq(&self.0, &other.0) || self.0 == other.0
+    }
+}
+
+impl Serialize for SharedLog {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        self.0.serialize(serializer)
+    }
+}
+
 /// The bounded log.
 #[derive(Debug, Default)]
 pub struct EventLog {
     entries: VecDeque<LogEntry>,
+    published: SharedLog,
 }
 
 impl EventLog {
@@ -64,11 +97,12 @@ impl EventLog {
             self.entries.pop_front();
         }
         self.entries.push_back(entry);
+        self.published = SharedLog(Arc::new(self.entries.iter().cloned().collect()));
     }
 
     /// The entries, oldest first.
-    pub fn entries(&self) -> Vec<LogEntry> {
-        self.entries.iter().cloned().collect()
+    pub fn entries(&self) -> SharedLog {
+        self.published.clone()
     }
 }
 
@@ -88,7 +122,7 @@ mod tests {
                 text: String::new(),
             });
         }
-        let entries = log.entries();
+        let entries: Vec<LogEntry> = log.entries().iter().cloned().collect();
         assert_eq!(entries.len(), LOG_ENTRIES_MAX);
         assert_eq!(entries[0].request_id, Some(RequestId(5)));
         assert_eq!(

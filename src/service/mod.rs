@@ -40,7 +40,7 @@ pub use crate::scheduler::{
     ParkKind, ParkedIn, ParkedView, RequestStatus, SchedulerSettings, SlotStatus,
     SlotView as SchedulerSlotView, WaitingView, resolve_priority,
 };
-pub use event_log::{LOG_ENTRIES_MAX, LengthRefusal, LogEntry, LogKind};
+pub use event_log::{LOG_ENTRIES_MAX, LengthRefusal, LogEntry, LogKind, SharedLog};
 pub use requests::{LiveFacts, RequestRow, request_rows};
 pub use snapshot::{
     ConversationCacheView, CountersView, EngineStatus, EngineView, ServiceSnapshot, SlotView,

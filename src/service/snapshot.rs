@@ -162,7 +162,7 @@ pub struct ServiceSnapshot {
     /// the id its client sees, who sent it and why it stands where it does.
     pub requests: Vec<super::requests::RequestRow>,
     /// The last scheduler events with request ids, oldest first.
-    pub log: Vec<super::event_log::LogEntry>,
+    pub log: super::event_log::SharedLog,
     /// The last prompt refused as too long for the context (`null` if none).
     pub last_length_refusal: Option<super::event_log::LengthRefusal>,
     /// Kept conversations (no text): in the pool least recently used first, then in host RAM.
@@ -205,7 +205,7 @@ impl ServiceSnapshot {
             parked: Vec::new(),
             waiting: Vec::new(),
             requests: Vec::new(),
-            log: Vec::new(),
+            log: Default::default(),
             last_length_refusal: None,
             conversations: Vec::new(),
             conversation_cache: ConversationCacheView::default(),

@@ -31,5 +31,6 @@ mod engine_park;
 mod engine_real;
 mod fault_every_message;
 mod gui;
+mod models_found;
 mod platform;
 mod support;
