@@ -142,9 +142,19 @@ impl Tokenizer {
         }
     }
 
-    /// The context the model was trained for (0 for the simulated vocabulary).
+    /// The context the model was trained for, from its header's `{arch}.context_length`
+    /// (a vocabulary-only load reads no hyperparameters, so `n_ctx_train` would say 0); 0 for
+    /// the simulated vocabulary or a header without it.
     pub fn context_length(&self) -> u32 {
-        self.model.as_ref().map_or(0, |m| m.n_ctx_train())
+        let Some(model) = &self.model else {
+            return 0;
+        };
+        let arch = model.meta_val_str("general.architecture").unwrap_or_default();
+        model
+            .meta_val_str(&format!("{arch}.context_length"))
+            .ok()
+            .and_then(|v| v.trim().parse().ok())
+            .unwrap_or_else(|| model.n_ctx_train())
     }
 
     pub fn chat_template(&self) -> Option<String> {

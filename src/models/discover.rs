@@ -163,6 +163,10 @@ pub struct ModelFacts {
 /// Reads a model's facts: llama.cpp loads its vocabulary only (the header and the token
 /// list, no weights), so this takes a moment even for a large model.
 pub fn describe(path: &Path) -> Result<ModelFacts, String> {
+    // llama-cpp-2 asserts that the file exists; say so instead
+    if !path.is_file() {
+        return Err(format!("{} is not a file", path.display()));
+    }
     let tokenizer = crate::tokenizer::Tokenizer::load(path).map_err(|e| e.to_string())?;
     let template = tokenizer.chat_template();
     let tool_calls = template
