@@ -149,7 +149,9 @@ impl Tokenizer {
         let Some(model) = &self.model else {
             return 0;
         };
-        let arch = model.meta_val_str("general.architecture").unwrap_or_default();
+        let arch = model
+            .meta_val_str("general.architecture")
+            .unwrap_or_default();
         model
             .meta_val_str(&format!("{arch}.context_length"))
             .ok()
