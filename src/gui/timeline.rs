@@ -15,6 +15,10 @@ pub const TIMELINE_SECS: f64 = 180.0;
 pub enum Activity {
     Reading,
     Decoding,
+    /// Parked (paused, or a read that gave way).
+    Parked,
+    /// First in the waiting queue.
+    Waiting,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -65,6 +69,19 @@ impl Timeline {
                 activity.map(|a| (slot.request_id, a)),
             ));
         }
+        // who waited, and for how long: the first parked request and the head of the queue
+        held.push((
+            "parked".to_owned(),
+            s.parked
+                .first()
+                .map(|p| (Some(p.request_id), Activity::Parked)),
+        ));
+        held.push((
+            "waiting".to_owned(),
+            s.waiting
+                .first()
+                .map(|w| (Some(w.request_id), Activity::Waiting)),
+        ));
         self.rows.resize_with(held.len(), || Row {
             name: String::new(),
             segments: VecDeque::new(),
@@ -128,17 +145,18 @@ fn colour(request: Option<RequestId>, activity: Activity) -> Color32 {
         return Color32::from_gray(90);
     };
     let hue = (id.0.wrapping_mul(0x9E37_79B9) % 360) as f32 / 360.0;
-    let value = match activity {
-        Activity::Reading => 0.95,
-        Activity::Decoding => 0.7,
+    let (saturation, value) = match activity {
+        Activity::Reading => (0.6, 0.95),
+        Activity::Decoding => (0.6, 0.7),
+        Activity::Parked | Activity::Waiting => (0.3, 0.55),
     };
-    egui::ecolor::Hsva::new(hue, 0.6, value, 1.0).into()
+    egui::ecolor::Hsva::new(hue, saturation, value, 1.0).into()
 }
 
 /// The timeline: a row per lane and slot, the last [`TIMELINE_SECS`], newest at the right.
 pub fn timeline_ui(ui: &mut Ui, timeline: &Timeline) {
     ui.label(format!(
-        "Timeline: the read lane and each slot, last {} s (bright: reading, mid: decoding, dim: holding a conversation)",
+        "Timeline: the read lane, each slot, the first parked and the first waiting request, last {} s (bright: reading, mid: decoding, pale: parked or waiting)",
         TIMELINE_SECS as u32
     ));
     let rows = timeline.rows();
@@ -256,6 +274,33 @@ mod tests {
                 (Some(RequestId(8)), Activity::Reading),
             ]
         );
+    }
+
+    #[test]
+    fn the_first_parked_and_the_first_waiting_request_have_rows_of_their_own() {
+        let mut s = at(1.0, slot(SlotStatus::Decoding, Some(9), false));
+        s.waiting.push(crate::service::WaitingView {
+            request_id: RequestId(3),
+            priority: 0,
+            effective_priority: 0,
+            boost: 0,
+            aging: 0,
+            waited_secs: 0.5,
+            tokens_left_to_read: 10,
+        });
+        let mut t = Timeline::default();
+        t.record(&s);
+        s.uptime_secs = 2.0;
+        t.record(&s);
+        let waiting = t.rows().iter().find(|r| r.name == "waiting").unwrap();
+        assert_eq!(waiting.segments.len(), 1);
+        assert_eq!(
+            (waiting.segments[0].request, waiting.segments[0].activity),
+            (Some(RequestId(3)), Activity::Waiting)
+        );
+        assert_eq!(waiting.segments[0].to_secs, 2.0);
+        let parked = t.rows().iter().find(|r| r.name == "parked").unwrap();
+        assert!(parked.segments.is_empty());
     }
 
     #[test]
