@@ -175,12 +175,17 @@ impl Dashboard {
                 }
             }
         });
-        egui::Panel::bottom("events").show(ui, |ui| {
-            ui.columns(2, |columns| {
-                scheduler_log_ui(&mut columns[0], &s, &mut self.log_filter);
-                panels::log_ui(&mut columns[1], &self.log);
+        // the logs' height is the user's: drag the panel's top edge
+        egui::Panel::bottom("events")
+            .resizable(true)
+            .default_size(190.0)
+            .size_range(90.0..=700.0)
+            .show(ui, |ui| {
+                ui.columns(2, |columns| {
+                    scheduler_log_ui(&mut columns[0], &s, &mut self.log_filter);
+                    panels::log_ui(&mut columns[1], &self.log);
+                });
             });
-        });
         egui::CentralPanel::default().show(ui, |ui| {
             egui::ScrollArea::vertical().show(ui, |ui| {
                 requests_ui(ui, &s, &mut self.request_order, &mut self.commands);

@@ -48,7 +48,7 @@ pub fn scheduler_log_ui(ui: &mut Ui, s: &ServiceSnapshot, filter: &mut LogFilter
     });
     egui::ScrollArea::vertical()
         .id_salt("scheduler-log")
-        .max_height(140.0)
+        .max_height(ui.available_height())
         .stick_to_bottom(true)
         .show(ui, |ui| {
             for e in s.log.iter().filter(|e| filter.shows(e)) {

@@ -34,7 +34,7 @@ pub use panels::percentiles;
 pub use preemption::{GiveWayMemory, Preemption, preemption_change, preemption_of};
 pub use requests::{RequestOrder, sorted_rows};
 pub use timeline::{Activity, Segment, TIMELINE_SECS, Timeline};
-pub use tray::TrayState;
+pub use tray::{PREEMPTION_ITEM, PreemptionItem, TrayState};
 
 use crate::config::{Config, Renderer};
 use crate::server::ServerError;
@@ -186,14 +186,19 @@ pub fn run(config: Config, config_path: Option<PathBuf>, exe: PathBuf) -> Result
     result.map_err(|e| GuiError::Window(e.to_string()))
 }
 
+/// The least time between two frames drawn for snapshot changes.
+const REPAINT_GAP_MILLIS: u64 = 200;
+
 async fn repaint_on_change(
     mut snapshots: tokio::sync::watch::Receiver<crate::service::ServiceSnapshot>,
     ctx: egui::Context,
 ) {
-    // Ends when its service stops (after an apply, a new one is watched).
+    // Ends when its service stops (after an apply, a new one is watched). At most 5 frames a
+    // second: a stream publishes a snapshot per token, and under software rendering a frame
+    // of this window costs tens of ms of CPU (docs/BENCHMARKS.md).
     while snapshots.changed().await.is_ok() {
         ctx.request_repaint();
-        tokio::time::sleep(Duration::from_millis(100)).await;
+        tokio::time::sleep(Duration::from_millis(REPAINT_GAP_MILLIS)).await;
     }
 }
 

@@ -3,6 +3,7 @@
 
 use super::commands::{Command, CommandQueue};
 use super::preemption::{GiveWayMemory, PREEMPTION_TOOLTIP, Preemption, preemption_of};
+use crate::ids::RequestId;
 use crate::service::{DeviceFacts, EngineStatus, GiveWay, ParkKind, ServiceSnapshot, SlotStatus};
 use egui::{Color32, RichText, Ui};
 
@@ -37,9 +38,18 @@ pub fn engine_ui(
             s.chunk_tokens
         ))
         .on_hover_text(
-            "context: the longest conversation one request may hold (prompt and output);              KV: cells held now of the pool all slots and kept conversations share",
+            "context: the longest conversation one request may hold (prompt and output); \
+             KV: cells held now of the pool all slots and kept conversations share; chunk: \
+             the most prompt tokens one step reads (a long read may give way between chunks)",
         );
-        if ui.button("Restart engine").clicked() {
+        if ui
+            .button("Restart engine")
+            .on_hover_text(
+                "start a new engine worker with the same settings; asks first when requests \
+                 are running or parked (they fail with \"engine restarted\"; waiting ones stay)",
+            )
+            .clicked()
+        {
             let in_flight =
                 s.slots.iter().filter(|x| x.request_id.is_some()).count() + s.parked.len();
             if in_flight == 0 {
@@ -118,7 +128,12 @@ fn expert_switches_ui(ui: &mut Ui, s: &ServiceSnapshot, q: &mut CommandQueue) {
     ui.horizontal(|ui| {
         let mut solo = s.solo_priority;
         let batch = s.engine.parallel >= 2;
-        let response = ui.add_enabled(!batch, egui::Checkbox::new(&mut solo, "solo_priority"));
+        let response = ui
+            .add_enabled(!batch, egui::Checkbox::new(&mut solo, "solo_priority"))
+            .on_hover_text(
+                "one slot: a higher-priority request may pause the decoding stream after its \
+                 quantum; the paused stream resumes where it stopped, nothing lost",
+            );
         if response.changed() {
             q.send(Command::SetSoloPriority(solo));
         }
@@ -126,25 +141,61 @@ fn expert_switches_ui(ui: &mut Ui, s: &ServiceSnapshot, q: &mut CommandQueue) {
             ui.label("(off with parallel >= 2)");
         }
         ui.separator();
-        ui.label("give_way:");
+        ui.label("give_way:")
+            .on_hover_text("whether a long prompt read gives way at a chunk boundary");
         let mut give_way = s.give_way;
-        for (value, name) in [
-            (GiveWay::Left, "left"),
-            (GiveWay::Whole, "whole"),
-            (GiveWay::Off, "off"),
+        for (value, name, tip) in [
+            (
+                GiveWay::Left,
+                "left",
+                "a read gives way to a higher priority, or to one with less left to read",
+            ),
+            (
+                GiveWay::Whole,
+                "whole",
+                "a read gives way to a higher priority, or to one whose whole prompt is shorter",
+            ),
+            (GiveWay::Off, "off", "a read runs to its end once started"),
         ] {
-            if ui.radio_value(&mut give_way, value, name).changed() {
+            if ui
+                .radio_value(&mut give_way, value, name)
+                .on_hover_text(tip)
+                .changed()
+            {
                 q.send(Command::SetGiveWay(give_way));
             }
         }
         ui.separator();
-        ui.label(format!("mode: {:?}", s.mode).to_lowercase());
+        let (mode, tip) = if s.engine.parallel >= 2 {
+            (
+                format!("batch mode: {} slots", s.engine.parallel),
+                "several requests decode together; none is paused for another",
+            )
+        } else {
+            (
+                "solo mode: one slot".to_owned(),
+                "one request decodes at a time; the others wait (or pause it, with preemption)",
+            )
+        };
+        ui.label(mode).on_hover_text(tip);
     });
+}
+
+/// The id a request's client sees (`chatcmpl-7`), from the requests table; the internal id
+/// where the table has no row for it (between two snapshots).
+fn client_id(s: &ServiceSnapshot, id: RequestId) -> String {
+    s.requests
+        .iter()
+        .find(|r| r.request_id == id)
+        .map_or_else(|| id.to_string(), |r| r.client_id.clone())
 }
 
 /// Each slot: state, request, priority, read progress or tokens/s.
 pub fn slots_ui(ui: &mut Ui, s: &ServiceSnapshot) {
-    ui.heading("Slots");
+    ui.heading("Slots").on_hover_text(
+        "where requests run: each slot reads one prompt or decodes one stream; \
+         priorities are effective (with boost and aging)",
+    );
     egui::Grid::new("slots")
         .striped(true)
         .num_columns(5)
@@ -157,12 +208,18 @@ pub fn slots_ui(ui: &mut Ui, s: &ServiceSnapshot) {
                 };
                 ui.label(state);
                 match (slot.request_id, slot.seq) {
-                    (Some(id), Some(seq)) => ui.label(format!(
-                        "{id} (priority {}) on {seq}",
-                        slot.priority.unwrap_or(0)
-                    )),
-                    (Some(id), None) => {
-                        ui.label(format!("{id} (priority {})", slot.priority.unwrap_or(0)))
+                    (Some(id), seq) => {
+                        let on = seq.map_or(String::new(), |seq| format!(" on {seq}"));
+                        ui.label(format!(
+                            "{} (priority {}){on}",
+                            client_id(s, id),
+                            slot.effective_priority.unwrap_or(0)
+                        ))
+                        .on_hover_text(format!(
+                            "{id}: priority {} as sent, {} effective",
+                            slot.priority.unwrap_or(0),
+                            slot.effective_priority.unwrap_or(0)
+                        ))
                     }
                     (None, _) => ui.label(""),
                 };
@@ -197,7 +254,10 @@ pub fn slots_ui(ui: &mut Ui, s: &ServiceSnapshot) {
 
 /// The parked streams (solo_priority's paused decode, reads that gave way).
 pub fn parked_ui(ui: &mut Ui, s: &ServiceSnapshot) {
-    ui.heading("Parked");
+    ui.heading("Parked").on_hover_text(
+        "streams paused for a higher priority and reads that gave way: their state is kept \
+         (in the KV pool or host RAM) and they go on where they stopped",
+    );
     if s.parked.is_empty() {
         ui.label("nothing parked");
         return;
@@ -207,7 +267,8 @@ pub fn parked_ui(ui: &mut Ui, s: &ServiceSnapshot) {
         .num_columns(5)
         .show(ui, |ui| {
             for p in &s.parked {
-                ui.label(format!("{}", p.request_id));
+                ui.label(client_id(s, p.request_id))
+                    .on_hover_text(p.request_id.to_string());
                 ui.label(if p.kind == ParkKind::Decode {
                     "paused stream"
                 } else {
@@ -230,7 +291,8 @@ pub fn parked_ui(ui: &mut Ui, s: &ServiceSnapshot) {
 /// The kept conversations: each in its own sequence of the KV pool (least recently used
 /// first) or in host RAM; how many tokens a next turn will not read again.
 pub fn conversations_ui(ui: &mut Ui, s: &ServiceSnapshot) {
-    ui.heading("Kept conversations");
+    ui.heading("Kept conversations")
+        .on_hover_text("finished conversations kept so that the next turn reads only what is new");
     ui.label(format!(
         "{} of {} sequences free; KV cells {} of {} used",
         s.engine.kv_sequences_free,
@@ -267,7 +329,10 @@ pub fn conversations_ui(ui: &mut Ui, s: &ServiceSnapshot) {
 /// The queue with its priorities and starvation (its Cancel and ±priority are the requests
 /// table's).
 pub fn waiting_ui(ui: &mut Ui, s: &ServiceSnapshot, starving_secs: f64) {
-    ui.heading("Waiting");
+    ui.heading("Waiting").on_hover_text(
+        "the queue: a free slot and the next prompt read go to the highest effective \
+         priority; aging raises a waiting request's priority with time",
+    );
     if s.waiting.is_empty() {
         ui.label("nobody waits");
         return;
@@ -279,7 +344,8 @@ pub fn waiting_ui(ui: &mut Ui, s: &ServiceSnapshot, starving_secs: f64) {
             for w in &s.waiting {
                 let starving = w.waited_secs > starving_secs;
                 let age = format!("waited {:.1} s", w.waited_secs);
-                ui.label(format!("{}", w.request_id));
+                ui.label(client_id(s, w.request_id))
+                    .on_hover_text(w.request_id.to_string());
                 ui.label(format!(
                     "priority {} -> {} (boost +{}, aging +{})",
                     w.priority, w.effective_priority, w.boost, w.aging
@@ -301,24 +367,61 @@ pub fn waiting_ui(ui: &mut Ui, s: &ServiceSnapshot, starving_secs: f64) {
 
 /// Totals since start.
 pub fn counters_ui(ui: &mut Ui, s: &ServiceSnapshot) {
-    ui.heading("Counters");
+    ui.heading("Counters")
+        .on_hover_text("totals since the app started");
     let c = &s.counters;
     let rows = [
-        ("give-ways to higher priority", c.give_ways_higher_priority),
-        ("give-ways to shorter left", c.give_ways_shorter_left),
-        ("pauses", c.pauses),
-        ("resumes", c.resumes),
-        ("processed-prefix losses", c.processed_prefix_losses),
-        ("cancellations", c.cancellations),
-        ("engine restarts", c.engine_restarts),
-        ("conversation-cache hits", s.conversation_cache.hits),
-        ("parks kept in the pool", c.parks_in_pool),
-        ("parks saved to host RAM", c.parks_to_host),
+        (
+            "give-ways to higher priority",
+            c.give_ways_higher_priority,
+            "prompt reads that stopped at a chunk boundary for a higher-priority request",
+        ),
+        (
+            "give-ways to shorter left",
+            c.give_ways_shorter_left,
+            "prompt reads that stopped at a chunk boundary for a request with less to read",
+        ),
+        (
+            "pauses",
+            c.pauses,
+            "decoding streams paused for a higher priority (solo_priority)",
+        ),
+        ("resumes", c.resumes, "parked requests that went on"),
+        (
+            "processed-prefix losses",
+            c.processed_prefix_losses,
+            "prompt tokens already read that had to be read again (should stay 0)",
+        ),
+        (
+            "cancellations",
+            c.cancellations,
+            "requests cancelled by their client or here",
+        ),
+        (
+            "engine restarts",
+            c.engine_restarts,
+            "engine workers started again, after a crash or the Restart button",
+        ),
+        (
+            "conversation-cache hits",
+            s.conversation_cache.hits,
+            "turns that found their conversation kept and did not read it again",
+        ),
+        (
+            "parks kept in the pool",
+            c.parks_in_pool,
+            "parks whose state stayed in the KV pool (cheapest to resume)",
+        ),
+        (
+            "parks saved to host RAM",
+            c.parks_to_host,
+            "parks whose state was copied to host RAM for want of room in the pool",
+        ),
     ];
     egui::Grid::new("counters").num_columns(2).show(ui, |ui| {
-        for (name, value) in rows {
-            ui.label(name);
-            ui.label(value.to_string());
+        for (name, value, tip) in rows {
+            ui.label(name).on_hover_text(tip);
+            ui.label(value.to_string()).on_hover_text(tip);
             ui.end_row();
         }
     });
@@ -337,7 +440,10 @@ pub fn percentiles(samples: &mut [f64]) -> Option<(f64, f64)> {
 
 /// Recent time to first token by priority class, with p50/p95.
 pub fn ttft_ui(ui: &mut Ui, s: &ServiceSnapshot) {
-    ui.heading("Time to first token");
+    ui.heading("Time to first token").on_hover_text(
+        "seconds from arrival to the first token, by priority class (low < 0, normal 0, \
+         high > 0)",
+    );
     let classes = [
         ("low", Color32::GRAY),
         ("normal", Color32::LIGHT_BLUE),
@@ -387,9 +493,10 @@ pub fn ttft_ui(ui: &mut Ui, s: &ServiceSnapshot) {
 
 /// The last scheduler events, newest last.
 pub fn log_ui(ui: &mut Ui, log: &std::collections::VecDeque<(f64, String)>) {
-    ui.heading("Events");
+    ui.heading("Events")
+        .on_hover_text("what the counters say happened, and what the window did");
     egui::ScrollArea::vertical()
-        .max_height(120.0)
+        .max_height(ui.available_height())
         .stick_to_bottom(true)
         .show(ui, |ui| {
             for (at, line) in log {

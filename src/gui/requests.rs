@@ -144,11 +144,12 @@ fn row_ui(ui: &mut Ui, r: &RequestRow, q: &mut CommandQueue) {
             }
         })
     });
-    let why = RichText::new(&r.why);
-    match r.state {
-        RequestStatus::Waiting | RequestStatus::Parked => ui.label(why.color(WAITING_WHY)),
-        _ => ui.label(why),
+    let why = match r.state {
+        RequestStatus::Waiting | RequestStatus::Parked => RichText::new(&r.why).color(WAITING_WHY),
+        _ => RichText::new(&r.why),
     };
+    // wrapped at the window's edge, so a long why is read whole
+    ui.add(egui::Label::new(why).wrap());
 }
 
 #[cfg(test)]

@@ -8,18 +8,44 @@
 //! Menu clicks act from tray-icon's own thread (the window may be hidden, when it draws no
 //! frames): they send viewport commands and run service commands on the background runtime.
 
-use super::preemption::{GiveWayMemory, Preemption, preemption_of};
-use crate::service::GiveWay;
-
-/// The tray's Preemption item (the window's switch in short).
-const PREEMPTION_ITEM: &str = "Preemption (short requests may interrupt long ones)";
 use super::commands::{self, Command};
 use super::host::ServerHost;
+use super::preemption::{GiveWayMemory, Preemption, preemption_of};
 use crate::service::{EngineStatus, ServiceSnapshot};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use tray_icon::menu::{CheckMenuItem, Menu, MenuEvent, MenuItem, PredefinedMenuItem};
 use tray_icon::{Icon, TrayIcon, TrayIconBuilder};
+
+/// The tray's Preemption item (the window's switch in short).
+pub const PREEMPTION_ITEM: &str = "Preemption (short requests may interrupt long ones)";
+
+/// The tray's Preemption item apart from its menu (which needs a tray host): the check mark
+/// it shows and the command a click sends, the same `SetPreemption` as the window's switch.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct PreemptionItem {
+    /// The `give_way` a click on puts back (seen in the snapshots observed).
+    memory: GiveWayMemory,
+}
+
+impl PreemptionItem {
+    pub fn observe(&mut self, s: &ServiceSnapshot) {
+        self.memory.observe(s);
+    }
+
+    /// Checked when preemption is fully on (partly on shows unchecked: a click turns it on).
+    pub fn checked(s: &ServiceSnapshot) -> bool {
+        preemption_of(s) == Preemption::On
+    }
+
+    pub fn click(&self, s: &ServiceSnapshot) -> Command {
+        Command::SetPreemption {
+            on: preemption_of(s) != Preemption::On,
+            batch: s.engine.parallel >= 2,
+            restore: self.memory.restore(),
+        }
+    }
+}
 
 /// The state the icon shows.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -86,8 +112,8 @@ pub struct Tray {
     icon: TrayIcon,
     solo: CheckMenuItem,
     preemption: CheckMenuItem,
-    /// The `give_way` the Preemption item puts back (seen in the snapshots `update` gets).
-    memory: Arc<std::sync::Mutex<GiveWayMemory>>,
+    /// Observes the snapshots `update` gets; the menu's handler asks it what a click sends.
+    item: Arc<std::sync::Mutex<PreemptionItem>>,
     shown: Option<(TrayState, bool, bool)>,
 }
 
@@ -141,8 +167,8 @@ impl Tray {
         let visible = Arc::new(AtomicBool::new(true));
         let (show_id, solo_id, quit_id) = (show.id().clone(), solo.id().clone(), quit.id().clone());
         let preemption_id = preemption.id().clone();
-        let memory = Arc::new(std::sync::Mutex::new(GiveWayMemory::default()));
-        let remembered = memory.clone();
+        let item = Arc::new(std::sync::Mutex::new(PreemptionItem::default()));
+        let observed = item.clone();
         MenuEvent::set_event_handler(Some(move |event: MenuEvent| {
             if event.id == show_id {
                 let now_visible = !visible.fetch_xor(true, Ordering::SeqCst);
@@ -162,12 +188,10 @@ impl Tray {
             } else if event.id == preemption_id {
                 let service = host.service();
                 let s = service.snapshot();
-                let restore = remembered.lock().map_or(GiveWay::Left, |m| m.restore());
-                let command = Command::SetPreemption {
-                    on: preemption_of(&s) != Preemption::On,
-                    batch: s.engine.parallel >= 2,
-                    restore,
-                };
+                let seen = observed
+                    .lock()
+                    .map_or_else(|_| PreemptionItem::default(), |i| *i);
+                let command = seen.click(&s);
                 let host = host.clone();
                 runtime.spawn(async move {
                     let outcome = commands::run(command, service, Some(host)).await;
@@ -183,7 +207,7 @@ impl Tray {
             icon,
             solo,
             preemption,
-            memory,
+            item,
             shown: None,
         })
     }
@@ -191,10 +215,10 @@ impl Tray {
     /// Shows the snapshot's state (only what changed).
     pub fn update(&mut self, s: &ServiceSnapshot) {
         let state = TrayState::of(s);
-        if let Ok(mut memory) = self.memory.lock() {
-            memory.observe(s);
+        if let Ok(mut item) = self.item.lock() {
+            item.observe(s);
         }
-        let preemption_on = preemption_of(s) == Preemption::On;
+        let preemption_on = PreemptionItem::checked(s);
         if self.preemption.is_checked() != preemption_on {
             self.preemption.set_checked(preemption_on);
         }

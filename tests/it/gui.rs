@@ -13,7 +13,7 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 use strata_desk::config::{Config, KvType, Overrides};
 use strata_desk::engine_worker::FakeOptions;
-use strata_desk::gui::{Dashboard, RestartSettings, ServerHost};
+use strata_desk::gui::{CommandQueue, Dashboard, PreemptionItem, RestartSettings, ServerHost};
 use strata_desk::scheduler::SchedulerSettings;
 use strata_desk::service::SlotStatus;
 use strata_desk::service::{EngineStatus, ServiceSnapshot, SettingsChange};
@@ -135,6 +135,20 @@ fn parked_and_waiting_rows_render_a_starving_request_is_highlighted_and_cancel_w
     wait(&rt, &server, "one waits", |s| s.waiting.len() == 1);
     frames(&mut harness, &rt, 0.8);
 
+    // the panels name requests as their clients do, as the requests table does
+    assert!(
+        harness
+            .query_by_label_contains("chatcmpl-2 (priority 50) on ")
+            .is_some(),
+        "the slot row does not name the client's id"
+    );
+    for id in ["chatcmpl-1", "chatcmpl-3"] {
+        assert_eq!(
+            harness.query_all_by_label(id).count(),
+            2,
+            "{id} is not in both the table and its panel"
+        );
+    }
     assert!(
         harness.query_by_label_contains("paused stream").is_some(),
         "no parked row"
@@ -461,6 +475,48 @@ fn the_preemption_switch_turns_both_live_switches_off_and_on_again_with_give_way
     wait(&rt, &server, "on again with give_way whole put back", |s| {
         s.solo_priority && s.give_way == strata_desk::scheduler::GiveWay::Whole
     });
+}
+
+/// The tray's item as its menu handler drives it (the menu itself needs a D-Bus tray host,
+/// which the tests do not have): observe the snapshot, click, run the command.
+#[test]
+fn the_tray_preemption_item_flips_both_switches_and_its_check_mark_follows() {
+    use strata_desk::scheduler::GiveWay;
+    let rt = runtime();
+    let server = rt.block_on(server(Setup::default()));
+    let mut item = PreemptionItem::default();
+    let mut queue = CommandQueue::default();
+    let mut click = |item: &mut PreemptionItem| {
+        let s = server.service.snapshot();
+        item.observe(&s);
+        queue.send(item.click(&s));
+        queue.drain(&server.service, None, rt.handle());
+    };
+    // the defaults (solo_priority off, give_way left) are partly on: unchecked
+    assert!(!PreemptionItem::checked(&server.service.snapshot()));
+    rt.block_on(server.service.change_settings(SettingsChange {
+        give_way: Some(GiveWay::Whole),
+        ..SettingsChange::default()
+    }))
+    .unwrap();
+    wait(&rt, &server, "give_way is whole", |s| {
+        s.give_way == GiveWay::Whole
+    });
+    click(&mut item);
+    wait(&rt, &server, "preemption on, give_way kept whole", |s| {
+        s.solo_priority && s.give_way == GiveWay::Whole
+    });
+    assert!(PreemptionItem::checked(&server.service.snapshot()));
+    click(&mut item);
+    wait(&rt, &server, "both switches off", |s| {
+        !s.solo_priority && s.give_way == GiveWay::Off
+    });
+    assert!(!PreemptionItem::checked(&server.service.snapshot()));
+    click(&mut item);
+    wait(&rt, &server, "on again with give_way whole put back", |s| {
+        s.solo_priority && s.give_way == GiveWay::Whole
+    });
+    assert!(PreemptionItem::checked(&server.service.snapshot()));
 }
 
 #[test]
