@@ -2,6 +2,7 @@
 """The desktop app's cost, measured under Xvfb with the real engine (docs/BENCHMARKS.md).
 
   python3 scripts/window-bench.py --exe target/debug/strata-desk [--rounds 3] [--shot docs/dashboard.png]
+      [--idle-shot docs/dashboard-idle.png] [--refused-shot docs/dashboard-refused.png]
 
 Starts Xvfb, then, in turns, the app with its window (glow) and `--headless`, each serving the
 default model with `solo_priority` on. For each it reports:
@@ -10,7 +11,9 @@ default model with `solo_priority` on. For each it reports:
   - the engine's decode tokens/s of a 256-token stream (ignore_eos, greedy), the same
     request in both, alternating window and headless for --rounds rounds.
 With --shot it also saves a screenshot of the window while a long stream is parked for a
-short, higher-priority request and a third request waits.
+short, higher-priority request and a third request waits; with --idle-shot, one of the window
+idle after its start; with --refused-shot, one after a prompt longer than the model's context
+(sent as Claude Code sends it) was refused, with the banner that says what to do.
 Needs: Xvfb, ImageMagick's `import`, the standard library only.
 """
 
@@ -24,9 +27,12 @@ import sys
 import tempfile
 import threading
 import time
+import urllib.error
 import urllib.request
 
 PORT = 8093
+# The window's default size (src/gui/mod.rs).
+WINDOW = (1100, 720)
 BASE = f"http://127.0.0.1:{PORT}"
 
 
@@ -146,9 +152,34 @@ def screenshot(path):
     while len(short_marks) < 60:
         time.sleep(0.02)
     time.sleep(0.5)
-    subprocess.run(["import", "-display", ":77", "-window", "root", path], check=True)
+    shoot(path)
     for t in (long, waiter, short):
         t.join()
+
+
+def shoot(path):
+    crop = f"{WINDOW[0]}x{WINDOW[1]}+0+0"
+    subprocess.run(["import", "-display", ":77", "-window", "root", "-crop", crop, "+repage", path],
+                   check=True)
+
+
+def refused(path):
+    """A prompt longer than the context, refused with 400; then the window with its banner."""
+    words = "the quick brown fox jumps over the lazy dog " * 1200
+    req = urllib.request.Request(
+        BASE + "/v1/chat/completions",
+        data=json.dumps(chat(words, 64)).encode(),
+        headers={"content-type": "application/json",
+                 "user-agent": "claude-cli/2.0.1 (external, cli)"},
+    )
+    try:
+        urllib.request.urlopen(req, timeout=120)
+        sys.exit("a prompt longer than the context was not refused")
+    except urllib.error.HTTPError as e:
+        if e.code != 400:
+            sys.exit(f"a prompt longer than the context got {e.code}, not 400")
+    time.sleep(1.5)
+    shoot(path)
 
 
 def main():
@@ -156,9 +187,13 @@ def main():
     parser.add_argument("--exe", required=True)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--shot")
+    parser.add_argument("--idle-shot")
+    parser.add_argument("--refused-shot")
     args = parser.parse_args()
 
-    xvfb = subprocess.Popen(["Xvfb", ":77", "-screen", "0", "1280x860x24"])
+    # A screen larger than the window, so Xvfb's pointer (at its centre) is off the window and
+    # opens no tooltip; the shots are cropped to the window's default size.
+    xvfb = subprocess.Popen(["Xvfb", ":77", "-screen", "0", f"{2 * WINDOW[0] + 40}x{2 * WINDOW[1] + 40}x24"])
     time.sleep(1.0)
     env = dict(os.environ, DISPLAY=":77", LIBGL_ALWAYS_SOFTWARE="1")
     config = tempfile.NamedTemporaryFile("w", suffix=".json", delete=False)
@@ -171,12 +206,17 @@ def main():
             for mode in ("window", "headless"):
                 proc = start(args.exe, mode == "window", config.name, env)
                 time.sleep(3.0)
+                first_window = mode == "window" and round_no == 0
+                if args.idle_shot and first_window:
+                    shoot(args.idle_shot)
                 r = results[mode]
                 r["idle"].append(cpu_percent(proc.pid, 20.0))
                 r["busy"].append(busy_cpu(proc.pid))
                 r["rates"].append(decode_rate())
-                if args.shot and mode == "window" and round_no == 0:
+                if args.shot and first_window:
                     screenshot(args.shot)
+                if args.refused_shot and first_window:
+                    refused(args.refused_shot)
                 stop(proc)
                 print(f"round {round_no + 1} {mode}: idle {r['idle'][-1]:.1f} % CPU, "
                       f"busy {r['busy'][-1]:.1f} % CPU, decode {r['rates'][-1]:.1f} tokens/s",

@@ -194,9 +194,10 @@ impl Dashboard {
                     panels::slots_ui(&mut columns[0], &s);
                     panels::parked_ui(&mut columns[0], &s);
                     panels::waiting_ui(&mut columns[0], &s, self.starving_secs);
+                    // under the queue, which is short when idle: the columns keep even
+                    panels::ttft_ui(&mut columns[0], &s);
                     panels::counters_ui(&mut columns[1], &s);
                     panels::conversations_ui(&mut columns[1], &s);
-                    panels::ttft_ui(&mut columns[1], &s);
                 });
                 ui.separator();
                 timeline_ui(ui, &self.timeline);

@@ -51,9 +51,12 @@ pub fn scheduler_log_ui(ui: &mut Ui, s: &ServiceSnapshot, filter: &mut LogFilter
         .max_height(ui.available_height())
         .stick_to_bottom(true)
         .show(ui, |ui| {
-            for e in s.log.iter().filter(|e| filter.shows(e)) {
-                ui.label(format!("{:8.1} s  {}", e.at_secs, e.text));
-            }
+            // not justified: a wrapped line keeps its word spacing
+            ui.vertical(|ui| {
+                for e in s.log.iter().filter(|e| filter.shows(e)) {
+                    ui.label(format!("{:8.1} s  {}", e.at_secs, e.text));
+                }
+            });
         });
 }
 

@@ -479,7 +479,7 @@ pub fn ttft_ui(ui: &mut Ui, s: &ServiceSnapshot) {
         .set_margin_fraction(egui::vec2(0.05, 0.35))
         .include_y(0.0)
         .x_axis_label("seconds since start")
-        .y_axis_label("time to first token, s")
+        .y_axis_label("TTFT, s")
         .show(ui, |plot| {
             for (class, color, points) in series {
                 plot.points(
@@ -499,9 +499,12 @@ pub fn log_ui(ui: &mut Ui, log: &std::collections::VecDeque<(f64, String)>) {
         .max_height(ui.available_height())
         .stick_to_bottom(true)
         .show(ui, |ui| {
-            for (at, line) in log {
-                ui.label(format!("{at:8.1} s  {line}"));
-            }
+            // not justified: a wrapped line keeps its word spacing
+            ui.vertical(|ui| {
+                for (at, line) in log {
+                    ui.label(format!("{at:8.1} s  {line}"));
+                }
+            });
         });
 }
 
