@@ -53,7 +53,7 @@ pub type ScannedModel = (FoundModel, Result<ModelFacts, String>);
 /// The frame's commands and the channel their outcomes come back on.
 #[derive(Debug)]
 pub struct CommandQueue {
-    pending: Vec<Command>,
+    pub(super) pending: Vec<Command>,
     outcomes_tx: mpsc::Sender<Outcome>,
     outcomes_rx: mpsc::Receiver<Outcome>,
 }

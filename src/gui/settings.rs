@@ -327,3 +327,7 @@ fn found_models_ui(
             }
         });
 }
+
+#[cfg(test)]
+#[path = "settings_tests.rs"]
+mod tests;

@@ -1,0 +1,97 @@
+//! The settings view's found-models list under egui_kittest, on made-up scan results (the
+//! scan itself is tested on the real model in tests/it/models_found.rs).
+
+use super::*;
+use crate::config::Overrides;
+use crate::models::discover::{FoundModel, ModelFacts, ModelSource};
+use egui_kittest::Harness;
+use egui_kittest::kittest::{NodeT as _, Queryable as _};
+
+fn config() -> Config {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("config.json");
+    std::fs::write(&path, "{}").unwrap();
+    Config::load(Some(&path), &Overrides::default()).unwrap()
+}
+
+fn found() -> Vec<ScannedModel> {
+    vec![
+        (
+            FoundModel {
+                name: "qwen2.5-coder:7b".into(),
+                path: PathBuf::from("/home/u/.ollama/models/blobs/sha256-1f"),
+                source: ModelSource::Ollama,
+                size_bytes: 4_700_000_000,
+            },
+            Ok(ModelFacts {
+                context_length: 32768,
+                has_chat_template: true,
+                tool_calls: Some("Hermes".into()),
+            }),
+        ),
+        (
+            FoundModel {
+                name: "broken.gguf".into(),
+                path: PathBuf::from("/home/u/.lmstudio/models/x/broken.gguf"),
+                source: ModelSource::LmStudio,
+                size_bytes: 1 << 30,
+            },
+            Err("not a GGUF file".into()),
+        ),
+    ]
+}
+
+#[test]
+fn found_models_show_their_facts_and_use_puts_one_in_the_draft() {
+    let config = config();
+    let mut view = SettingsView {
+        found: Some(found()),
+        ..SettingsView::default()
+    };
+    let mut queue = CommandQueue::default();
+    let mut harness = Harness::new_ui(|ui| settings_ui(ui, &mut view, &config, 0, &mut queue));
+    harness.run();
+    for text in [
+        "qwen2.5-coder:7b",
+        "Ollama",
+        "4.4 GiB",
+        "context 32768",
+        "tools: Hermes",
+        "broken.gguf",
+        "LM Studio",
+        "unreadable",
+    ] {
+        assert!(harness.query_by_label(text).is_some(), "no {text:?}");
+    }
+    let uses: Vec<_> = harness.query_all_by_label("Use").collect();
+    assert_eq!(uses.len(), 2, "a Use per model");
+    // the unreadable one cannot be used
+    assert!(uses[1].accesskit_node().is_disabled());
+    uses[0].click();
+    harness.run();
+    drop(harness);
+    let draft = view.draft.as_ref().expect("a draft");
+    assert_eq!(
+        draft.model_path, "/home/u/.ollama/models/blobs/sha256-1f",
+        "Use did not put the model in the draft"
+    );
+}
+
+#[test]
+fn find_models_starts_a_scan_and_shows_that_it_reads() {
+    let config = config();
+    let mut view = SettingsView::default();
+    let mut queue = CommandQueue::default();
+    let mut harness = Harness::new_ui(|ui| settings_ui(ui, &mut view, &config, 0, &mut queue));
+    harness.run_ok();
+    harness.get_by_label("Find models").click();
+    harness.run_ok();
+    assert!(
+        harness
+            .query_by_label("reading each model's header...")
+            .is_some()
+    );
+    drop(harness);
+    assert!(view.scanning);
+    assert_eq!(queue.pending, [Command::ScanModels]);
+}
