@@ -73,11 +73,19 @@ pub fn engine_ui(
                     s.waiting.len()
                 ),
             );
-            if ui.button("Restart now").clicked() {
+            if ui
+                .button("Restart now")
+                .on_hover_text("fail those requests and start a new engine")
+                .clicked()
+            {
                 q.send(Command::RestartEngine);
                 *confirm_restart = false;
             }
-            if ui.button("Keep running").clicked() {
+            if ui
+                .button("Keep running")
+                .on_hover_text("no restart")
+                .clicked()
+            {
                 *confirm_restart = false;
             }
         });

@@ -120,10 +120,18 @@ pub fn settings_ui(
                             .hint_text("default: SmolLM2-135M-Instruct, fetched on first use")
                             .desired_width(360.0),
                     );
-                    if ui.button("Open GGUF...").clicked() {
+                    if ui
+                        .button("Open GGUF...")
+                        .on_hover_text("choose a model file (Ollama's blobs have no extension)")
+                        .clicked()
+                    {
                         q.send(Command::PickModel);
                     }
-                    if ui.button("Default model").clicked() {
+                    if ui
+                        .button("Default model")
+                        .on_hover_text("SmolLM2-135M-Instruct, fetched on first use")
+                        .clicked()
+                    {
                         draft.model_path.clear();
                     }
                 });
@@ -148,12 +156,20 @@ pub fn settings_ui(
 
             let label = ui.label("parallel (slots)");
             ui.add(egui::DragValue::new(&mut draft.parallel).range(1..=64))
-                .labelled_by(label.id);
+                .labelled_by(label.id)
+                .on_hover_text(
+                    "1: solo mode (one stream at a time, preemption may pause it); 2 or more: \
+                     batch mode (streams decode together, none is paused)",
+                );
             ui.end_row();
 
             let label = ui.label("ctx (tokens, 0 = the model's)");
             ui.add(egui::DragValue::new(&mut draft.ctx).range(0..=1_048_576))
-                .labelled_by(label.id);
+                .labelled_by(label.id)
+                .on_hover_text(
+                    "the longest conversation one request may hold; agents send 20K tokens \
+                     and more (set the agent's context window to match)",
+                );
             ui.end_row();
 
             let label = ui.label("chunk_tokens");
@@ -166,13 +182,20 @@ pub fn settings_ui(
                     !draft.chunk_measured,
                     egui::DragValue::new(&mut draft.chunk_tokens).range(64..=8192),
                 )
-                .labelled_by(label.id);
+                .labelled_by(label.id)
+                .on_hover_text(
+                    "the most prompt tokens one step reads: a long read may give way \
+                     between chunks, so smaller chunks answer short requests sooner",
+                );
             });
             ui.end_row();
 
             let label = ui.label("threads (0 = the physical cores)");
             ui.add(egui::DragValue::new(&mut draft.threads).range(0..=1024))
-                .labelled_by(label.id);
+                .labelled_by(label.id)
+                .on_hover_text(
+                    "the engine's CPU threads (chosen by measurement: docs/BENCHMARKS.md)",
+                );
             ui.end_row();
 
             let label = ui.label("gpu_layers");
@@ -200,25 +223,34 @@ pub fn settings_ui(
                     (FlashAttn::On, "on"),
                     (FlashAttn::Off, "off"),
                 ] {
-                    ui.radio_value(&mut draft.flash_attn, value, label);
+                    ui.radio_value(&mut draft.flash_attn, value, label)
+                        .on_hover_text("flash attention: auto lets llama.cpp choose per device");
                 }
             });
             ui.end_row();
 
             ui.label("kv_type");
             ui.horizontal(|ui| {
-                ui.radio_value(&mut draft.kv_type, KvType::F16, "f16");
-                ui.radio_value(&mut draft.kv_type, KvType::Q8_0, "q8_0");
+                ui.radio_value(&mut draft.kv_type, KvType::F16, "f16")
+                    .on_hover_text("the KV cache at full precision");
+                ui.radio_value(&mut draft.kv_type, KvType::Q8_0, "q8_0")
+                    .on_hover_text(
+                        "the KV cache in 8 bits: about half the memory, so twice the context",
+                    );
             });
             ui.end_row();
         });
 
     let changed = *draft != in_force;
     ui.horizontal(|ui| {
-        let apply = ui.add_enabled(
-            changed && !view.applying,
-            egui::Button::new("Apply and restart"),
-        );
+        let apply = ui
+            .add_enabled(
+                changed && !view.applying,
+                egui::Button::new("Apply and restart"),
+            )
+            .on_hover_text(
+                "restart the server with these settings on the same address, and save them",
+            );
         if apply.clicked() {
             q.send(Command::ApplySettings(Box::new(draft.settings())));
             view.applying = true;
@@ -226,6 +258,7 @@ pub fn settings_ui(
         }
         if ui
             .add_enabled(changed && !view.applying, egui::Button::new("Revert"))
+            .on_hover_text("back to the settings in force")
             .clicked()
         {
             *draft = in_force.clone();

@@ -135,6 +135,13 @@ fn parked_and_waiting_rows_render_a_starving_request_is_highlighted_and_cancel_w
     wait(&rt, &server, "one waits", |s| s.waiting.len() == 1);
     frames(&mut harness, &rt, 0.8);
 
+    // the running row's why: solo_priority is on, so it says when it may be paused
+    assert!(
+        harness
+            .query_by_label_contains("decoding; a higher priority may pause it")
+            .is_some(),
+        "no why for the decoding row"
+    );
     // the panels name requests as their clients do, as the requests table does
     assert!(
         harness
