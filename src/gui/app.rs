@@ -186,19 +186,29 @@ impl Dashboard {
                     panels::log_ui(&mut columns[1], &self.log);
                 });
             });
+        // the totals at the side, as wide as the user drags them; the live view has the rest
+        egui::Panel::right("totals")
+            .resizable(true)
+            .default_size(250.0)
+            .size_range(200.0..=700.0)
+            .show(ui, |ui| {
+                egui::ScrollArea::vertical()
+                    .id_salt("totals")
+                    .show(ui, |ui| {
+                        panels::counters_ui(ui, &s);
+                        ui.separator();
+                        panels::conversations_ui(ui, &s);
+                    });
+            });
         egui::CentralPanel::default().show(ui, |ui| {
             egui::ScrollArea::vertical().show(ui, |ui| {
                 requests_ui(ui, &s, &mut self.request_order, &mut self.commands);
                 ui.separator();
-                ui.columns(2, |columns| {
-                    panels::slots_ui(&mut columns[0], &s);
-                    panels::parked_ui(&mut columns[0], &s);
-                    panels::waiting_ui(&mut columns[0], &s, self.starving_secs);
-                    // under the queue, which is short when idle: the columns keep even
-                    panels::ttft_ui(&mut columns[0], &s);
-                    panels::counters_ui(&mut columns[1], &s);
-                    panels::conversations_ui(&mut columns[1], &s);
-                });
+                panels::slots_ui(ui, &s);
+                panels::parked_ui(ui, &s);
+                panels::waiting_ui(ui, &s, self.starving_secs);
+                ui.separator();
+                panels::ttft_ui(ui, &s);
                 ui.separator();
                 timeline_ui(ui, &self.timeline);
             });

@@ -82,6 +82,9 @@ pub fn requests_ui(
         });
 }
 
+/// The why column's least width, in points.
+const WHY_MIN_WIDTH: f32 = 180.0;
+
 fn row_ui(ui: &mut Ui, r: &RequestRow, q: &mut CommandQueue) {
     ui.label(&r.client_id)
         .on_hover_text(format!("{} on {:?}", r.request_id, r.route));
@@ -106,11 +109,10 @@ fn row_ui(ui: &mut Ui, r: &RequestRow, q: &mut CommandQueue) {
         r.read_tokens, r.prompt_tokens, r.generated_tokens
     ))
     .on_hover_text("prompt tokens read of the prompt, output tokens of max_tokens");
-    let speed = match (r.tokens_per_sec, r.pausable_in_secs) {
-        (Some(tps), Some(left)) if left > 0.0 => format!("{tps:.1} t/s, pausable in {left:.1} s"),
-        (Some(tps), _) => format!("{tps:.1} t/s"),
-        (None, _) => String::new(),
-    };
+    // when it may be paused is in its why
+    let speed = r
+        .tokens_per_sec
+        .map_or(String::new(), |tps| format!("{tps:.1} t/s"));
     ui.label(speed);
     // ids by request, not by position: a click lands on its row whatever moved since
     ui.push_id(r.request_id.0, |ui| {
@@ -148,8 +150,12 @@ fn row_ui(ui: &mut Ui, r: &RequestRow, q: &mut CommandQueue) {
         RequestStatus::Waiting | RequestStatus::Parked => RichText::new(&r.why).color(WAITING_WHY),
         _ => RichText::new(&r.why),
     };
-    // wrapped at the window's edge, so a long why is read whole
-    ui.add(egui::Label::new(why).wrap());
+    // wrapped at the panel's edge, so a long why is read whole, and never narrower than a
+    // few words a line
+    ui.scope(|ui| {
+        ui.set_min_width(WHY_MIN_WIDTH);
+        ui.add(egui::Label::new(why).wrap());
+    });
 }
 
 #[cfg(test)]

@@ -118,7 +118,10 @@ fn parked_and_waiting_rows_render_a_starving_request_is_highlighted_and_cancel_w
     }));
     let mut dashboard = Dashboard::new(server.service.clone(), rt.handle().clone());
     dashboard.starving_secs = 0.5;
-    let mut harness = Harness::new_ui(|ui| dashboard.ui(ui));
+    // the window's default size: the rows' buttons are where a user sees them
+    let mut harness = Harness::builder()
+        .with_size([1100.0, 720.0])
+        .build_ui(|ui| dashboard.ui(ui));
 
     let long = rt.spawn(server.post(&chat("long", 300)).send());
     wait(&rt, &server, "the long one decodes", |s| {
