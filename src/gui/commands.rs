@@ -134,7 +134,11 @@ pub(super) async fn run(
                     .collect()
             })
             .await
-            .unwrap_or_default();
+            .unwrap_or_else(|e| {
+                // a panic in the scan: said in the log, and the list shows none found
+                tracing::warn!("the model scan failed: {e}");
+                Vec::new()
+            });
             return Some(Outcome::Models(scanned));
         }
         Command::PickModel => {

@@ -34,7 +34,7 @@ pub use panels::percentiles;
 pub use preemption::{GiveWayMemory, Preemption, preemption_change, preemption_of};
 pub use requests::{RequestOrder, sorted_rows};
 pub use timeline::{Activity, Segment, TIMELINE_SECS, Timeline};
-pub use tray::{PREEMPTION_ITEM, PreemptionItem, TrayState};
+pub use tray::{PreemptionItem, TrayState};
 
 use crate::config::{Config, Renderer};
 use crate::server::ServerError;

@@ -18,7 +18,7 @@ use tray_icon::menu::{CheckMenuItem, Menu, MenuEvent, MenuItem, PredefinedMenuIt
 use tray_icon::{Icon, TrayIcon, TrayIconBuilder};
 
 /// The tray's Preemption item (the window's switch in short).
-pub const PREEMPTION_ITEM: &str = "Preemption (short requests may interrupt long ones)";
+const PREEMPTION_ITEM: &str = "Preemption (short requests may interrupt long ones)";
 
 /// The tray's Preemption item apart from its menu (which needs a tray host): the check mark
 /// it shows and the command a click sends, the same `SetPreemption` as the window's switch.

@@ -72,7 +72,10 @@ pub fn find_models(folders: &[(ModelSource, PathBuf)]) -> Vec<FoundModel> {
         }
     }
     found.sort_by(|a, b| a.name.cmp(&b.name).then(a.path.cmp(&b.path)));
-    found.dedup_by(|a, b| a.path == b.path);
+    // one row per file, under its first name (two Ollama tags may share a blob; a store may be
+    // both `~/.ollama/models` and `OLLAMA_MODELS`)
+    let mut seen = std::collections::HashSet::new();
+    found.retain(|m| seen.insert(m.path.clone()));
     found
 }
 
@@ -198,6 +201,19 @@ fn collect_files(dir: &Path, depth: usize, out: &mut Vec<PathBuf>) {
 mod tests {
     use super::*;
 
+    /// An empty Ollama store under `root`, and the manifests folder of its `qwen3` model.
+    fn ollama_store(root: &Path) -> (PathBuf, PathBuf) {
+        let store = root.join("ollama");
+        let manifests = store
+            .join("manifests")
+            .join("registry.ollama.ai")
+            .join("library")
+            .join("qwen3");
+        std::fs::create_dir_all(&manifests).unwrap();
+        std::fs::create_dir_all(store.join("blobs")).unwrap();
+        (store, manifests)
+    }
+
     #[test]
     fn lm_studio_files_and_ollama_blobs_are_found_and_projectors_are_not() {
         let root = tempfile::tempdir().unwrap();
@@ -208,14 +224,7 @@ mod tests {
         std::fs::write(model_dir.join("mmproj-coder-f16.gguf"), b"GGUF").unwrap();
         std::fs::write(model_dir.join("README.md"), b"not a model").unwrap();
 
-        let ollama = root.path().join("ollama");
-        let manifests = ollama
-            .join("manifests")
-            .join("registry.ollama.ai")
-            .join("library")
-            .join("qwen3");
-        std::fs::create_dir_all(&manifests).unwrap();
-        std::fs::create_dir_all(ollama.join("blobs")).unwrap();
+        let (ollama, manifests) = ollama_store(root.path());
         std::fs::write(ollama.join("blobs").join("sha256-abc123"), b"GGUF......").unwrap();
         std::fs::write(
             manifests.join("8b"),
@@ -243,5 +252,25 @@ mod tests {
             ]
         );
         assert_eq!(found[1].path, ollama.join("blobs").join("sha256-abc123"));
+    }
+
+    #[test]
+    fn a_blob_under_two_tags_in_a_store_listed_twice_is_found_once_under_its_first_name() {
+        let root = tempfile::tempdir().unwrap();
+        let (store, manifests) = ollama_store(root.path());
+        // two names for one file, and another file whose name sorts between them
+        for (tag, blob) in [("8b", "abc"), ("9b", "def"), ("latest", "abc")] {
+            std::fs::write(store.join("blobs").join(format!("sha256-{blob}")), b"GGUF").unwrap();
+            let layer = format!(
+                r#"{{"mediaType": "application/vnd.ollama.image.model", "digest": "sha256:{blob}"}}"#
+            );
+            std::fs::write(manifests.join(tag), format!(r#"{{"layers": [{layer}]}}"#)).unwrap();
+        }
+        let found = find_models(&[
+            (ModelSource::Ollama, store.clone()),
+            (ModelSource::Ollama, store),
+        ]);
+        let names: Vec<&str> = found.iter().map(|m| m.name.as_str()).collect();
+        assert_eq!(names, ["qwen3:8b", "qwen3:9b"]);
     }
 }

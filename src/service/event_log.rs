@@ -5,7 +5,6 @@
 
 use crate::ids::RequestId;
 use serde::Serialize;
-use std::collections::VecDeque;
 use std::sync::Arc;
 
 /// Entries kept (older ones leave first).
@@ -84,20 +83,21 @@ impl Serialize for SharedLog {
     }
 }
 
-/// The bounded log.
+/// The bounded log: the published list is the only copy (each entry makes a new one, the
+/// oldest left out once there are `LOG_ENTRIES_MAX`).
 #[derive(Debug, Default)]
 pub struct EventLog {
-    entries: VecDeque<LogEntry>,
     published: SharedLog,
 }
 
 impl EventLog {
     pub fn push(&mut self, entry: LogEntry) {
-        if self.entries.len() == LOG_ENTRIES_MAX {
-            self.entries.pop_front();
-        }
-        self.entries.push_back(entry);
-        self.published = SharedLog(Arc::new(self.entries.iter().cloned().collect()));
+        let old = &self.published.0;
+        let dropped = (old.len() + 1).saturating_sub(LOG_ENTRIES_MAX);
+        let mut entries = Vec::with_capacity(old.len() + 1 - dropped);
+        entries.extend(old.iter().skip(dropped).cloned());
+        entries.push(entry);
+        self.published = SharedLog(Arc::new(entries));
     }
 
     /// The entries, oldest first.
