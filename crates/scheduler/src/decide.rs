@@ -6,7 +6,7 @@ use super::snapshot::ParkCause;
 use crate::ids::RequestId;
 use std::cmp::Reverse;
 
-use super::lifecycle::{ParkedKind, Phase, SlotState};
+use super::lifecycle::{ParkedKind, Phase, Request, SlotState};
 use super::types::{Action, Chunk, FinishReason, Now, Step};
 use super::{EngineState, Scheduler};
 use crate::ids::SeqId;
@@ -135,6 +135,22 @@ impl Scheduler {
             .min_by_key(|id| self.admission_key(*id, now))
     }
 
+    /// R7's guard on the request `r` holding the one slot: `None` where it cannot be paused
+    /// (no `solo_priority` in solo mode, not decoding, being cancelled), else what is left of
+    /// its `min_run_quantum_secs` since it took the slot or resumed (zero once it is up).
+    /// The snapshot's `pausable_in_secs` shows the same, so the two cannot disagree.
+    pub(crate) fn pause_quantum_left(&self, r: &Request, now: Now) -> Option<Now> {
+        if !self.settings.solo_priority
+            || self.slots.len() != 1
+            || !matches!(r.phase, Phase::Decoding { .. })
+            || r.cancel_pending
+        {
+            return None;
+        }
+        let quantum = Now::from_secs_f64(self.settings.min_run_quantum_secs);
+        Some(quantum.saturating_sub(now.saturating_sub(r.run_since)))
+    }
+
     /// 2. R7: with solo_priority, pause the decoding request for a higher effective priority.
     fn maybe_pause(&mut self, now: Now) {
         if !self.settings.solo_priority || self.slots.len() != 1 {
@@ -146,12 +162,7 @@ impl Scheduler {
         let Some(pr) = self.requests.get(&p) else {
             return;
         };
-        let quantum = Now::from_secs_f64(self.settings.min_run_quantum_secs);
-        if !matches!(pr.phase, Phase::Decoding { .. })
-            || pr.cancel_pending
-            || pr.tokens_since_resume == 0
-            || now.saturating_sub(pr.run_since) < quantum
-        {
+        if self.pause_quantum_left(pr, now) != Some(Now::ZERO) || pr.tokens_since_resume == 0 {
             return;
         }
         let p_eff = self.effective(pr, now);

@@ -170,7 +170,8 @@ pub struct SlotView {
     /// Seconds since its request got the slot or last resumed.
     pub run_secs: f64,
     /// With `solo_priority`, while decoding: seconds until R7 may pause it (0 once its
-    /// quantum is up and it has produced a token since it resumed); `null` otherwise.
+    /// quantum is up: paused at the next step that finds it has produced a token since it
+    /// resumed); `null` otherwise, and while it is being cancelled.
     pub pausable_in_secs: Option<f64>,
 }
 
@@ -241,17 +242,11 @@ pub struct Snapshot {
 }
 
 impl Scheduler {
-    /// Seconds until R7 may pause this decoding slot holder (as `maybe_pause` decides it):
-    /// `None` without `solo_priority` in solo mode, or while not decoding.
+    /// Seconds until R7 may pause this decoding slot holder (`Scheduler::pause_quantum_left`,
+    /// the guard `maybe_pause` applies): `None` where it cannot be paused.
     fn pausable_in(&self, r: &super::lifecycle::Request, now: Now) -> Option<f64> {
-        if !self.settings.solo_priority
-            || self.slots.len() != 1
-            || !matches!(r.phase, Phase::Decoding { .. })
-        {
-            return None;
-        }
-        let ran = now.saturating_sub(r.run_since).as_secs_f64();
-        Some((self.settings.min_run_quantum_secs - ran).max(0.0))
+        self.pause_quantum_left(r, now)
+            .map(|left| left.as_secs_f64())
     }
 
     /// The read-only view at `now` (effective priorities age with time).

@@ -96,3 +96,17 @@ fn a_decoding_stream_counts_down_to_its_quantum_only_with_solo_priority() {
         }
     }
 }
+
+#[test]
+fn a_stream_being_cancelled_shows_no_pause_countdown() {
+    // Regression: the countdown restated R7's guard without `cancel_pending`, so a stream
+    // ending at the next boundary showed "pausable in 0 s", a pause that never comes.
+    let mut sim = solo(256, true);
+    sim.arrive(Arrival::new(1, p(300, 1)).output(400));
+    sim.run(6.0);
+    assert_eq!(sim.s.snapshot(sim.now).slots[0].pausable_in_secs, Some(0.0));
+    let _ = sim
+        .s
+        .handle(Event::Cancelled(crate::ids::RequestId(1)), sim.now);
+    assert_eq!(sim.s.snapshot(sim.now).slots[0].pausable_in_secs, None);
+}
