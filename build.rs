@@ -8,8 +8,8 @@
 //! already wanted, so the archives are taken whole.
 //!
 //! And `-static` for the program, so that libgcc and winpthread come from their static
-//! archives (libgomp and libstdc++ too: `static-openmp` in Cargo.toml, `CXXSTDLIB` in
-//! scripts/check-windows.sh): the .exe needs only Windows' own DLLs.
+//! archives (libstdc++ too: `CXXSTDLIB` in scripts/windows/env.sh): the .exe needs only
+//! Windows' own DLLs. (No libgomp: that build uses ggml's own threads, Cargo.toml says why.)
 
 fn main() {
     println!("cargo:rerun-if-changed=build.rs");

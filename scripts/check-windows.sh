@@ -213,7 +213,9 @@ wait "$APP" 2>/dev/null || true
 if [ "${STRATA_WINDOWS_SKIP_GUI:-0}" != 1 ]; then
     step "6. the window under Xvfb, and a second start refused"
     DISPLAY_NUM=:77
-    Xvfb $DISPLAY_NUM -screen 0 1280x800x24 >/dev/null 2>&1 &
+    # A screen larger than the window, so that Xvfb's pointer (at its centre) lies off the
+    # window and opens no tooltip; the shot is trimmed to the window.
+    Xvfb $DISPLAY_NUM -screen 0 2400x1600x24 >/dev/null 2>&1 &
     PIDS+=("$!")
     sleep 2
     GUI_PORT=18232
@@ -230,7 +232,8 @@ if [ "${STRATA_WINDOWS_SKIP_GUI:-0}" != 1 ]; then
         -H 'content-type: application/json' -H 'x-priority: 5' \
         -d '{"model":"any","max_tokens":16,"messages":[{"role":"user","content":"Hi"}]}' &
     sleep 4
-    import -display $DISPLAY_NUM -window root "$ROOT/docs/windows-dashboard.png"
+    import -display $DISPLAY_NUM -window root png:- |
+        convert png:- -trim +repage "$ROOT/docs/windows-dashboard.png"
     echo "screenshot: docs/windows-dashboard.png ($(identify -format '%wx%h' "$ROOT/docs/windows-dashboard.png"))"
     set +e
     DISPLAY=$DISPLAY_NUM timeout 60 wine "$EXE" --port $((GUI_PORT + 1)) >"$WORK/second.log" 2>&1

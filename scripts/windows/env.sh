@@ -3,7 +3,7 @@
 #  - C: the compat wrapper (mingw-cc: posix threads, bookworm's missing declarations);
 #    C++: the posix-threads g++ (the win32-threads default lacks std::mutex).
 #  - One .exe with no MinGW DLLs beside it: libgcc and winpthread static (crt-static, and
-#    build.rs passes -static), libgomp static (Cargo.toml: static-openmp), libstdc++ static
+#    build.rs passes -static; no libgomp: Cargo.toml), libstdc++ static
 #    (the cc crate links what CXXSTDLIB names; rustc bundles the archive from the compiler's
 #    folder).
 #  - The x86-64-v3 baseline (AVX2, FMA, F16C: CPUs from 2013-2015 on), as the .deb and the
