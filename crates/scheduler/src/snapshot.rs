@@ -242,13 +242,6 @@ pub struct Snapshot {
 }
 
 impl Scheduler {
-    /// Seconds until R7 may pause this decoding slot holder (`Scheduler::pause_quantum_left`,
-    /// the guard `maybe_pause` applies): `None` where it cannot be paused.
-    fn pausable_in(&self, r: &super::lifecycle::Request, now: Now) -> Option<f64> {
-        self.pause_quantum_left(r, now)
-            .map(|left| left.as_secs_f64())
-    }
-
     /// The read-only view at `now` (effective priorities age with time).
     pub fn snapshot(&self, now: Now) -> Snapshot {
         let mode = if self.slots.len() >= 2 {
@@ -285,7 +278,10 @@ impl Scheduler {
                     has_lane: request.is_some() && self.lane == request,
                     effective_priority: r.map(|r| self.effective(r, now)),
                     run_secs: r.map_or(0.0, |r| now.saturating_sub(r.run_since).as_secs_f64()),
-                    pausable_in_secs: r.and_then(|r| self.pausable_in(r, now)),
+                    // R7's own guard, so the countdown and the pause agree.
+                    pausable_in_secs: r
+                        .and_then(|r| self.pause_quantum_left(r, now))
+                        .map(|left| left.as_secs_f64()),
                 }
             })
             .collect();
