@@ -3,8 +3,9 @@
 //! tokens/s for both and their ratio, the host's overhead per decoded token with one step at a
 //! time and pipelined (a step ahead, as the app sends them), and park/restore cost.
 //!
-//! `cargo bench --bench engine_protocol` (uses `STRATA_TEST_MODEL` or the default model).
-//! Not a test: it asserts nothing and prints a table.
+//! `cargo bench --bench engine_protocol` (uses `STRATA_TEST_MODEL` or the default model;
+//! `STRATA_BENCH_ROUNDS` rounds, 4 by default). Not a test: it asserts nothing and prints a
+//! table of medians with the [lowest–highest] round beside each.
 
 use llama_cpp_2::context::params::LlamaContextParams;
 use llama_cpp_2::llama_backend::LlamaBackend;
@@ -26,7 +27,15 @@ const CTX: u32 = 4096;
 const CHUNK: usize = 256;
 const PROMPT_TOKENS: usize = 1536;
 const DECODE_TOKENS: usize = 128;
-const ROUNDS: usize = 4;
+const DEFAULT_ROUNDS: usize = 4;
+
+fn rounds() -> usize {
+    std::env::var("STRATA_BENCH_ROUNDS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .filter(|&n| n > 0)
+        .unwrap_or(DEFAULT_ROUNDS)
+}
 
 struct Run {
     read_secs: f64,
@@ -191,6 +200,14 @@ fn median(mut values: Vec<f64>) -> f64 {
     values[values.len() / 2]
 }
 
+/// The median with the lowest and highest value beside it: `12.3 [10.1–14.0]`.
+fn spread(values: Vec<f64>, decimals: usize) -> String {
+    let low = values.iter().copied().fold(f64::INFINITY, f64::min);
+    let high = values.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+    let mid = median(values);
+    format!("{mid:.decimals$} [{low:.decimals$}–{high:.decimals$}]")
+}
+
 fn main() {
     let path = model_path();
     let backend = LlamaBackend::init().expect("backend");
@@ -210,9 +227,10 @@ fn main() {
         ))
         .expect("worker");
 
+    let rounds = rounds();
     let (mut local, mut remote, mut piped) = (Vec::new(), Vec::new(), Vec::new());
     // Rotate which side goes first, so none always runs on a warmer machine.
-    for round in 0..ROUNDS {
+    for round in 0..rounds {
         for turn in 0..3 {
             let id = (round * 3 + turn) as u64 + 1;
             match (round + turn) % 3 {
@@ -224,28 +242,22 @@ fn main() {
             }
         }
     }
-    let read = |runs: &[Run]| {
-        median(
-            runs.iter()
-                .map(|r| prompt.len() as f64 / r.read_secs)
-                .collect(),
-        )
+    let read = |r: &Run| prompt.len() as f64 / r.read_secs;
+    let decode = |r: &Run| DECODE_TOKENS as f64 / r.decode_secs;
+    let overhead_us = |r: &Run| (r.decode_secs - r.worker_step_secs) / DECODE_TOKENS as f64 * 1e6;
+    // Each side's figure, and its ratio to in process paired round by round (the rounds'
+    // machine speeds differ more than the sides do).
+    let row = |what: &str, measure: &dyn Fn(&Run) -> f64, side: &[Run]| {
+        let mine: Vec<f64> = local.iter().map(measure).collect();
+        let theirs: Vec<f64> = side.iter().map(measure).collect();
+        let ratios = mine.iter().zip(&theirs).map(|(m, t)| t / m).collect();
+        println!(
+            "| {what} | {} | {} | {} |",
+            spread(mine, 1),
+            spread(theirs, 1),
+            spread(ratios, 3)
+        );
     };
-    let decode = |runs: &[Run]| {
-        median(
-            runs.iter()
-                .map(|r| DECODE_TOKENS as f64 / r.decode_secs)
-                .collect(),
-        )
-    };
-    let overhead_us = |runs: &[Run]| {
-        median(
-            runs.iter()
-                .map(|r| (r.decode_secs - r.worker_step_secs) / DECODE_TOKENS as f64 * 1e6)
-                .collect(),
-        )
-    };
-
     // Park and restore at the end of a read prompt plus a few tokens.
     let (park_ms, restore_ms, bytes_per_token, tokens) = runtime.block_on(async {
         let deadline = Duration::from_secs(120);
@@ -277,7 +289,7 @@ fn main() {
         let mut restore = Vec::new();
         let mut bytes = 0;
         let mut tokens = 0;
-        for _ in 0..ROUNDS {
+        for _ in 0..rounds {
             let Ok(Reply::Parked(p)) = engine.call(Command::Park { request }, deadline).await
             else {
                 panic!("park")
@@ -308,33 +320,17 @@ fn main() {
     });
 
     println!(
-        "engine protocol vs in-process llama.cpp ({} thread, {PROMPT_TOKENS}-token prompt in {CHUNK}-token chunks, {DECODE_TOKENS} decoded; median of {ROUNDS})",
-        THREADS
+        "engine protocol vs in-process llama.cpp ({THREADS} thread, {PROMPT_TOKENS}-token prompt in {CHUNK}-token chunks, {DECODE_TOKENS} decoded; medians of {rounds} rounds [lowest–highest])"
     );
-    println!("| measure | in process | through the worker | ratio |");
+    println!("| measure | in process | through the worker | ratio, round by round |");
     println!("| --- | --- | --- | --- |");
+    row("prompt read, tokens/s", &read, &remote);
+    row("decode one step at a time, tokens/s", &decode, &remote);
+    row("decode pipelined (a step ahead), tokens/s", &decode, &piped);
     println!(
-        "| prompt read, tokens/s | {:.1} | {:.1} | {:.3} |",
-        read(&local),
-        read(&remote),
-        read(&remote) / read(&local)
-    );
-    println!(
-        "| decode one step at a time, tokens/s | {:.1} | {:.1} | {:.3} |",
-        decode(&local),
-        decode(&remote),
-        decode(&remote) / decode(&local)
-    );
-    println!(
-        "| decode pipelined (a step ahead), tokens/s | {:.1} | {:.1} | {:.3} |",
-        decode(&local),
-        decode(&piped),
-        decode(&piped) / decode(&local)
-    );
-    println!(
-        "host overhead per decoded token (decode time − worker's step time): one at a time {:.0} µs, pipelined {:.0} µs",
-        overhead_us(&remote),
-        overhead_us(&piped)
+        "host overhead per decoded token (decode time − worker's step time): one at a time {} µs, pipelined {} µs",
+        spread(remote.iter().map(overhead_us).collect(), 0),
+        spread(piped.iter().map(overhead_us).collect(), 0)
     );
     println!(
         "park {tokens} tokens: {park_ms:.1} ms; restore: {restore_ms:.1} ms; {bytes_per_token:.0} bytes per token"
