@@ -17,10 +17,12 @@
 #define _GNU_SOURCE
 #include <fcntl.h>
 #include <sched.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -35,6 +37,11 @@ static double now_us(void) {
 static int by_value(const void *a, const void *b) {
     double x = *(const double *)a, y = *(const double *)b;
     return x < y ? -1 : x > y;
+}
+
+static void sleep_us(long us) {
+    struct timespec s = {us / 1000000, (us % 1000000) * 1000};
+    nanosleep(&s, 0);
 }
 
 static void pin_to(int cpu) {
@@ -66,6 +73,8 @@ int main(int argc, char **argv) {
     if (second) {
         other = fork();
         if (other == 0) {
+            // ends with the writer however it ends (a failed write, SIGPIPE, a kill)
+            prctl(PR_SET_PDEATHSIG, SIGKILL);
             pin_to(1);
             while (!*stop) {
                 for (int i = 0; i < 1000; i++) __asm__ volatile("");
@@ -90,8 +99,7 @@ int main(int argc, char **argv) {
             } else if (r == 0) {
                 break;
             } else if (mode == 1) {
-                struct timespec s = {poll_us / 1000000, (poll_us % 1000000) * 1000};
-                nanosleep(&s, 0);
+                sleep_us(poll_us);
             }
         }
         _exit(0);
@@ -110,8 +118,7 @@ int main(int argc, char **argv) {
             while (now_us() - t < gap_us) {
             }
         } else {
-            struct timespec s = {gap_us / 1000000, (gap_us % 1000000) * 1000};
-            nanosleep(&s, 0);
+            sleep_us(gap_us);
         }
         double t0 = now_us();
         if (write(fd[1], line, sizeof line) != sizeof line) return 1;
