@@ -43,6 +43,9 @@ pub enum Fault {
     DropChunk,
     /// Answer the command with an engine error reply instead of serving it.
     Error,
+    /// Serve the step, but report one cell more in use than the pool holds (the host's pool
+    /// check must notice it, and only count it).
+    MiscountCells,
 }
 
 pub trait Backend {
@@ -87,6 +90,14 @@ pub trait Backend {
     }
     /// A fault to inject before answering rewind number `rewind` (1-based).
     fn fault_at_rewind(&mut self, _rewind: u64) -> Option<Fault> {
+        None
+    }
+    /// A fault to inject before answering step ahead number `ahead` (1-based).
+    fn fault_at_ahead(&mut self, _ahead: u64) -> Option<Fault> {
+        None
+    }
+    /// A fault to inject before answering conversation load number `load` (1-based).
+    fn fault_at_load(&mut self, _load: u64) -> Option<Fault> {
         None
     }
 }

@@ -40,7 +40,9 @@ pub struct FakeRule {
 pub enum FakeSetupError {
     #[error("cannot read the fake script {path}: {message}")]
     Script { path: String, message: String },
-    #[error("--fake-fault {0:?}: expected die:STEP, hang:STEP, malformed:STEP or slow:STEP:MILLIS")]
+    #[error(
+        "--fake-fault {0:?}: expected die:STEP, hang:STEP, malformed:STEP, drop-chunk:STEP, miscount-cells:STEP, slow:STEP:MILLIS, KIND-at-message:N, error-at-rewind:N, error-at-ahead:N or error-at-load:N"
+    )]
     Fault(String),
 }
 
@@ -209,11 +211,15 @@ enum FaultAt {
     Step(u64),
     Message(u64),
     Rewind(u64),
+    Ahead(u64),
+    Load(u64),
 }
 
-/// `KIND:STEP` (`die`, `hang`, `malformed`, `drop-chunk`; `slow:STEP:MILLIS`) counts steps;
+/// `KIND:STEP` (`die`, `hang`, `malformed`, `drop-chunk`, `miscount-cells`;
+/// `slow:STEP:MILLIS`) counts steps;
 /// `KIND-at-message:N` (`die`, `hang`, `malformed`, `error`) counts every command line;
-/// `error-at-rewind:N` answers the Nth rewind of a step ahead with an error.
+/// `error-at-rewind:N` answers the Nth rewind of a step ahead with an error, `error-at-ahead:N`
+/// the Nth step ahead, `error-at-load:N` the Nth conversation load.
 fn parse_fault(spec: &str) -> Result<(FaultAt, ScheduledFault), FakeSetupError> {
     let bad = || FakeSetupError::Fault(spec.to_owned());
     let parts: Vec<&str> = spec.split(':').collect();
@@ -226,6 +232,10 @@ fn parse_fault(spec: &str) -> Result<(FaultAt, ScheduledFault), FakeSetupError> 
         ("hang", 2) => (FaultAt::Step(n), ScheduledFault::Fault(Fault::Hang)),
         ("malformed", 2) => (FaultAt::Step(n), ScheduledFault::Fault(Fault::Malformed)),
         ("drop-chunk", 2) => (FaultAt::Step(n), ScheduledFault::Fault(Fault::DropChunk)),
+        ("miscount-cells", 2) => (
+            FaultAt::Step(n),
+            ScheduledFault::Fault(Fault::MiscountCells),
+        ),
         ("slow", 3) => (
             FaultAt::Step(n),
             ScheduledFault::Slow(Duration::from_millis(parts[2].parse().map_err(|_| bad())?)),
@@ -237,6 +247,8 @@ fn parse_fault(spec: &str) -> Result<(FaultAt, ScheduledFault), FakeSetupError> 
         }
         ("error-at-message", 2) => (FaultAt::Message(n), ScheduledFault::Fault(Fault::Error)),
         ("error-at-rewind", 2) => (FaultAt::Rewind(n), ScheduledFault::Fault(Fault::Error)),
+        ("error-at-ahead", 2) => (FaultAt::Ahead(n), ScheduledFault::Fault(Fault::Error)),
+        ("error-at-load", 2) => (FaultAt::Load(n), ScheduledFault::Fault(Fault::Error)),
         _ => return Err(bad()),
     };
     Ok((at, fault))
@@ -359,6 +371,14 @@ impl Backend for FakeEngine {
         self.first_generation_fault(FaultAt::Rewind(rewind))
     }
 
+    fn fault_at_ahead(&mut self, ahead: u64) -> Option<Fault> {
+        self.first_generation_fault(FaultAt::Ahead(ahead))
+    }
+
+    fn fault_at_load(&mut self, load: u64) -> Option<Fault> {
+        self.first_generation_fault(FaultAt::Load(load))
+    }
+
     fn fault_at_step(&mut self, step: u64) -> Option<Fault> {
         match self.faults.get(&FaultAt::Step(step))? {
             ScheduledFault::Fault(fault) => Some(*fault),
@@ -371,227 +391,4 @@ impl Backend for FakeEngine {
 }
 
 #[cfg(test)]
-pub(crate) mod tests {
-    use super::*;
-    use crate::engine_worker::Worker;
-    use crate::protocol::{Chunk, Command, Reply};
-
-    pub(crate) fn worker(slots: u32, script: Option<FakeScript>) -> Worker<FakeEngine> {
-        let mut engine = FakeEngine::new(&FakeOptions::instant(), slots, slots + 1).unwrap();
-        if let Some(script) = script {
-            engine.script = script;
-        }
-        Worker::new(engine, 1 << 30)
-    }
-
-    pub(crate) fn ok(worker: &mut Worker<FakeEngine>, command: Command) -> Reply {
-        match worker.serve(command) {
-            Reply::Error(e) => panic!("refused: {e:?}"),
-            reply => reply,
-        }
-    }
-
-    pub(crate) fn tokens(text: &str) -> Vec<TokenId> {
-        text.bytes().map(TokenId::from).collect()
-    }
-
-    pub(crate) fn open(worker: &mut Worker<FakeEngine>, request: u64, seq: u32, seed: Option<u32>) {
-        let sampling = Sampling {
-            temperature: if seed.is_some() { 1.0 } else { 0.0 },
-            seed: seed.unwrap_or(0),
-            ..Sampling::default()
-        };
-        ok(
-            worker,
-            Command::Open {
-                request: RequestId(request),
-                seq: SeqId(seq),
-                keep_tokens: 0,
-                sampling,
-            },
-        );
-    }
-
-    pub(crate) fn sampled(reply: Reply) -> Vec<TokenId> {
-        match reply {
-            Reply::StepDone(done) => done.sampled.iter().map(|s| s.token).collect(),
-            other => panic!("{other:?}"),
-        }
-    }
-
-    pub(crate) fn read(
-        worker: &mut Worker<FakeEngine>,
-        request: u64,
-        prompt: &[TokenId],
-    ) -> TokenId {
-        let chunk = Chunk {
-            request: RequestId(request),
-            start: 0,
-            tokens: prompt.to_vec(),
-            last: true,
-        };
-        sampled(ok(
-            worker,
-            Command::Step {
-                chunk: Some(chunk),
-                decode: vec![],
-            },
-        ))[0]
-    }
-
-    pub(crate) fn decode(worker: &mut Worker<FakeEngine>, request: u64, n: usize) -> Vec<TokenId> {
-        (0..n)
-            .map(|_| {
-                sampled(ok(
-                    worker,
-                    Command::Step {
-                        chunk: None,
-                        decode: vec![RequestId(request)],
-                    },
-                ))[0]
-            })
-            .collect()
-    }
-
-    pub(crate) fn uninterrupted(seed: Option<u32>) -> Vec<TokenId> {
-        let mut w = worker(2, None);
-        open(&mut w, 1, 0, seed);
-        let mut out = vec![read(&mut w, 1, &tokens("tell me a story"))];
-        out.extend(decode(&mut w, 1, 30));
-        out
-    }
-
-    #[test]
-    fn a_parked_and_restored_request_continues_identically_greedy_and_seeded() {
-        for seed in [None, Some(9)] {
-            let mut w = worker(2, None);
-            open(&mut w, 1, 0, seed);
-            let mut out = vec![read(&mut w, 1, &tokens("tell me a story"))];
-            out.extend(decode(&mut w, 1, 10));
-            assert!(matches!(
-                ok(
-                    &mut w,
-                    Command::Park {
-                        request: RequestId(1)
-                    }
-                ),
-                Reply::Parked(_)
-            ));
-            open(&mut w, 2, 0, seed);
-            read(&mut w, 2, &tokens("something else entirely"));
-            decode(&mut w, 2, 5);
-            ok(
-                &mut w,
-                Command::Restore {
-                    request: RequestId(1),
-                    seq: SeqId(1),
-                },
-            );
-            out.extend(decode(&mut w, 1, 20));
-            assert_eq!(out, uninterrupted(seed), "seed {seed:?}");
-        }
-    }
-
-    #[test]
-    fn a_lost_token_changes_what_the_simulated_engine_says_next() {
-        let mut w = worker(1, None);
-        open(&mut w, 1, 0, None);
-        let mut out = vec![read(&mut w, 1, &tokens("tell me a story"))];
-        out.extend(decode(&mut w, 1, 10));
-        ok(
-            &mut w,
-            Command::Park {
-                request: RequestId(1),
-            },
-        );
-        ok(
-            &mut w,
-            Command::Restore {
-                request: RequestId(1),
-                seq: SeqId(0),
-            },
-        );
-        // Drop the last cached token behind the request's back, as a lossy park would.
-        let held = w.stats().seq_tokens[0];
-        w.backend_mut().seqs[0].truncate(held as usize - 1);
-        w.backend_mut().seqs[0].push(TokenId::from(b'#'));
-        out.extend(decode(&mut w, 1, 20));
-        assert_ne!(out, uninterrupted(None));
-    }
-
-    #[test]
-    fn a_scripted_output_comes_out_byte_for_byte_then_ends() {
-        let script = FakeScript {
-            rules: vec![FakeRule {
-                prompt_contains: "weather".into(),
-                output: "<tool_call>{\"name\":\"w\"}</tool_call>".into(),
-            }],
-        };
-        let mut w = worker(1, Some(script));
-        open(&mut w, 1, 0, None);
-        let mut out = vec![read(&mut w, 1, &tokens("what is the weather?"))];
-        out.extend(decode(&mut w, 1, 40));
-        let end = out.iter().position(|t| *t == FAKE_EOG).expect("ends");
-        let text: Vec<u8> = out[..end].iter().map(|t| *t as u8).collect();
-        assert_eq!(text, b"<tool_call>{\"name\":\"w\"}</tool_call>");
-    }
-
-    #[test]
-    fn the_simulated_kv_budget_refuses_a_step_that_does_not_fit() {
-        let options = FakeOptions {
-            kv_cells: 10,
-            ..FakeOptions::instant()
-        };
-        let mut w = Worker::new(FakeEngine::new(&options, 1, 2).unwrap(), 0);
-        open(&mut w, 1, 0, None);
-        let reply = w.serve(Command::Step {
-            chunk: Some(Chunk {
-                request: RequestId(1),
-                start: 0,
-                tokens: tokens("eleven toks"),
-                last: true,
-            }),
-            decode: vec![],
-        });
-        assert!(
-            matches!(reply, Reply::Error(ref e) if e.kind == ErrorKind::Engine && e.message.contains("KV pool is full")),
-            "{reply:?}"
-        );
-    }
-
-    #[test]
-    fn fault_specs_parse_or_name_what_was_wrong() {
-        assert_eq!(
-            parse_fault("die:3").unwrap(),
-            (FaultAt::Step(3), ScheduledFault::Fault(Fault::Die))
-        );
-        assert_eq!(
-            parse_fault("slow:2:150").unwrap(),
-            (
-                FaultAt::Step(2),
-                ScheduledFault::Slow(Duration::from_millis(150))
-            )
-        );
-        assert_eq!(
-            parse_fault("error-at-message:7").unwrap(),
-            (FaultAt::Message(7), ScheduledFault::Fault(Fault::Error))
-        );
-        assert_eq!(
-            parse_fault("error-at-rewind:2").unwrap(),
-            (FaultAt::Rewind(2), ScheduledFault::Fault(Fault::Error))
-        );
-        for bad in [
-            "die",
-            "die:x",
-            "slow:2",
-            "explode:1",
-            "error:1",
-            "die-at-message",
-        ] {
-            assert!(
-                parse_fault(bad).unwrap_err().to_string().contains(bad),
-                "{bad}"
-            );
-        }
-    }
-}
+pub(crate) mod tests;

@@ -113,6 +113,7 @@ fn serve_stdio<B: Backend>(worker: &mut Worker<B>) -> Result<(), WorkerError> {
         }
         let reply = match serde_json::from_str::<CommandLine>(line) {
             Ok(CommandLine { id, mut command }) => {
+                let mut miscount = false;
                 match worker.fault_for(&command) {
                     Some(Fault::Die) => {
                         eprintln!("simulated engine: injected fault: dying at command {id}");
@@ -141,6 +142,10 @@ fn serve_stdio<B: Backend>(worker: &mut Worker<B>) -> Result<(), WorkerError> {
                         )?;
                         continue;
                     }
+                    Some(Fault::MiscountCells) => {
+                        eprintln!("simulated engine: injected fault: miscounting cells at {id}");
+                        miscount = true;
+                    }
                     Some(Fault::DropChunk) => {
                         eprintln!("simulated engine: injected fault: losing the chunk of {id}");
                         if let Command::Step { chunk, .. } = &mut command {
@@ -149,9 +154,13 @@ fn serve_stdio<B: Backend>(worker: &mut Worker<B>) -> Result<(), WorkerError> {
                     }
                     None => {}
                 }
+                let mut reply = worker.serve(command);
+                if let (true, Reply::StepDone(done)) = (miscount, &mut reply) {
+                    done.kv_cells_used = done.kv_cells_used.map(|n| n + 1);
+                }
                 ReplyLine {
                     id: Some(id),
-                    reply: worker.serve(command),
+                    reply,
                 }
             }
             Err(e) => ReplyLine::error(

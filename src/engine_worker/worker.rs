@@ -13,6 +13,9 @@ use crate::protocol::{
 use std::collections::HashMap;
 use std::time::Instant;
 
+mod ahead;
+use ahead::StepUndo;
+
 #[derive(Debug)]
 struct OpenRequest {
     /// `None` while parked.
@@ -28,16 +31,6 @@ struct ParkedState<S> {
     bytes: u64,
 }
 
-/// What undoing the last command takes when it was a step ahead.
-#[derive(Debug)]
-struct StepUndo {
-    /// Each decoded request: its sequence, the cells it held and its last sampled token
-    /// before the step.
-    decoded: Vec<(RequestId, SeqId, u32, Option<TokenId>)>,
-    steps: u64,
-    tokens_decoded: u64,
-}
-
 #[derive(Debug)]
 pub struct Worker<B: Backend> {
     backend: B,
@@ -51,6 +44,10 @@ pub struct Worker<B: Backend> {
     messages: u64,
     /// Rewind commands received (the fault counter of `error-at-rewind`).
     rewinds: u64,
+    /// Step aheads and conversation loads received (the fault counters of `error-at-ahead`
+    /// and `error-at-load`).
+    aheads: u64,
+    loads: u64,
     prompt_tokens_read: u64,
     tokens_decoded: u64,
     /// Set by a step ahead, taken by the next command (a rewind uses it).
@@ -73,6 +70,8 @@ impl<B: Backend> Worker<B> {
             steps: 0,
             messages: 0,
             rewinds: 0,
+            aheads: 0,
+            loads: 0,
             prompt_tokens_read: 0,
             tokens_decoded: 0,
             undo: None,
@@ -95,12 +94,20 @@ impl<B: Backend> Worker<B> {
         let fault = match self.backend.fault_at_message(self.messages) {
             Some(fault) => Some(fault),
             None => match command {
-                Command::Step { .. } | Command::StepAhead { .. } => {
-                    self.backend.fault_at_step(self.steps + 1)
+                Command::StepAhead { .. } => {
+                    self.aheads += 1;
+                    self.backend
+                        .fault_at_ahead(self.aheads)
+                        .or_else(|| self.backend.fault_at_step(self.steps + 1))
                 }
+                Command::Step { .. } => self.backend.fault_at_step(self.steps + 1),
                 Command::Rewind => {
                     self.rewinds += 1;
                     self.backend.fault_at_rewind(self.rewinds)
+                }
+                Command::LoadConversation { .. } => {
+                    self.loads += 1;
+                    self.backend.fault_at_load(self.loads)
                 }
                 _ => None,
             },
@@ -125,7 +132,7 @@ impl<B: Backend> Worker<B> {
                 sampling,
             } => self.open(request, seq, keep_tokens, &sampling),
             Command::Step { chunk, decode } => self.step(chunk, &decode).map(Reply::StepDone),
-            Command::StepAhead { decode } => self.step_ahead(&decode).map(Reply::StepDone),
+            Command::StepAhead { decode } => self.step_ahead(&decode),
             Command::Rewind => self.rewind(undo),
             Command::Close { request } => self.close(request),
             Command::Park { request } => self.park(request),
@@ -248,7 +255,29 @@ impl<B: Backend> Worker<B> {
                 }),
             }
         }
-        self.check_room(added)?;
+        // Room the scheduler did not plan is a bug; it fails the fewest requests, never the
+        // step: the chunk first (it takes the most), then decodes from the last (the
+        // scheduler lists them highest rank first).
+        let mut chunk_run = chunk_run;
+        let total = u64::from(self.backend.handshake().kv_cells);
+        while let Err(full) = self.pool.room_for(u64::from(added), total) {
+            let (request, cells) = match (&chunk_run, decodes.last()) {
+                (Some(run), _) => (run.request, run.tokens.len() as u32),
+                (None, Some(run)) => (run.request, 1),
+                (None, None) => break,
+            };
+            if chunk_run.is_some() {
+                chunk_run = None;
+            } else {
+                decodes.pop();
+            }
+            added -= cells;
+            done.failed.push(RequestFailure {
+                request,
+                kind: ErrorKind::Engine,
+                message: full.to_string(),
+            });
+        }
 
         let sampled_tokens = self.backend.run(chunk_run.as_ref(), &decodes)?;
 
@@ -282,52 +311,8 @@ impl<B: Backend> Worker<B> {
         }
         self.steps += 1;
         done.step_micros = started.elapsed().as_micros() as u64;
+        done.kv_cells_used = Some(self.pool.used() as u32);
         Ok(done)
-    }
-
-    /// A decode-only step that a rewind may undo: what each request held and its sampler are
-    /// kept first (the undo is kept even when the step was refused, so a rewind after it
-    /// still answers).
-    fn step_ahead(&mut self, decode: &[RequestId]) -> Result<StepDone, Refusal> {
-        if !self.backend.handshake().model.trims_at_any_token {
-            return Err(invalid(
-                "a step ahead needs a model that trims at any token".into(),
-            ));
-        }
-        let decoded = decode
-            .iter()
-            .filter_map(|request| {
-                let open = self.requests.get(request)?;
-                let seq = open.seq?;
-                Some((*request, seq, self.pool.len(seq), open.pending))
-            })
-            .collect();
-        self.backend.checkpoint_samplers(decode);
-        self.undo = Some(StepUndo {
-            decoded,
-            steps: self.steps,
-            tokens_decoded: self.tokens_decoded,
-        });
-        self.step(None, decode)
-    }
-
-    /// Undoes the step ahead that was the last command.
-    fn rewind(&mut self, undo: Option<StepUndo>) -> Result<Reply, Refusal> {
-        let undo = undo.ok_or_else(|| {
-            invalid("nothing to rewind: the last command was not a step ahead".into())
-        })?;
-        let mut cells = 0;
-        for (request, seq, len, pending) in undo.decoded {
-            cells += self.pool.len(seq).saturating_sub(len);
-            self.set_len(seq, len)?;
-            if let Some(open) = self.requests.get_mut(&request) {
-                open.pending = pending;
-            }
-        }
-        self.backend.rewind_samplers();
-        self.steps = undo.steps;
-        self.tokens_decoded = undo.tokens_decoded;
-        Ok(Reply::Rewound { cells })
     }
 
     fn park(&mut self, request: RequestId) -> Result<Reply, Refusal> {
@@ -363,7 +348,7 @@ impl<B: Backend> Worker<B> {
         }
         self.free_seq(seq)?;
         let tokens = self.parked[&request].tokens;
-        self.check_room_replacing(seq, tokens)?;
+        self.room_replacing(seq, tokens)?;
         let started = Instant::now();
         let parked = self.parked.remove(&request).expect("checked");
         if let Err(e) = self.backend.load(&parked.saved, seq) {
@@ -432,7 +417,7 @@ impl<B: Backend> Worker<B> {
         let Some(tokens) = self.cache.tokens_of(key) else {
             return Err(invalid(format!("no cached conversation {key}")));
         };
-        self.check_room_replacing(seq, tokens)?;
+        self.room_replacing(seq, tokens)?;
         let started = Instant::now();
         let (saved, tokens, bytes) = self.cache.get(key).expect("checked");
         self.backend.load(saved, seq)?;
@@ -526,26 +511,12 @@ impl<B: Backend> Worker<B> {
         Ok(())
     }
 
-    /// Whether `added` more cells fit in the pool (after freeing `freed` of them).
-    fn check_room_after(&self, freed: u64, added: u32) -> Result<(), Refusal> {
-        let used = self.pool.used() - freed;
-        let cells = u64::from(self.backend.handshake().kv_cells);
-        if used + u64::from(added) > cells {
-            return Err((
-                ErrorKind::Engine,
-                format!("the KV pool is full: {used} cells used + {added} > {cells} cells"),
-            ));
-        }
-        Ok(())
-    }
-
-    fn check_room(&self, added: u32) -> Result<(), Refusal> {
-        self.check_room_after(0, added)
-    }
-
-    /// Room for `tokens` put into `seq` in place of what it holds.
-    fn check_room_replacing(&self, seq: SeqId, tokens: u32) -> Result<(), Refusal> {
-        self.check_room_after(self.pool.exclusive(seq), tokens)
+    /// Room for `tokens` put into `seq` in place of what it holds (the pool's own rule).
+    fn room_replacing(&self, seq: SeqId, tokens: u32) -> Result<(), Refusal> {
+        let total = u64::from(self.backend.handshake().kv_cells);
+        self.pool
+            .room_replacing(seq, u64::from(tokens), total)
+            .map_err(|full| (ErrorKind::Engine, full.to_string()))
     }
 }
 

@@ -27,6 +27,7 @@ impl LogFilter {
                 | LogKind::Failed
                 | LogKind::Refused
                 | LogKind::EngineRestart
+                | LogKind::Diagnostic
         );
         (!self.interruptions_only || interruption)
             && (self.text.is_empty() || e.text.contains(self.text.trim()))

@@ -42,6 +42,7 @@ pub fn engine_ui(
              KV: cells held now of the pool all slots and kept conversations share; chunk: \
              the most prompt tokens one step reads (a long read may give way between chunks)",
         );
+        pool_mismatches_ui(ui, s.engine.kv_pool_mismatches);
         if ui
             .button("Restart engine")
             .on_hover_text(
@@ -294,6 +295,19 @@ pub fn parked_ui(ui: &mut Ui, s: &ServiceSnapshot) {
                 ui.end_row();
             }
         });
+}
+
+/// The pool-wide check's counter, shown only once it is not 0 (a bug the app survived).
+pub fn pool_mismatches_ui(ui: &mut Ui, mismatches: u64) {
+    if mismatches == 0 {
+        return;
+    }
+    ui.colored_label(STARVING, format!("KV pool mismatches: {mismatches}"))
+        .on_hover_text(
+            "steps after which the engine held other KV cells than the scheduler counted: a \
+             bug, logged in the scheduler log; the engine keeps running and no request is lost \
+             for it (a restart clears it)",
+        );
 }
 
 /// The kept conversations: each in its own sequence of the KV pool (least recently used
@@ -557,7 +571,21 @@ const GIB: f64 = (1u64 << 30) as f64;
 
 #[cfg(test)]
 mod tests {
-    use super::percentiles;
+    use super::{percentiles, pool_mismatches_ui};
+    use egui_kittest::Harness;
+    use egui_kittest::kittest::Queryable;
+
+    #[test]
+    fn pool_mismatches_show_on_the_engine_line_only_once_there_are_some() {
+        let harness = Harness::new_ui(|ui| pool_mismatches_ui(ui, 0));
+        assert!(
+            harness
+                .query_by_label_contains("KV pool mismatches")
+                .is_none()
+        );
+        let harness = Harness::new_ui(|ui| pool_mismatches_ui(ui, 2));
+        harness.get_by_label("KV pool mismatches: 2");
+    }
 
     #[test]
     fn percentiles_are_nearest_rank() {

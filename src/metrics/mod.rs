@@ -87,6 +87,7 @@ struct Families {
     prefix_losses: Counter,
     cancellations: Family<StateLabel, Counter>,
     engine_restarts: Counter,
+    kv_pool_mismatches: Counter,
     finished: Family<ReasonLabel, Counter>,
     failed: Counter,
     refused: Counter,
@@ -214,6 +215,12 @@ impl Metrics {
             f.engine_restarts.clone(),
         );
         r.register(
+            "strata_kv_pool_mismatches",
+            "Steps after which the engine's KV pool held other cells than the scheduler counted \
+             (0 when healthy; logged, never an engine restart)",
+            f.kv_pool_mismatches.clone(),
+        );
+        r.register(
             "strata_requests_finished",
             "Requests that ended normally, by finish reason",
             f.finished.clone(),
@@ -288,6 +295,11 @@ impl Metrics {
         ModelLabel {
             model_name: last.1.clone(),
         }
+    }
+
+    /// The engine's pool differed from the scheduler's after a step.
+    pub fn note_pool_mismatch(&self) {
+        self.f.kv_pool_mismatches.inc();
     }
 
     pub fn observe_ttft(&self, priority: i32, secs: f64) {

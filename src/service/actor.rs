@@ -72,6 +72,7 @@ pub fn spawn(options: ServiceOptions) -> Result<ServiceHandle, ConfigError> {
         expected_read: None,
         log: super::event_log::EventLog::default(),
         last_length_refusal: None,
+        pool_mismatches: 0,
     };
     tokio::spawn(actor.run());
     Ok(ServiceHandle {
@@ -103,6 +104,8 @@ pub(super) struct Actor {
     /// The history with request ids (the snapshot's `log[]`).
     pub(super) log: super::event_log::EventLog,
     pub(super) last_length_refusal: Option<super::event_log::LengthRefusal>,
+    /// Steps after which the engine's pool differed from the scheduler's.
+    pub(super) pool_mismatches: u64,
 }
 
 impl Actor {
@@ -174,6 +177,9 @@ impl Actor {
             } => {
                 let state = self.request_state(id);
                 if state.is_ok() {
+                    // kept as the scheduler keeps it (the dashboard's +1 past the range
+                    // would otherwise label its TTFT and metrics with a value it never had)
+                    let priority = self.scheduler.clamp_priority(priority);
                     self.feed(Event::Reprioritised {
                         request: id,
                         priority,
@@ -376,6 +382,8 @@ impl Actor {
                 ));
             }
         }
+        let failed_ids: Vec<RequestId> = failed.iter().map(|(id, ..)| *id).collect();
+        self.check_pool(done.kv_cells_used, &failed_ids);
         for (request, message, lost_tokens) in failed {
             tracing::warn!("{request} failed in the engine: {message}");
             self.feed(Event::RequestFailed {
@@ -386,6 +394,31 @@ impl Actor {
         }
         let outputs = self.streams.sampled(done.sampled);
         self.feed(Event::StepDone(outputs));
+    }
+
+    /// The pool-wide check after a step: the cells the worker holds against the scheduler's
+    /// count with the step's part. Compared only when no other engine command is pending (what
+    /// the scheduler counted is then all the engine was asked to do) and no request failed in
+    /// the step (a refused command leaves its sequence unknown until it is released; the next
+    /// step compares again). A mismatch is a diagnostic and a counter, never an engine kill.
+    fn check_pool(&mut self, reported: Option<u32>, failed: &[RequestId]) {
+        if !failed.is_empty() || self.pending_engine_work() {
+            return;
+        }
+        let (Some(reported), Some(expected)) = (reported, self.scheduler.cells_after_step()) else {
+            return;
+        };
+        if u64::from(reported) == expected {
+            return;
+        }
+        self.pool_mismatches += 1;
+        self.metrics.note_pool_mismatch();
+        let message = format!(
+            "the engine holds {reported} KV cells after the step, the scheduler counts \
+             {expected}: they disagree (a bug; the engine keeps running)"
+        );
+        tracing::warn!("{message}");
+        self.note(super::event_log::LogKind::Diagnostic, None, message);
     }
 
     /// The engine is gone: stop it for good, and let the scheduler fail what it held.

@@ -31,9 +31,16 @@ pub(super) struct EngineLink {
     cache_bytes: HashMap<u64, u64>,
     /// The step ahead the worker runs after the outstanding step, not yet taken.
     ahead: Option<StepAhead>,
-    /// Steps ahead taken as the next step, and rewound, since the app started.
+    /// The decodes of the outstanding step when it is a step ahead taken as sent: if the
+    /// worker did not run it, the step is sent again as itself.
+    step_taken: Option<Vec<RequestId>>,
+    /// Steps ahead taken as the next step, rewound, and not run (the pool had no room for
+    /// them, or the worker could not run them), since the app started.
     steps_ahead_taken: u64,
     steps_ahead_rewound: u64,
+    steps_ahead_not_run: u64,
+    /// The cells the worker reported in use after the last step (each shared cell once).
+    cells_used: Option<u32>,
 }
 
 /// A decode-only step sent before the last step's reply arrived, so the worker never waits for
@@ -62,8 +69,11 @@ impl EngineLink {
             step_due: Instant::now(),
             cache_bytes: HashMap::new(),
             ahead: None,
+            step_taken: None,
             steps_ahead_taken: 0,
             steps_ahead_rewound: 0,
+            steps_ahead_not_run: 0,
+            cells_used: None,
         };
         (link, started_rx)
     }
@@ -144,12 +154,18 @@ impl EngineLink {
         self.open.clear();
         self.step_id = None;
         self.ahead = None;
+        self.step_taken = None;
+        self.cells_used = None;
         self.cache_bytes.clear();
     }
 
-    /// Steps ahead taken as the next step, and rewound, since the app started.
-    pub fn steps_ahead(&self) -> (u64, u64) {
-        (self.steps_ahead_taken, self.steps_ahead_rewound)
+    /// Steps ahead taken as the next step, rewound, and not run, since the app started.
+    pub fn steps_ahead(&self) -> (u64, u64, u64) {
+        (
+            self.steps_ahead_taken,
+            self.steps_ahead_rewound,
+            self.steps_ahead_not_run,
+        )
     }
 
     /// Bytes in the engine's host-RAM conversation cache.
@@ -187,6 +203,7 @@ impl EngineLink {
                 decode: decode.clone(),
             })?,
         });
+        self.step_taken = taken.map(|_| decode.clone());
         let rewinds = self
             .handshake
             .as_ref()
@@ -201,19 +218,18 @@ impl EngineLink {
     }
 
     /// Undoes a step ahead that the scheduler did not ask for: its reply is dropped, then the
-    /// worker rewinds it. Any failure here is the engine's, never the request's whose command
-    /// comes next: a step ahead left standing would put a token in a sequence that the host
-    /// does not count, so it is returned as a broken protocol (fatal), not as a refusal.
+    /// worker rewinds it. A step ahead the worker did not run (no room, or refused: it leaves
+    /// nothing behind) needs no rewind. A failed rewind is the engine's, never the request's
+    /// whose command comes next: a step ahead left standing would put a token in a sequence
+    /// that the host does not count, so it is returned as a broken protocol (fatal).
     async fn rewind(&mut self, ahead: StepAhead) -> Result<(), EngineError> {
         let process = self.process.as_mut().ok_or(EngineError::NotRunning)?;
         let deadline = process.step_deadline(0, ahead.decode.len());
         let line = process.recv_for(ahead.id, deadline).await?;
-        if let Reply::Error(e) = line.reply {
-            // a refused step is a lost engine, as for any step (`step_reply`)
-            return Err(EngineError::Protocol(format!(
-                "the engine refused a step ahead: {}",
-                e.message
-            )));
+        if let Some(reason) = not_run(&line.reply) {
+            tracing::debug!("a step ahead was not run: {reason}");
+            self.steps_ahead_not_run += 1;
+            return Ok(());
         }
         match process.call(Command::Rewind, deadline).await {
             Ok(_) => {}
@@ -229,23 +245,66 @@ impl EngineLink {
     }
 
     /// The outstanding step's reply (call only while one is outstanding); a reply to anything
-    /// else, or none by the step's deadline, is an error.
+    /// else, or none by the step's deadline, is an error. When the step was a step ahead taken
+    /// as sent and the worker did not run it, the step ahead queued behind it runs in its place
+    /// (the same decodes, from the same state), else the step is sent as itself; either way
+    /// its reply is awaited here. Cancel-safe (the actor awaits it in a `select!`): the link's
+    /// state is whole at its one await, so a dropped call is taken up by the next.
     pub async fn step_reply(&mut self) -> Result<protocol::StepDone, String> {
-        let expected = self.step_id;
-        let left = self.step_due.saturating_duration_since(Instant::now());
-        let reply = match self.process.as_mut() {
-            Some(process) => process.recv(left).await,
-            None => Err(EngineError::NotRunning),
-        };
-        self.step_id = None;
-        match reply {
-            Ok(line) if line.id == expected => match line.reply {
-                Reply::StepDone(done) => Ok(done),
-                other => Err(format!("the engine refused a step: {other:?}")),
-            },
-            Ok(line) => Err(format!("reply {:?} to step {expected:?}", line.id)),
-            Err(error) => Err(error.to_string()),
+        loop {
+            let expected = self.step_id;
+            let left = self.step_due.saturating_duration_since(Instant::now());
+            let reply = match self.process.as_mut() {
+                Some(process) => process.recv(left).await,
+                None => Err(EngineError::NotRunning),
+            };
+            self.step_id = None;
+            let taken = self.step_taken.take();
+            let line = match reply {
+                Ok(line) if line.id == expected => line,
+                Ok(line) => return Err(format!("reply {:?} to step {expected:?}", line.id)),
+                Err(error) => return Err(error.to_string()),
+            };
+            match (line.reply, taken) {
+                (Reply::StepDone(done), _) => {
+                    self.cells_used = done.kv_cells_used;
+                    return Ok(done);
+                }
+                (reply, Some(decode)) if not_run(&reply).is_some() => {
+                    self.steps_ahead_taken -= 1;
+                    self.steps_ahead_not_run += 1;
+                    self.step_in_place_of_ahead(decode)
+                        .map_err(|e| e.to_string())?;
+                }
+                (other, _) => return Err(format!("the engine refused a step: {other:?}")),
+            }
         }
+    }
+
+    /// A taken step ahead was not run: the step ahead queued behind it becomes the step (it
+    /// runs the same decodes from the same state), else the step is sent as itself.
+    fn step_in_place_of_ahead(&mut self, decode: Vec<RequestId>) -> Result<(), EngineError> {
+        let process = self.process.as_mut().ok_or(EngineError::NotRunning)?;
+        self.step_due = Instant::now() + process.step_deadline(0, decode.len());
+        match self.ahead.take() {
+            Some(ahead) => {
+                self.steps_ahead_taken += 1;
+                self.step_id = Some(ahead.id);
+                self.step_taken = Some(decode);
+            }
+            None => {
+                self.step_id = Some(process.send(Command::Step {
+                    chunk: None,
+                    decode,
+                })?);
+            }
+        }
+        Ok(())
+    }
+
+    /// The cells the worker reported in use after the last step.
+    pub fn cells_used(&self) -> Option<u32> {
+        self.cells_used
     }
 
     /// One engine command and its reply. A refusal here means host and engine disagree about
@@ -338,5 +397,15 @@ impl EngineLink {
         if let Some(process) = self.process.take() {
             process.shutdown().await;
         }
+    }
+}
+
+/// Why a step ahead did not run, if it did not: the worker answers one that does not fit with
+/// [`Reply::StepAheadNotRun`], and any refusal of a step ahead left nothing behind either.
+fn not_run(reply: &Reply) -> Option<&str> {
+    match reply {
+        Reply::StepAheadNotRun { reason } => Some(reason),
+        Reply::Error(e) => Some(&e.message),
+        _ => None,
     }
 }

@@ -25,6 +25,9 @@ pub enum LogKind {
     Failed,
     Refused,
     EngineRestart,
+    /// Something that should not happen and was survived (the engine's pool differing from
+    /// the scheduler's, say).
+    Diagnostic,
 }
 
 /// One line of the log.

@@ -43,6 +43,11 @@ impl Actor {
         }
     }
 
+    /// Whether a queued action still has to talk to the engine.
+    pub(super) fn pending_engine_work(&self) -> bool {
+        self.queue.iter().any(needs_engine)
+    }
+
     async fn execute_one(&mut self, action: Action) -> Result<(), Failed> {
         match action {
             Action::Deliver { request, .. } => {
@@ -216,10 +221,16 @@ impl Actor {
                 into_seq,
                 for_request: request,
             } => {
-                self.engine
+                let loaded = self
+                    .engine
                     .load_conversation(conversation.0, into_seq)
                     .await
-                    .map_err(|e| for_request(e, request, 0))?;
+                    .map_err(|e| for_request(e, request, 0));
+                if loaded.is_err() {
+                    // the scheduler let the entry go with the load: the engine's copy goes too
+                    self.engine.drop_conversation(conversation.0).await?;
+                }
+                loaded?;
             }
             Action::DropConversation { conversation } => {
                 self.engine.drop_conversation(conversation.0).await?;

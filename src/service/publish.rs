@@ -45,7 +45,10 @@ impl Actor {
         (
             snapshot.engine.steps_ahead_taken,
             snapshot.engine.steps_ahead_rewound,
+            snapshot.engine.steps_ahead_not_run,
         ) = self.engine.steps_ahead();
+        snapshot.engine.kv_cells_engine = self.engine.cells_used();
+        snapshot.engine.kv_pool_mismatches = self.pool_mismatches;
         if self.scheduler.ever_ready() {
             let streams = &self.streams;
             snapshot.set_scheduler(&scheduled, |id| streams.tokens_per_sec(id, wall));

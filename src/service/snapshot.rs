@@ -48,6 +48,14 @@ pub struct EngineView {
     /// scheduler asked for another step (a finish, a pause, a new read), since the app started.
     pub steps_ahead_taken: u64,
     pub steps_ahead_rewound: u64,
+    /// Steps ahead the worker did not run (the pool had no room for them at its last cells):
+    /// the step was then sent as itself. Harmless.
+    pub steps_ahead_not_run: u64,
+    /// The cells the worker reported in use after its last step (each shared cell once),
+    /// and the times that differed from the scheduler's count (0 when healthy: a mismatch is
+    /// logged and counted, and never stops the engine).
+    pub kv_cells_engine: Option<u32>,
+    pub kv_pool_mismatches: u64,
 }
 
 /// A slot as the scheduler shows it, with what the service measures beside it.
@@ -199,6 +207,9 @@ impl ServiceSnapshot {
                 device: None,
                 steps_ahead_taken: 0,
                 steps_ahead_rewound: 0,
+                steps_ahead_not_run: 0,
+                kv_cells_engine: None,
+                kv_pool_mismatches: 0,
             },
             chunk_tokens: 0,
             slots: Vec::new(),

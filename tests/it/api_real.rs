@@ -71,7 +71,7 @@ async fn with_solo_priority_a_short_request_runs_while_a_long_stream_is_parked_a
     })
     .await;
     let alone: Value = server
-        .post(&story(0, 160))
+        .post(&story(0, 400))
         .send()
         .await
         .unwrap()
@@ -83,13 +83,14 @@ async fn with_solo_priority_a_short_request_runs_while_a_long_stream_is_parked_a
         .unwrap()
         .to_owned();
 
-    let mut body = story(0, 160);
+    let mut body = story(0, 400);
     body["stream"] = json!(true);
     let long = server.post(&body).send().await.unwrap();
     let mut long_stream = long.bytes_stream();
     let mut long_text =
         String::from_utf8_lossy(&long_stream.next().await.unwrap().unwrap()).into_owned();
-    tokio::time::sleep(Duration::from_millis(1500)).await; // past the quantum
+    // past the quantum; 400 tokens take 4 s or more at one thread (160 took 1.5 s here)
+    tokio::time::sleep(Duration::from_millis(1500)).await;
 
     let mut short = chat("What is 2 + 2?", 8);
     short["priority"] = json!(5);

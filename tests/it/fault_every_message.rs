@@ -276,6 +276,7 @@ async fn a_fault_at_every_protocol_message_loses_no_token_leaves_nothing_behind_
     let mut messages = 0;
     // the die scan finds how many messages the workload sends: the first k that never fires
     for k in 1.. {
+        eprintln!("fault run: die-at-message:{k}");
         let server = faulty_server(Some(format!("die-at-message:{k}"))).await;
         let endings = workload(&server, Some(&clean_short)).await;
         let what = format!("die at message {k}");
@@ -304,6 +305,7 @@ async fn a_fault_at_every_protocol_message_loses_no_token_leaves_nothing_behind_
         ("hang", hang_at),
     ] {
         for k in ks {
+            eprintln!("fault run: {kind}-at-message:{k}");
             let server = faulty_server(Some(format!("{kind}-at-message:{k}"))).await;
             let endings = workload(&server, Some(&clean_short)).await;
             let what = format!("{kind} at message {k}");

@@ -13,7 +13,7 @@ use crate::ids::{RequestId, SeqId, TokenId};
 use serde::{Deserialize, Serialize};
 
 /// Bumped on every incompatible change; the host refuses a worker that speaks another one.
-pub const PROTOCOL_VERSION: u32 = 3;
+pub const PROTOCOL_VERSION: u32 = 4;
 
 /// One line from the host to the worker.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -50,8 +50,11 @@ pub enum Command {
     /// A decode-only step sent before the last step's reply arrived (the host pipelines: the
     /// worker starts it the moment the last one ends). It runs exactly as a [`Command::Step`]
     /// with no chunk, and the worker keeps what undoing it takes until the next command: a
-    /// [`Command::Rewind`] undoes it; any other command lets it stand. Refused for a model
-    /// whose facts say it does not trim at any token (its state cannot drop a position).
+    /// [`Command::Rewind`] undoes it; any other command lets it stand. One that does not fit
+    /// in the pool (a decode at its last cell), or cannot run for any other reason, is answered
+    /// [`Reply::StepAheadNotRun`] and leaves nothing behind: the host sends the step itself
+    /// when it is asked for. Refused for a model whose facts say it does not trim at any token
+    /// (its state cannot drop a position).
     StepAhead { decode: Vec<RequestId> },
     /// Undo the step ahead that was the last command: its tokens leave the cache, each
     /// request's sampler and last sampled token are as before it, so what follows is
@@ -243,6 +246,11 @@ pub enum Reply {
     Rewound {
         cells: u32,
     },
+    /// A step ahead did not run (it did not fit in the pool, or it failed and was undone):
+    /// nothing changed, and there is nothing to rewind.
+    StepAheadNotRun {
+        reason: String,
+    },
     Error(ErrorReply),
 }
 
@@ -308,6 +316,10 @@ pub struct StepDone {
     pub read: Option<ReadProgress>,
     /// Wall time of the step inside the worker.
     pub step_micros: u64,
+    /// Cells of the pool in use after the step (each shared cell once): the host compares
+    /// them with the scheduler's pool.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kv_cells_used: Option<u32>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -43,6 +43,26 @@ impl Group {
     }
 }
 
+/// A command that would need more cells than the pool has free: the worker refuses it, and
+/// the scheduler plans so that it never has to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PoolFull {
+    /// Cells in use, less what the command frees first.
+    pub used: u64,
+    pub added: u64,
+    pub total: u64,
+}
+
+impl std::fmt::Display for PoolFull {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "the KV pool is full: {} cells used + {} > {} cells",
+            self.used, self.added, self.total
+        )
+    }
+}
+
 /// The unified pool's cells by sequence. Every operation keeps [`CellPool::used`] exact.
 #[derive(Debug, Clone, Default)]
 pub struct CellPool {
@@ -187,6 +207,26 @@ impl CellPool {
         self.seqs[to.0 as usize] = runs;
     }
 
+    /// The room rule every engine command is checked by: `added` new cells fit beside what the
+    /// pool holds, out of `total`. A step adds its chunk's tokens and one per decode.
+    pub fn room_for(&self, added: u64, total: u64) -> Result<(), PoolFull> {
+        self.room_after(0, added, total)
+    }
+
+    /// Room for `tokens` put into `seq` in place of what it holds (a restore or a conversation
+    /// load: the whole state goes in at once, before anything cuts it).
+    pub fn room_replacing(&self, seq: SeqId, tokens: u64, total: u64) -> Result<(), PoolFull> {
+        self.room_after(self.exclusive(seq), tokens, total)
+    }
+
+    fn room_after(&self, freed: u64, added: u64, total: u64) -> Result<(), PoolFull> {
+        let used = self.used.saturating_sub(freed);
+        if used + added > total {
+            return Err(PoolFull { used, added, total });
+        }
+        Ok(())
+    }
+
     /// Cells that emptying `seq` would free (those no other sequence uses).
     pub fn exclusive(&self, seq: SeqId) -> u64 {
         let mut freed = 0u64;
@@ -261,6 +301,25 @@ mod tests {
         // B appending again after the trim takes new cells, never the shared ones
         pool.append(B, 10);
         assert_eq!((pool.len(B), pool.used()), (1010, 1500 + 300 + 100 + 10));
+    }
+
+    #[test]
+    fn room_counts_shared_cells_once_and_a_replacement_frees_only_what_is_its_own() {
+        let mut pool = CellPool::new(3);
+        pool.append(A, 600);
+        pool.copy_prefix(A, B, 400);
+        pool.append(B, 100);
+        // 700 used of 1000: 300 fit, 301 do not
+        assert!(pool.room_for(300, 1000).is_ok());
+        let full = pool.room_for(301, 1000).unwrap_err();
+        assert_eq!((full.used, full.added, full.total), (700, 301, 1000));
+        assert!(full.to_string().contains("700 cells used + 301 > 1000"));
+        // replacing B frees its own 100, not the 400 it shares with A
+        assert!(pool.room_replacing(B, 400, 1000).is_ok());
+        assert!(pool.room_replacing(B, 401, 1000).is_err());
+        // an empty sequence frees nothing: a load of 300 fits, one of 301 does not
+        assert!(pool.room_replacing(C, 300, 1000).is_ok());
+        assert!(pool.room_replacing(C, 301, 1000).is_err());
     }
 
     #[test]

@@ -74,6 +74,21 @@ impl Scheduler {
         let Some((seq, keep, via)) = self.admission_plan(id, reserve, now) else {
             return false;
         };
+        let need = match via {
+            Via::TakeOver | Via::Copy(_) => reserve.saturating_sub(keep),
+            Via::Restore(cid) => self.restore_need(cid, reserve),
+            Via::Fresh => reserve,
+        };
+        // the conversation to restore leaves the cache first: the evictions that free a
+        // sequence and make room push into the cache and must never push it out
+        let restoring = match via {
+            Via::Restore(cid) => self
+                .host_cache
+                .iter()
+                .position(|(c, _)| *c == cid)
+                .and_then(|h| Some((h, self.host_cache.remove(h)?))),
+            _ => None,
+        };
         let seq = match seq {
             Some(s) => s,
             None => {
@@ -83,13 +98,14 @@ impl Scheduler {
                 };
                 match self.free_seq(&protect, now) {
                     Some(s) => s,
-                    None => return false,
+                    None => {
+                        if let Some((h, entry)) = restoring {
+                            self.host_cache.insert(h, entry);
+                        }
+                        return false;
+                    }
                 }
             }
-        };
-        let need = match via {
-            Via::TakeOver | Via::Copy(_) => reserve.saturating_sub(keep),
-            Via::Restore(_) | Via::Fresh => reserve,
         };
         let mut keep = keep;
         match via {
@@ -113,21 +129,18 @@ impl Scheduler {
         if !self.make_room(u64::from(need), &protect, now) {
             self.diag(format!("{id}: the room planned for it was not there"));
         }
-        if let Via::Restore(cid) = via {
-            // making room may have pushed the cache's oldest entries out
-            match self.host_cache.iter().position(|(c, _)| *c == cid) {
-                Some(h) => {
-                    let (_, conv) = self.host_cache.remove(h).expect("found");
-                    self.out.actions.push(Action::RestoreConversation {
-                        conversation: cid,
-                        into_seq: seq,
-                        for_request: id,
-                    });
-                    self.pool.append(seq, conv.tokens.len());
-                    self.pool.trim(seq, keep);
-                }
-                None => keep = 0,
+        match restoring {
+            Some((_, (cid, conv))) => {
+                self.out.actions.push(Action::RestoreConversation {
+                    conversation: cid,
+                    into_seq: seq,
+                    for_request: id,
+                });
+                self.pool.append(seq, conv.tokens.len());
+                self.pool.trim(seq, keep);
             }
+            None if matches!(via, Via::Restore(_)) => keep = 0,
+            None => {}
         }
         self.out.actions.push(Action::Assign {
             request: id,
@@ -185,7 +198,8 @@ impl Scheduler {
         plans.into_iter().find(|(seq, keep, via)| {
             let need = u64::from(match via {
                 Via::TakeOver | Via::Copy(_) => reserve.saturating_sub(*keep),
-                Via::Restore(_) | Via::Fresh => reserve,
+                Via::Restore(cid) => self.restore_need(*cid, reserve),
+                Via::Fresh => reserve,
             });
             match (via, seq) {
                 (Via::TakeOver, Some(s)) => self.can_make_room_trimmed(*s, *keep, need, now),

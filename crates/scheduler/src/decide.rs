@@ -169,11 +169,12 @@ impl Scheduler {
         let Some(w) = self.best_for_slot(now) else {
             return;
         };
-        let w_eff = self
-            .requests
-            .get(&w)
-            .map_or(i64::MIN, |r| self.effective(r, now));
-        if w_eff <= p_eff {
+        let p_class = self.class(pr);
+        let Some(wr) = self.requests.get(&w) else {
+            return;
+        };
+        // aging alone never pauses an equal: a waiter of P's own class is next once P ends
+        if self.effective(wr, now) <= p_eff || self.class(wr) == p_class {
             return;
         }
         let Some(in_pool) = self.park_plan(p, w, now) else {

@@ -274,9 +274,13 @@ impl Scheduler {
     /// sequence cleared (what the engine holds there is not what was counted); the prompt
     /// tokens it lost are processed-prefix losses.
     fn on_request_failed(&mut self, id: RequestId, message: String, lost: u32, now: Now) {
-        if !self.requests.contains_key(&id) {
+        match self.requests.get(&id) {
             // it ended (or was cancelled) before the engine's word arrived: nothing is lost
-            return;
+            None => return,
+            // it failed already: the first refusal is the cause, and what the engine refused
+            // after it (its open, its chunk) follows from it and loses nothing more
+            Some(r) if r.failed_pending.is_some() => return,
+            Some(_) => {}
         }
         self.counters.processed_prefix_losses += u64::from(lost);
         let in_step = self.outstanding.as_ref().is_some_and(|s| {

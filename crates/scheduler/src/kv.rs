@@ -49,29 +49,6 @@ fn victim_seq(victim: Victim) -> SeqId {
 }
 
 impl Scheduler {
-    /// Cells held now, each shared cell once, plus what running requests have pledged.
-    pub(crate) fn cells_used(&self) -> u64 {
-        self.pool.used() + self.pledged()
-    }
-
-    /// Cells running requests may still take without asking (their reservation past what
-    /// their sequence holds).
-    fn pledged(&self) -> u64 {
-        self.requests
-            .values()
-            .filter_map(|r| {
-                let seq = r.phase.seq()?;
-                Some(u64::from(
-                    r.reserved_cells.saturating_sub(self.pool.len(seq)),
-                ))
-            })
-            .sum()
-    }
-
-    pub(crate) fn cells_free(&self) -> u64 {
-        u64::from(self.facts.kv_cells_total).saturating_sub(self.cells_used())
-    }
-
     /// What could make room, in order: idle conversations least recently used first, then
     /// parked requests (the one that would come back last first). Never a sequence in
     /// `protect`.
@@ -407,7 +384,12 @@ impl Scheduler {
                     Some((Source::Kept(s) | Source::Live(s), u)) => {
                         (u64::from(reserve.saturating_sub(u)), Some(s))
                     }
-                    _ => (u64::from(reserve), None),
+                    // loaded whole before it is cut (transient room)
+                    Some((Source::Host(h), _)) => {
+                        let cid = self.host_cache[h].0;
+                        (u64::from(self.restore_need(cid, reserve)), None)
+                    }
+                    None => (u64::from(reserve), None),
                 }
             }
             Phase::Parked {

@@ -13,6 +13,8 @@
 //!   held-for-sure cut for engines that keep checkpoints only at the turn token.
 //! - `kv`: the KV cell budget: reservations, growth, eviction of idle conversations to the
 //!   host-RAM conversation cache, parking places.
+//! - `room`: cells in use and pledged, what the engine holds after a step, and the transient
+//!   room of a conversation loaded whole before it is cut.
 //! - `decide`: the precedence list at each step boundary (pause, read lane, compose).
 //! - `admission`: filling free slots (R1): how a request gets its sequence, parked ones back.
 //! - `events`: one handler per request event (arrival, cancel, step done, settings).
@@ -77,6 +79,7 @@ mod events;
 mod kv;
 mod lifecycle;
 mod prefix;
+mod room;
 mod settings;
 mod snapshot;
 mod types;
@@ -224,6 +227,13 @@ impl Scheduler {
     ) -> Result<Outcome, ConfigError> {
         settings.validate_for(self.facts.parallel)?;
         Ok(self.handle(Event::SettingsChanged(Box::new(settings)), now))
+    }
+
+    /// A new priority as the scheduler keeps it: clamped to `priority_range` (as resolved,
+    /// the mirror image when lower-first), like an arrival's and a re-prioritised request's.
+    pub fn clamp_priority(&self, priority: i32) -> i32 {
+        let (lo, hi) = settings::resolved_range(&self.settings);
+        priority.clamp(lo, hi)
     }
 
     /// The settings in force.
@@ -377,6 +387,12 @@ impl Scheduler {
     /// Effective priority: priority + small-request boost (solo_priority) + aging.
     pub(crate) fn effective(&self, r: &Request, now: Now) -> i64 {
         i64::from(r.priority) + self.boost(r) + self.aging(r, now)
+    }
+
+    /// A request's class: priority + boost, aging left out (R7: aging alone never lets a
+    /// request pause one of its own class).
+    pub(crate) fn class(&self, r: &Request) -> i64 {
+        i64::from(r.priority) + self.boost(r)
     }
 
     /// The small-request boost (R7 with `solo_priority`): 1 or 0.

@@ -3,7 +3,10 @@
 //! setting toggles. The driver checks, after every event: something progresses while work
 //! exists; yields ≤ `yields_max`; the lane only to a reader; KV within budget. At the end:
 //! every request ended exactly once; tokens delivered equal tokens accepted; nothing read
-//! twice; queues, parking and reservations empty; the aging bound. A failure prints its seed.
+//! twice; queues, parking and reservations empty; the aging bound, for arrivals and for
+//! parked requests. The simulated engine refuses what the worker refuses (its room rules,
+//! shared cells and transients included): any refusal fails the run. A failure prints its
+//! seed.
 
 use super::sim::{Arrival, facts, prompt};
 use super::{Sim, with};
@@ -186,6 +189,10 @@ struct Coverage {
     unavailable: u64,
     refusals: u64,
     aging_checked: u64,
+    /// The room model's counts: steps ahead sent and not run, steps that left at most three
+    /// cells free, longer host-RAM conversations loaded and cut, parked states restored.
+    room: super::sim::RoomStats,
+    workloads: u64,
 }
 
 fn run_seeds(seeds: std::ops::Range<u64>) -> Coverage {
@@ -203,6 +210,7 @@ fn run_seeds(seeds: std::ops::Range<u64>) -> Coverage {
             sim.check_end();
             if check_aging {
                 check_aging_bound(&sim);
+                sim.check_parked_aging();
             }
             (sim, check_aging)
         }));
@@ -240,6 +248,12 @@ fn run_seeds(seeds: std::ops::Range<u64>) -> Coverage {
                     .count() as u64;
                 cov.refusals += c.refusals;
                 cov.aging_checked += u64::from(aging);
+                cov.workloads += 1;
+                cov.room.aheads += sim.room.aheads;
+                cov.room.aheads_not_run += sim.room.aheads_not_run;
+                cov.room.full_pool_steps += sim.room.full_pool_steps;
+                cov.room.longer_restores += sim.room.longer_restores;
+                cov.room.host_restores += sim.room.host_restores;
             }
             Err(e) => {
                 eprintln!(
@@ -254,7 +268,28 @@ fn run_seeds(seeds: std::ops::Range<u64>) -> Coverage {
 
 fn assert_covered(cov: &Coverage) {
     println!("{cov:?}");
+    let per_1000 = |n: u64| n as f64 * 1000.0 / cov.workloads.max(1) as f64;
+    println!(
+        "per 1,000 workloads: {:.0} KV parks, {:.0} host-RAM restores of a parked request, \
+         {:.0} loads of a longer conversation, {:.0} steps leaving at most 3 cells free, \
+         {:.0} steps ahead of which {:.1} not run ({:.3} %); 0 refusals by the engine",
+        per_1000(cov.kv_parks),
+        per_1000(cov.room.host_restores),
+        per_1000(cov.room.longer_restores),
+        per_1000(cov.room.full_pool_steps),
+        per_1000(cov.room.aheads),
+        per_1000(cov.room.aheads_not_run),
+        100.0 * cov.room.aheads_not_run as f64 / cov.room.aheads.max(1) as f64,
+    );
     assert!(cov.give_ways > 0 && cov.pauses > 0 && cov.read_parks > 0 && cov.evictions > 0);
+    assert!(
+        cov.kv_parks > 0
+            && cov.room.host_restores > 0
+            && cov.room.longer_restores > 0
+            && cov.room.full_pool_steps > 0
+            && cov.room.aheads_not_run > 0,
+        "the room model's cases: {cov:?}"
+    );
     assert!(
         cov.cancels.iter().all(|n| *n > 0),
         "cancels by state: {:?}",
@@ -271,6 +306,11 @@ fn random_workloads_keep_every_invariant_part_1() {
 #[test]
 fn random_workloads_keep_every_invariant_part_2() {
     assert_covered(&run_seeds(4000..8000));
+}
+
+#[test]
+fn random_workloads_keep_every_invariant_part_3() {
+    assert_covered(&run_seeds(8000..12_000));
 }
 
 /// Replays one workload with its log: `SEED=439 cargo test replay_one_seed -- --ignored`.

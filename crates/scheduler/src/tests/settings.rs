@@ -3,19 +3,55 @@
 use super::sim::facts;
 use crate::{ConfigError, GiveWay, PriorityOrder, Scheduler, SchedulerSettings, resolve_priority};
 
+/// The default SCHEDULING.md gives a key: "`key` = value", or "`key` (number)".
+fn documented_default(doc: &str, key: &str) -> Option<String> {
+    let name = format!("`{key}`");
+    doc.match_indices(&name).find_map(|(at, _)| {
+        let rest = doc[at + name.len()..].trim_start();
+        let value = match rest.strip_prefix("= ") {
+            Some(v) => v
+                .split([',', ';', '(', ')', '\n'])
+                .next()?
+                .split(". ")
+                .next()?,
+            None => {
+                let v = rest.strip_prefix('(')?.split(')').next()?;
+                v.parse::<f64>().ok()?;
+                v
+            }
+        };
+        let value = value.trim().trim_matches('`').trim_end_matches('.');
+        (!value.is_empty()).then(|| value.to_owned())
+    })
+}
+
+/// Every key of `SchedulerSettings`, read from its JSON form, has its default written in
+/// SCHEDULING.md, and the two agree. A new key without a documented default fails here.
 #[test]
 fn settings_defaults_are_scheduling_md_s() {
-    let s = SchedulerSettings::default();
-    assert!(!s.solo_priority);
-    assert_eq!(s.yields_max, 2);
-    assert_eq!(s.min_run_quantum_secs, 5.0);
-    assert_eq!(s.aging_interval_secs, 30.0);
-    assert_eq!(s.small_request_tokens, 2048);
-    assert_eq!((s.priority_range.min, s.priority_range.max), (-100, 100));
-    assert_eq!(s.priority_order, PriorityOrder::HigherFirst);
-    assert_eq!(s.give_way, GiveWay::Left);
-    assert_eq!(s.chunk_tokens, None);
-    assert!(s.validate().is_ok());
+    let doc = include_str!("../../../../docs/SCHEDULING.md");
+    let defaults = serde_json::to_value(SchedulerSettings::default()).unwrap();
+    let keys = defaults.as_object().unwrap();
+    assert_eq!(keys.len(), 18, "every setting is checked: {keys:?}");
+    for (key, value) in keys {
+        let documented = documented_default(doc, key)
+            .unwrap_or_else(|| panic!("SCHEDULING.md gives no default for `{key}`"));
+        let agrees = match value {
+            serde_json::Value::Null => documented == "unset" || documented == "none",
+            serde_json::Value::Bool(b) => documented == b.to_string(),
+            serde_json::Value::Number(n) => documented.parse::<f64>().ok() == n.as_f64(),
+            serde_json::Value::String(s) => documented == *s,
+            serde_json::Value::Object(range) => {
+                documented == format!("{}..{}", range["min"], range["max"])
+            }
+            serde_json::Value::Array(_) => false,
+        };
+        assert!(
+            agrees,
+            "`{key}`: the default is {value}, SCHEDULING.md says {documented}"
+        );
+    }
+    assert!(SchedulerSettings::default().validate().is_ok());
 }
 
 #[test]

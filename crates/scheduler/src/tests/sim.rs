@@ -13,11 +13,15 @@ use crate::{
 use std::collections::{BTreeMap, HashMap};
 use std::ops::Range;
 use std::time::Duration;
+use strata_protocol::pool::CellPool;
 
 mod arrival;
 mod checks;
 mod queries;
+mod room;
 mod step;
+
+pub(crate) use room::RoomStats;
 
 pub(crate) use arrival::Arrival;
 pub(crate) use queries::{is_assign, is_deliver, is_park, is_release, is_restore};
@@ -137,11 +141,19 @@ pub(crate) struct Sim {
     pub steps: u64,
     pub max_yields_seen: u32,
     last_yields: HashMap<RequestId, u32>,
+    /// The engine's cells, moved as the worker moves them (`CellPool`, shared prefixes and
+    /// all) and checked by the worker's own room rules: a command the worker would refuse
+    /// fails the run.
+    pool: CellPool,
+    pub room: RoomStats,
+    /// The sequence a conversation was just loaded into, and its length (an `Assign` that
+    /// keeps less is a restore of a longer conversation).
+    last_loaded: Option<(SeqId, u32)>,
 }
 
 impl Sim {
     pub(crate) fn new(settings: SchedulerSettings, facts: EngineFacts) -> Self {
-        let s = Scheduler::new(settings, facts).expect("valid test config");
+        let s = Scheduler::new(settings, facts.clone()).expect("valid test config");
         Self {
             s,
             now: Duration::ZERO,
@@ -169,6 +181,9 @@ impl Sim {
             steps: 0,
             max_yields_seen: 0,
             last_yields: HashMap::new(),
+            pool: CellPool::new(facts.sequences),
+            room: RoomStats::default(),
+            last_loaded: None,
         }
     }
 
@@ -258,6 +273,7 @@ impl Sim {
                         .next_facts
                         .take()
                         .unwrap_or_else(|| self.s.engine_facts().clone());
+                    self.pool = CellPool::new(f.sequences);
                     self.feed(Event::EngineReady(f));
                 }
             } else {
@@ -299,6 +315,7 @@ impl Sim {
         self.pending_step = None;
         self.seqs.clear();
         self.seq_owner.clear();
+        self.pool = CellPool::new(self.s.engine_facts().sequences);
         // engine-side state is gone; host RAM (parks, conversation cache) is the service's
         self.parked
             .retain(|_, (place, _)| *place == ParkPlace::HostRam);
@@ -351,6 +368,7 @@ impl Sim {
     fn apply(&mut self, a: Action) {
         let now = self.now;
         self.log.push((now, a.clone()));
+        self.move_cells(&a);
         match &a {
             Action::Finish { request, .. } | Action::Fail { request, .. } => {
                 let rec = self.records.entry(*request).or_default();

@@ -127,44 +127,13 @@ fn is_pause(sim: &Sim, id: u64, i: usize) -> bool {
     sim.log[..i].iter().any(|(_, a)| is_deliver(id)(a))
 }
 
-/// A parked request comes back within the aging bound: (g + 1) × `aging_interval_secs`, g
-/// being the largest base priority above its own, plus the longest time one request held the
-/// engine, times the requests that could pass it once (each gets at most one turn ahead).
+/// A parked request comes back within the aging bound: while it is parked, nobody who ranks
+/// below it by aging takes the slot (`Sim::check_parked_aging`), so its wait is the time the
+/// requests that outranked it held the slot. (It was bounded by the longest any request held
+/// the engine, its own lifetime included, which could not fail: with parked requests' aging
+/// removed it still passed over 1,500 workloads.)
 fn check_parked_wait(sim: &Sim) {
-    let interval = sim.s.settings().aging_interval_secs;
-    let top = sim
-        .records
-        .values()
-        .map(|r| r.base_priority)
-        .max()
-        .unwrap_or(0);
-    let longest = sim
-        .records
-        .values()
-        .filter_map(|r| Some(secs(r.ended_at()?) - secs(r.first_assign?)))
-        .fold(0.0, f64::max);
-    let n = sim.records.len() as f64;
-    let mut parked_at: HashMap<u64, f64> = HashMap::new();
-    for (t, a) in &sim.log {
-        match a {
-            Action::Park { request, .. } => {
-                parked_at.insert(request.0, secs(*t));
-            }
-            Action::Restore { request, .. } => {
-                if let Some(at) = parked_at.remove(&request.0) {
-                    let base = sim.records[request].base_priority;
-                    let g = (top - base).max(0) as f64;
-                    let bound = (g + 1.0) * interval + n * longest;
-                    let waited = secs(*t) - at;
-                    assert!(
-                        waited <= bound + 1e-6,
-                        "{request} waited {waited:.2} s parked, over the bound {bound:.2} s"
-                    );
-                }
-            }
-            _ => {}
-        }
-    }
+    sim.check_parked_aging();
 }
 
 fn run_seeds(seeds: std::ops::Range<u64>) -> (u64, u64) {

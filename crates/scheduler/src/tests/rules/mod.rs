@@ -48,3 +48,4 @@ mod r8_pause_loses_nothing;
 mod r8_request_failed;
 mod r9_cancellation;
 mod regressions;
+mod room;

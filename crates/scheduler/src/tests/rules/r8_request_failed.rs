@@ -162,3 +162,26 @@ fn a_decode_that_fails_in_a_step_with_another_request_s_chunk_leaves_that_chunk_
     let read: u32 = sim.rec(2).chunks.iter().map(|c| c.end - c.start).sum();
     assert_eq!(read, 5000);
 }
+
+/// Regression (a refused conversation load): the engine then also refuses the request's open
+/// and its chunk, each a consequence of the first. The request fails with the first refusal's
+/// words (the cause, not "is not open"), and nothing is counted lost for what followed it.
+#[test]
+fn the_first_refusal_of_a_request_is_its_cause_and_what_follows_it_loses_nothing() {
+    let mut sim = batch(2, 256);
+    sim.arrive(Arrival::new(1, p(50, 1)).output(100));
+    sim.arrive(Arrival::new(2, p(5000, 2)).at(0.5).output(5));
+    sim.event_at(1.0001, failed("the conversation load was refused", 0, 2));
+    sim.event_at(
+        1.00011,
+        failed("its open keeps 900 tokens of a sequence holding 0", 900, 2),
+    );
+    sim.event_at(1.00012, failed("req-2 is not open", 0, 2));
+    sim.run(100.0);
+    sim.check_end();
+    assert_eq!(
+        failed_with_message(&sim, 2).as_deref(),
+        Some("the conversation load was refused")
+    );
+    assert_eq!(sim.s.snapshot(sim.now).counters.processed_prefix_losses, 0);
+}

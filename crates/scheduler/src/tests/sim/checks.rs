@@ -28,6 +28,7 @@ impl Sim {
         // the scheduler's pool holds what the engine's sequences hold (a pending step's
         // tokens join both when it is done)
         if self.pending_step.is_none() {
+            self.check_pool();
             for seq in 0..self.s.engine_facts().sequences {
                 let seq = SeqId(seq);
                 let engine = self.seqs.get(&seq).map_or(0, Vec::len);
@@ -94,5 +95,81 @@ impl Sim {
             "diagnostics: {:?}",
             self.diagnostics
         );
+    }
+}
+
+impl Sim {
+    /// The aging bound for parked requests, from the log: while P is parked (from its park to
+    /// its restore), every request X that takes a slot must rank at least as high as P then,
+    /// by the effective priorities SCHEDULING.md defines (class + one per whole aging interval
+    /// since the request's anchor: P's park; X's arrival or its own last park). So once P has
+    /// aged past every class above its own, nobody who came later takes a slot ahead of it:
+    /// P waits only for the requests that held a slot or outranked it. A solo give-way's
+    /// target is exempt (R3 picks the best candidate that fits, past one that does not).
+    /// Valid while settings and priorities do not change during the run.
+    pub(crate) fn check_parked_aging(&self) {
+        let interval = self.s.settings().aging_interval_secs;
+        let eff = |base: i64, anchor: Duration, t: Duration| {
+            let aged = if interval > 0.0 {
+                (t.saturating_sub(anchor).as_secs_f64() / interval).floor() as i64
+            } else {
+                0
+            };
+            base + aged
+        };
+        let mut anchor: HashMap<RequestId, Duration> = self
+            .records
+            .iter()
+            .map(|(id, r)| (*id, r.arrived))
+            .collect();
+        // P -> its park time, while parked
+        let mut parked: HashMap<RequestId, Duration> = HashMap::new();
+        let delivered_before = |id: RequestId, i: usize| {
+            self.log[..i]
+                .iter()
+                .any(|(_, a)| matches!(a, Action::Deliver { request, .. } if *request == id))
+        };
+        for (i, (t, a)) in self.log.iter().enumerate() {
+            match a {
+                // a move from its sequence to host RAM is no new park: its anchor stays
+                Action::Park { request, .. } if !parked.contains_key(request) => {
+                    parked.insert(*request, *t);
+                    anchor.insert(*request, *t);
+                }
+                Action::Restore { request, .. } | Action::Assign { request, .. } => {
+                    parked.remove(request);
+                    let x = *request;
+                    // a solo give-way: the reader parked at this instant, just before
+                    let give_way_target = self.s.engine_facts().parallel == 1
+                        && i > 0
+                        && self.log[i - 1].0 == *t
+                        && matches!(&self.log[i - 1].1, Action::Park { request, .. }
+                            if !delivered_before(*request, i - 1));
+                    if give_way_target {
+                        continue;
+                    }
+                    let Some(rx) = self.records.get(&x) else {
+                        continue;
+                    };
+                    let x_eff = eff(rx.base_priority, anchor[&x], *t);
+                    for (p, since) in &parked {
+                        let p_eff = eff(self.records[p].base_priority, *since, *t);
+                        assert!(
+                            x_eff >= p_eff,
+                            "{x} (effective {x_eff}) took a slot at {:.3} s while {p}, parked \
+                             since {:.3} s, ranked higher (effective {p_eff})",
+                            t.as_secs_f64(),
+                            since.as_secs_f64()
+                        );
+                    }
+                }
+                Action::Finish { request, .. }
+                | Action::Fail { request, .. }
+                | Action::DropParked { request, .. } => {
+                    parked.remove(request);
+                }
+                _ => {}
+            }
+        }
     }
 }
