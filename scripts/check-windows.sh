@@ -162,7 +162,7 @@ wine "$EXE" --headless --engine sim --port $PORT --sim-fault ignore-stdin-eof >"
 APP=$!
 PIDS+=("$APP")
 wait_http "http://127.0.0.1:$PORT/health" 120 || { cat "$WORK/job.log"; fail "no /health"; }
-WORKER=$(wine_pid_of engine-worker --fake ignore-stdin-eof) || fail "no worker process found"
+WORKER=$(wine_pid_of engine-worker ignore-stdin-eof) || fail "no worker process found"
 echo "app pid $APP, worker pid $WORKER; killing the app (SIGKILL: a crash)"
 kill -9 "$APP"
 if wait_gone "$WORKER" 20; then

@@ -152,7 +152,28 @@ pub enum CliCommand {
     /// Load a server with one of the seeds' scenarios and report TTFT and tokens/s.
     Bench(crate::bench::BenchArgs),
     /// Run the engine worker (started by the app itself; speaks JSON lines on stdin/stdout).
-    EngineWorker(WorkerOptions),
+    EngineWorker(EngineWorkerArgs),
+}
+
+/// The engine worker's options: as one JSON object (how the app passes them), or as flags.
+#[derive(Debug, Clone, Args)]
+pub struct EngineWorkerArgs {
+    /// Every option as one JSON object (the fields of `WorkerOptions`); the flags are then
+    /// not read.
+    #[arg(long = "options-json", id = "options_json")]
+    pub options_json: Option<String>,
+    #[command(flatten)]
+    pub options: WorkerOptions,
+}
+
+impl EngineWorkerArgs {
+    /// The options in force: the JSON object if given, else the flags.
+    pub fn options(&self) -> Result<WorkerOptions, String> {
+        match &self.options_json {
+            Some(json) => serde_json::from_str(json).map_err(|e| format!("--options-json: {e}")),
+            None => Ok(self.options.clone()),
+        }
+    }
 }
 
 #[derive(Debug, Clone, Args)]
@@ -235,6 +256,57 @@ mod tests {
         ])
         .unwrap();
         assert!(matches!(cli.command, Some(super::CliCommand::Bench(_))));
+    }
+
+    #[test]
+    fn the_app_passes_the_worker_its_options_as_one_json_object_that_parses_back_whole() {
+        let mut options = crate::engine_worker::WorkerOptions::for_model("m.gguf".into());
+        options.ctx_tokens = 4096;
+        options.kv_type = crate::config::KvType::Q8_0;
+        options.fake.faults = vec!["die:3".into()];
+        let launch = crate::engine::WorkerLaunch::new("strata-desk".into(), options.clone());
+        let mut argv = vec![std::ffi::OsString::from("strata-desk")];
+        argv.extend(launch.args_for(2));
+        let Some(super::CliCommand::EngineWorker(args)) =
+            Cli::try_parse_from(argv).unwrap().command
+        else {
+            panic!("not the engine worker");
+        };
+        options.fake.generation = 2;
+        assert_eq!(args.options(), Ok(options));
+    }
+
+    /// The config schema's flags are the app's: each one named there exists, and each serve
+    /// flag that sets a config key is named there.
+    #[test]
+    fn the_flags_of_the_config_schema_are_the_app_s_flags() {
+        let command = Cli::command();
+        let longs: Vec<String> = command
+            .get_arguments()
+            .filter_map(|a| a.get_long().map(|l| format!("--{l}")))
+            .collect();
+        for key in crate::config::schema::KEYS {
+            if let Some(flag) = key.flag {
+                assert!(longs.iter().any(|l| l == flag), "{flag} of `{}`", key.name);
+            }
+        }
+        // the serve flags that are not config keys
+        let not_keys = [
+            "--config",
+            "--headless",
+            "--sim-fault",
+            "--help",
+            "--version",
+        ];
+        for long in &longs {
+            let named = crate::config::schema::KEYS
+                .iter()
+                .any(|k| k.flag == Some(long.as_str()));
+            assert!(
+                named || not_keys.contains(&long.as_str()),
+                "{long} sets a config key the schema does not name"
+            );
+        }
     }
 
     #[test]

@@ -85,6 +85,11 @@ const RULES: &[Rule] = &[
         why: "the service knows neither HTTP nor the window, and runs no inference",
     },
     Rule {
+        part: "control",
+        forbidden: &["crate::gui", "llama_cpp"],
+        why: "the control plane is below the window: the window, the tray and the HTTP routes call it",
+    },
+    Rule {
         part: "engine",
         forbidden: &[
             "crate::api",

@@ -32,8 +32,12 @@
 //!   callers name. [no HTTP, no window]
 //! - [`api`]: axum routes, DTOs, validation, one error type mapped to HTTP in one place.
 //!   [sees only the service handle and snapshot types]
-//! - [`server`]: config → engine launch, service, HTTP server; how it stops. Both the window
-//!   and `--headless` run it.
+//! - [`control`]: the control plane, the one owner of the settings in force: the engine unit
+//!   (a service with its model's prompts) swapped whole by an apply, the live switches, the
+//!   one rule that saves every change to the config file, the instance lock. The window, the
+//!   tray, `--headless` and the HTTP routes all go through it. [no window]
+//! - [`server`]: config → the model's prompts and the engine launch; the HTTP server over a
+//!   control plane; how it stops. Both the window and `--headless` run it.
 //! - [`generate`]: `strata-desk generate`, the simplest driver of the engine.
 //! - [`bench`]: `strata-desk bench`, a load client for any OpenAI-compatible server.
 //!   [HTTP only; imports nothing of the crate]
@@ -52,6 +56,7 @@ pub mod chat;
 pub mod cli;
 pub mod config;
 pub mod console;
+pub mod control;
 pub mod engine;
 pub mod engine_worker;
 pub mod generate;

@@ -11,8 +11,12 @@ fn main() -> anyhow::Result<()> {
     let cli = Cli::parse_with_paths();
     init_logging();
     match cli.command {
-        Some(CliCommand::EngineWorker(options)) => {
+        Some(CliCommand::EngineWorker(args)) => {
             // The message is the last stderr line, which the app shows when the worker dies.
+            let options = args.options().unwrap_or_else(|e| {
+                eprintln!("engine worker: {e}");
+                std::process::exit(1);
+            });
             if let Err(e) = strata_desk::engine_worker::run(&options) {
                 eprintln!("engine worker: {e}");
                 std::process::exit(1);
@@ -55,10 +59,11 @@ fn main() -> anyhow::Result<()> {
             runtime.block_on(strata_desk::server::run_headless(config, exe))?;
         }
         None => {
+            // a bad config is shown in the window (a Start-menu program has no terminal)
             let config = strata_desk::config::Config::load(
                 cli.serve.config.as_deref(),
                 &cli.serve.overrides(),
-            )?;
+            );
             let exe = std::env::current_exe().context("locating this program")?;
             if let Err(e) = strata_desk::gui::run(config, cli.serve.config.clone(), exe) {
                 eprintln!("strata-desk: {e}");

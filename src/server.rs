@@ -1,16 +1,15 @@
-//! The server: config → engine launch, service and HTTP server, and how it stops. Both the
-//! window (`gui::host`, which can stop it and start it again with new settings) and
+//! The server: config → the model's prompts and the engine launch (what the control plane
+//! starts), the HTTP server over a control plane, and how it stops. Both the window and
 //! `--headless` ([`run_headless`], until a signal) run it through [`start_on`].
 
 use crate::api::{ApiState, Prompts};
 use crate::config::{Config, ConfigError, EngineKind};
+use crate::control::Control;
 use crate::engine::WorkerLaunch;
 use crate::engine_worker::{FakeOptions, WorkerOptions};
 use crate::models::{ModelFetchError, ensure_default_model};
-use crate::service::{self, ServiceHandle, ServiceOptions};
 use crate::tokenizer::{Tokenizer, TokenizerError};
 use std::path::PathBuf;
-use std::sync::Arc;
 
 #[derive(Debug, thiserror::Error)]
 pub enum ServerError {
@@ -18,6 +17,8 @@ pub enum ServerError {
     Config(#[from] ConfigError),
     #[error(transparent)]
     Model(#[from] ModelFetchError),
+    #[error(transparent)]
+    ModelPath(#[from] crate::models::ModelPathError),
     #[error(transparent)]
     Settings(#[from] crate::service::SettingsError),
     #[error(transparent)]
@@ -35,32 +36,43 @@ pub enum ServerError {
     Serve(std::io::Error),
 }
 
-/// Everything the server needs, built from the config: the worker launch, the prompts.
-pub fn prepare(config: &Config, exe: PathBuf) -> Result<(WorkerLaunch, Prompts), ServerError> {
+/// The model a config names: its file, or the default model (fetched on first use); checked
+/// to be a readable GGUF.
+fn model_of(config: &Config) -> Result<PathBuf, ServerError> {
+    let model = match &config.app.model {
+        Some(path) => path.clone(),
+        None => ensure_default_model()?,
+    };
+    crate::models::check_model_path(&model)?;
+    Ok(model)
+}
+
+/// The model's prompts for a config: its tokenizer (the GGUF loaded vocabulary-only), chat
+/// template and tool-call format; the simulated engine's byte vocabulary.
+pub fn prepare_prompts(config: &Config) -> Result<Prompts, ServerError> {
+    let tokenizer = match config.app.engine {
+        EngineKind::Llama => Tokenizer::load(&model_of(config)?)?,
+        EngineKind::Sim => Tokenizer::simulated(),
+    };
+    Ok(Prompts::new(tokenizer)?.with_tool_call_format(config.app.tool_call_format))
+}
+
+/// How to start a config's engine worker.
+pub fn worker_launch(config: &Config, exe: PathBuf) -> Result<WorkerLaunch, ServerError> {
     let a = &config.app;
-    let (options, tokenizer) = match a.engine {
-        EngineKind::Llama => {
-            let model = match &a.model {
-                Some(path) => path.clone(),
-                None => ensure_default_model()?,
-            };
-            let tokenizer = Tokenizer::load(&model)?;
-            (WorkerOptions::for_model(model), tokenizer)
-        }
-        EngineKind::Sim => {
-            let fake = FakeOptions {
-                enabled: true,
-                kv_cells: if a.ctx > 0 { a.ctx } else { 16_384 },
-                prompt_tokens_per_sec: 2_000.0,
-                decode_steps_per_sec: 50.0,
-                script: None,
-                faults: config.sim_faults.clone(),
-                load_secs: 0.0,
-                non_trimmable: false,
-                generation: 1,
-            };
-            (WorkerOptions::simulated(fake), Tokenizer::simulated())
-        }
+    let options = match a.engine {
+        EngineKind::Llama => WorkerOptions::for_model(model_of(config)?),
+        EngineKind::Sim => WorkerOptions::simulated(FakeOptions {
+            enabled: true,
+            kv_cells: if a.ctx > 0 { a.ctx } else { 16_384 },
+            prompt_tokens_per_sec: 2_000.0,
+            decode_steps_per_sec: 50.0,
+            script: None,
+            faults: config.sim_faults.clone(),
+            load_secs: 0.0,
+            non_trimmable: false,
+            generation: 1,
+        }),
     };
     let options = WorkerOptions {
         ctx_tokens: a.ctx,
@@ -73,57 +85,49 @@ pub fn prepare(config: &Config, exe: PathBuf) -> Result<(WorkerLaunch, Prompts),
         conversation_cache_mib: a.conversation_cache_mib,
         ..options
     };
-    let prompts = Prompts::new(tokenizer)?.with_tool_call_format(a.tool_call_format);
-    Ok((WorkerLaunch::new(exe, options), prompts))
+    Ok(WorkerLaunch::new(exe, options))
 }
 
-/// Starts the service for a config; returns its handle and the API state.
-pub fn start(config: &Config, exe: PathBuf) -> Result<(ServiceHandle, ApiState), ServerError> {
-    let (launch, prompts) = prepare(config, exe)?;
-    let handle = service::spawn(ServiceOptions {
-        launch,
-        settings: config.scheduler.clone(),
-    })?;
-    let state = ApiState::new(
-        handle.clone(),
-        Arc::new(prompts),
-        Arc::new(config.app.clone()),
-        Arc::new(config.scheduler.clone()),
-    );
-    Ok((handle, state))
-}
-
-/// A server that runs: the service and the HTTP server's task.
+/// A server that runs: the control plane (and the engine it serves) and the HTTP server's
+/// task.
 #[derive(Debug)]
 pub struct Running {
-    pub service: ServiceHandle,
+    pub control: Control,
     server: tokio::task::JoinHandle<std::io::Result<()>>,
     stop: tokio::sync::oneshot::Sender<()>,
 }
 
-/// Starts the service and serves the HTTP API on `listener` (call within a tokio runtime).
+/// Starts the control plane for `config` and serves the HTTP API on `listener` (call within a
+/// tokio runtime). Changes are saved to `config_path` (else the default config file).
 pub fn start_on(
     listener: tokio::net::TcpListener,
     config: &Config,
+    config_path: Option<PathBuf>,
     exe: PathBuf,
 ) -> Result<Running, ServerError> {
-    let (service, state) = start(config, exe)?;
+    let control = Control::start(config.clone(), config_path, exe)?;
+    Ok(serve_control(listener, control))
+}
+
+/// Serves the HTTP API for a control plane on `listener`.
+pub fn serve_control(listener: tokio::net::TcpListener, control: Control) -> Running {
+    let state = ApiState::new(control.clone());
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
     let server = tokio::spawn(crate::api::serve(listener, state, async move {
         let _ = stopped.await;
     }));
-    Ok(Running {
-        service,
+    Running {
+        control,
         server,
         stop,
-    })
+    }
 }
 
 impl Running {
     /// The service first (it ends the open streams with an error), then the HTTP server (cut
     /// off if it has not closed within five seconds).
     pub async fn stop(self) {
-        self.service.shutdown().await;
+        self.control.shutdown().await;
         let _ = self.stop.send(());
         let mut server = self.server;
         if tokio::time::timeout(std::time::Duration::from_secs(5), &mut server)
@@ -141,7 +145,7 @@ impl Running {
     ) -> Result<(), ServerError> {
         tokio::select! {
             ended = &mut self.server => {
-                self.service.shutdown().await;
+                self.control.shutdown().await;
                 match ended {
                     Ok(Ok(())) => Ok(()),
                     Ok(Err(e)) => Err(ServerError::Serve(e)),
@@ -167,13 +171,86 @@ pub async fn run_headless(config: Config, exe: PathBuf) -> Result<(), ServerErro
             addr: addr.to_string(),
             source,
         })?;
-    let running = start_on(listener, &config, exe)?;
+    let running = start_on(listener, &config, config.source.clone(), exe)?;
     let engine = match config.app.engine {
         EngineKind::Llama => "llama.cpp",
         EngineKind::Sim => "SIMULATED engine (no model)",
     };
     eprintln!("strata-desk: serving on http://{addr} ({engine}); the engine is loading");
+    announce(running.control.clone(), format!("http://{addr}"));
     running.until(shutdown_signal()).await
+}
+
+/// `--headless`'s own lines at the default log level: one each time an engine is ready
+/// (model, context, device and layers, URL), one for each prompt refused as longer than the
+/// context (what was refused and what to do).
+fn announce(control: Control, url: String) {
+    tokio::spawn(async move {
+        let mut units = control.watch_units();
+        let mut snapshots = control.service().watch();
+        let mut announced = (0, 0);
+        let mut announced_refusal = None;
+        loop {
+            {
+                let unit = units.borrow().generation;
+                let s = snapshots.borrow_and_update();
+                let ready = s.engine.status == crate::service::EngineStatus::Ready;
+                if ready && announced != (unit, s.engine.generation) {
+                    announced = (unit, s.engine.generation);
+                    eprintln!("{}", ready_line(&s, &url));
+                }
+                if let Some(refusal) = &s.last_length_refusal
+                    && announced_refusal != Some(refusal.at_secs)
+                {
+                    announced_refusal = Some(refusal.at_secs);
+                    eprintln!("{}", refusal_line(refusal));
+                }
+            }
+            // the service's changes, or a new unit (an apply) to follow
+            let follow = tokio::select! {
+                changed = snapshots.changed() => match changed {
+                    Ok(()) => false,
+                    // the service stopped: the next unit, if one comes
+                    Err(_) => units.changed().await.is_ok() || return,
+                },
+                unit = units.changed() => unit.is_ok() || return,
+            };
+            if follow {
+                snapshots = units.borrow_and_update().service.watch();
+            }
+        }
+    });
+}
+
+/// "the engine is ready": what a user checks first.
+pub fn ready_line(s: &crate::service::ServiceSnapshot, url: &str) -> String {
+    let e = &s.engine;
+    let device = match &e.device {
+        Some(d) if d.gpu_layers > 0 => format!(
+            "{} ({}), {} of {} layers on the GPU",
+            d.name, d.backend, d.gpu_layers, d.model_layers
+        ),
+        Some(d) => format!("{} ({})", d.name, d.backend),
+        None => "the CPU".to_owned(),
+    };
+    format!(
+        "strata-desk: ready on {url}: {}, context {} tokens, {device}, {} thread(s)",
+        e.model, e.context_tokens, e.threads
+    )
+}
+
+/// A prompt refused as longer than the context, and what to do.
+pub fn refusal_line(r: &crate::service::LengthRefusal) -> String {
+    let from = if r.client.is_empty() {
+        String::new()
+    } else {
+        format!(" from {}", r.client)
+    };
+    format!(
+        "strata-desk: refused a {}-token prompt{from}: the context holds {} tokens; give the \
+         engine more (--ctx, or `ctx` in the config) or a model with a longer context",
+        r.prompt_tokens, r.max_context_tokens
+    )
 }
 
 async fn shutdown_signal() {

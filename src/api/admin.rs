@@ -130,7 +130,7 @@ fn request_id(raw: &str) -> Result<RequestId, ApiError> {
 }
 
 pub async fn restart_engine(State(state): State<ApiState>) -> Result<Json<Value>, ApiError> {
-    let report = state.service.restart_engine().await?;
+    let report = state.service().restart_engine().await?;
     Ok(Json(json!({
         "restarting": true,
         "failed_requests": report.failed_requests,
@@ -147,8 +147,11 @@ struct SettingsPatchDto {
     give_way: Option<GiveWay>,
 }
 
+/// `PATCH /v1/settings`: a live switch through the control plane (saved to the config file,
+/// as from the window and the tray), logged as made by the caller's key or address.
 pub async fn patch_settings(
     State(state): State<ApiState>,
+    headers: HeaderMap,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Json<Value>, ApiError> {
     let body = body_bytes(&state, body)?;
@@ -164,14 +167,20 @@ pub async fn patch_settings(
         }
         other => other,
     })?;
-    let settings = state
-        .service
-        .change_settings(SettingsChange {
-            solo_priority: dto.solo_priority,
-            give_way: dto.give_way,
-        })
-        .await?;
-    Ok(Json(json!({ "settings": settings })))
+    let by = match auth::presented_entry(&state.app, &headers) {
+        Some((index, key)) => format!("HTTP ({})", key.display_name(index)),
+        None => "HTTP (loopback)".to_owned(),
+    };
+    let change = SettingsChange {
+        solo_priority: dto.solo_priority,
+        give_way: dto.give_way,
+    };
+    let changed = state.control.change_live(change, &by).await?;
+    Ok(Json(json!({
+        "settings": changed.settings,
+        "saved": changed.not_saved.is_none(),
+        "not_saved": changed.not_saved,
+    })))
 }
 
 pub async fn cancel_request(
@@ -181,7 +190,7 @@ pub async fn cancel_request(
 ) -> Result<Json<Value>, ApiError> {
     let id = request_id(&raw)?;
     may_act_on(&state, access, id)?;
-    let was = state.service.cancel_request(id).await?;
+    let was = state.service().cancel_request(id).await?;
     Ok(Json(json!({"id": id, "cancelled": true, "state": was})))
 }
 
@@ -204,7 +213,7 @@ pub async fn patch_request(
     let dto: RequestPatchDto = parse_body(&body)?;
     // the key's cap holds here too: a key cannot raise its request past what it may ask
     let priority = state.capped_priority(&headers, Some(dto.priority));
-    let state_now = state.service.set_priority(id, priority).await?;
+    let state_now = state.service().set_priority(id, priority).await?;
     Ok(Json(
         json!({"id": id, "priority": priority, "state": state_now}),
     ))

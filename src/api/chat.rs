@@ -301,6 +301,8 @@ pub async fn chat_completions(
     headers: HeaderMap,
     body: Result<Bytes, axum::extract::rejection::BytesRejection>,
 ) -> Result<Response, ApiError> {
+    // one engine unit for the whole request: tokenized by the model that serves it
+    let state = state.pinned();
     let body = body_bytes(&state, body)?;
     let prep = state.clone();
     let (prepared, model, stream, include_usage) = state
@@ -319,8 +321,8 @@ pub async fn chat_completions(
                 tools,
                 tool_choice.as_ref(),
                 format,
-                prep.prompts.tokenizer(),
-                prep.prompts.tool_format(),
+                prep.prompts().tokenizer(),
+                prep.prompts().tool_format(),
                 &prep.app,
             )?;
             let (stream, include_usage) = (request.stream, request.include_usage);

@@ -52,6 +52,8 @@ pub enum ApiError {
     OriginNotAllowed(String),
     #[error("{0}")]
     NotFound(String),
+    #[error("{path} does not take {method}")]
+    MethodNotAllowed { method: String, path: String },
     #[error("this route takes `Content-Type: application/json`, got {0:?}")]
     UnsupportedMediaType(String),
     #[error("{0}")]
@@ -83,6 +85,7 @@ impl ApiError {
                 StatusCode::FORBIDDEN
             }
             Self::NotFound(_) => StatusCode::NOT_FOUND,
+            Self::MethodNotAllowed { .. } => StatusCode::METHOD_NOT_ALLOWED,
             Self::UnsupportedMediaType(_) => StatusCode::UNSUPPORTED_MEDIA_TYPE,
             Self::Internal(_) | Self::RequestFailed(_) => StatusCode::INTERNAL_SERVER_ERROR,
         }
@@ -105,6 +108,7 @@ impl ApiError {
             Self::Forbidden(_) => ("permission_error", Some("admin_forbidden")),
             Self::OriginNotAllowed(_) => ("permission_error", Some("origin_not_allowed")),
             Self::NotFound(_) => ("invalid_request_error", Some("not_found")),
+            Self::MethodNotAllowed { .. } => ("invalid_request_error", Some("method_not_allowed")),
             Self::UnsupportedMediaType(_) => {
                 ("invalid_request_error", Some("unsupported_media_type"))
             }

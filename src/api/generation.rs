@@ -84,7 +84,7 @@ pub struct Prepared {
 pub fn tokenize(state: &ApiState, mut generation: Generation) -> Result<Prepared, ApiError> {
     let messages = normalize(std::mem::take(&mut generation.messages));
     let prompt = state
-        .prompts
+        .prompts()
         .tokenize(&messages, &generation.output.tools)?;
     Ok(Prepared { generation, prompt })
 }
@@ -134,7 +134,7 @@ pub async fn submit(
         },
     };
     let prompt_tokens = submission.prompt.len();
-    let stream = state.service.submit(submission).await?;
+    let stream = state.service().submit(submission).await?;
     let id = stream.id;
     let owner = auth::presented_entry(&state.app, headers).map(|(index, _)| index);
     let owned = owner.map(|key| state.owners.record(id, key));
@@ -142,7 +142,7 @@ pub async fn submit(
         ParserOptions {
             tools: generation.output.parse_calls,
             starts_in_reasoning: prompt.starts_in_reasoning,
-            format: state.prompts.tool_format(),
+            format: state.prompts().tool_format(),
         },
         &format!("{id_prefix}{}{}_", boot_nonce(), id.0),
     );
@@ -164,7 +164,7 @@ pub fn count_tokens(
     tools: &[serde_json::Value],
 ) -> Result<usize, ApiError> {
     let messages = normalize(messages);
-    Ok(state.prompts.tokenize(&messages, tools)?.tokens.len())
+    Ok(state.prompts().tokenize(&messages, tools)?.tokens.len())
 }
 
 /// One system message first (templates often refuse several, or one later on): leading

@@ -32,6 +32,7 @@ pub use error::ApiError;
 pub use prompts::{Prompt, Prompts};
 
 use crate::config::AppSettings;
+use crate::control::{Control, Unit};
 use crate::service::SchedulerSettings;
 use crate::service::{EngineStatus, ServiceHandle};
 use axum::extract::{DefaultBodyLimit, State};
@@ -50,10 +51,14 @@ pub const REQUEST_ID_HEADER: &str = "x-request-id";
 /// What every handler shares.
 #[derive(Debug, Clone)]
 pub struct ApiState {
-    pub service: ServiceHandle,
-    pub prompts: Arc<Prompts>,
+    /// The control plane: the engine unit serving now (its service and its model's prompts),
+    /// the settings in force and how they change.
+    pub control: Control,
+    /// A request's own unit, fixed when it begins ([`ApiState::pinned`]): its prompt is
+    /// tokenized by the model that will serve it, even across an engine swap.
+    pinned: Option<Arc<Unit>>,
+    /// The HTTP server's settings (keys, hosts, bounds): fixed while it serves.
     pub app: Arc<AppSettings>,
-    pub scheduler: Arc<SchedulerSettings>,
     /// Which API key sent each live request (a key without `admin` may cancel or
     /// re-prioritise only its own).
     pub owners: owners::Owners,
@@ -62,21 +67,43 @@ pub struct ApiState {
 }
 
 impl ApiState {
-    /// The state for a service and a config (the bounds taken from `app`).
-    pub fn new(
-        service: ServiceHandle,
-        prompts: Arc<Prompts>,
-        app: Arc<AppSettings>,
-        scheduler: Arc<SchedulerSettings>,
-    ) -> Self {
+    /// The state for a control plane (the HTTP settings and bounds taken from its config).
+    pub fn new(control: Control) -> Self {
+        let app = Arc::new(control.config().app);
         Self {
             limits: Limits::new(&app),
-            service,
-            prompts,
+            control,
+            pinned: None,
             app,
-            scheduler,
             owners: Default::default(),
         }
+    }
+
+    /// The same state with the unit serving now fixed for one request's life.
+    pub fn pinned(&self) -> Self {
+        Self {
+            pinned: Some(self.control.unit()),
+            ..self.clone()
+        }
+    }
+
+    /// The engine unit: this request's, else the one serving now.
+    pub fn unit(&self) -> Arc<Unit> {
+        self.pinned.clone().unwrap_or_else(|| self.control.unit())
+    }
+
+    pub fn service(&self) -> ServiceHandle {
+        self.unit().service.clone()
+    }
+
+    /// The model's tokenizer, chat template and tool-call format.
+    pub fn prompts(&self) -> Arc<Prompts> {
+        self.unit().prompts.clone()
+    }
+
+    /// The scheduler settings in force (priority range and order).
+    pub fn scheduler(&self) -> SchedulerSettings {
+        self.unit().config.scheduler.clone()
     }
 }
 
@@ -86,7 +113,7 @@ impl ApiState {
         match asked {
             Some(name) if self.app.model_aliases.contains_key(name) => name.to_owned(),
             _ => {
-                let loaded = self.service.snapshot().engine.model;
+                let loaded = self.service().snapshot().engine.model;
                 if loaded.is_empty() {
                     asked.unwrap_or("strata-desk").to_owned()
                 } else {
@@ -105,9 +132,10 @@ impl ApiState {
     /// `max_priority` (in scheduler order, so it caps urgency under `lower_first` too): the
     /// one place a request's priority is resolved, for generation and for `PATCH`.
     fn capped_priority(&self, headers: &HeaderMap, raw: Option<i64>) -> i32 {
-        let priority = crate::service::resolve_priority(raw, &self.scheduler);
+        let scheduler = self.scheduler();
+        let priority = crate::service::resolve_priority(raw, &scheduler);
         match auth::presented_entry(&self.app, headers).and_then(|(_, k)| k.max_priority()) {
-            Some(max) => priority.min(crate::service::resolve_priority(Some(max), &self.scheduler)),
+            Some(max) => priority.min(crate::service::resolve_priority(Some(max), &scheduler)),
             None => priority,
         }
     }
@@ -122,17 +150,14 @@ pub fn router(state: ApiState) -> Router {
         .iter()
         .filter_map(|o| HeaderValue::from_str(o).ok())
         .collect();
+    let admin_guard = axum::middleware::from_fn_with_state(state.clone(), admin::guard);
     let admin = Router::new()
         .route("/v1/engine/restart", post(admin::restart_engine))
-        .route("/v1/settings", patch(admin::patch_settings))
         .route(
             "/v1/requests/{id}",
             delete(admin::cancel_request).patch(admin::patch_request),
         )
-        .layer(axum::middleware::from_fn_with_state(
-            state.clone(),
-            admin::guard,
-        ));
+        .route_layer(admin_guard.clone());
     let router = Router::new()
         .route("/v1/chat/completions", post(chat::chat_completions))
         .route("/v1/responses", post(responses::responses))
@@ -144,11 +169,20 @@ pub fn router(state: ApiState) -> Router {
         .route("/v1/scheduler/events", get(observe::scheduler_events))
         .route("/metrics", get(observe::metrics))
         .route("/health", get(health))
-        .layer(axum::middleware::from_fn_with_state(
+        // a read, guarded like /v1/scheduler; the change beside it is a control route
+        .route(
+            "/v1/settings",
+            get(observe::settings).merge(patch(admin::patch_settings).layer(admin_guard)),
+        )
+        // only on the routes: an unknown path is a 404 and a wrong method a 405, not a
+        // complaint about its Content-Type or Origin
+        .route_layer(axum::middleware::from_fn_with_state(
             state.clone(),
             browser::guard,
         ))
         .merge(admin)
+        .fallback(not_found)
+        .method_not_allowed_fallback(method_not_allowed)
         .layer(axum::middleware::from_fn_with_state(
             state.clone(),
             auth::guard,
@@ -183,7 +217,7 @@ pub async fn serve(
 }
 
 async fn models(State(state): State<ApiState>) -> Json<serde_json::Value> {
-    let engine = state.service.snapshot().engine;
+    let engine = state.service().snapshot().engine;
     let entry = |id: &str| {
         json!({
             "id": id,
@@ -199,13 +233,26 @@ async fn models(State(state): State<ApiState>) -> Json<serde_json::Value> {
     Json(json!({"object": "list", "data": data}))
 }
 
+/// Any path no route serves: 404 in the OpenAI error shape.
+async fn not_found(uri: axum::http::Uri) -> ApiError {
+    ApiError::NotFound(format!("no route serves {}", uri.path()))
+}
+
+/// A route asked with a method it does not take: 405.
+async fn method_not_allowed(method: axum::http::Method, uri: axum::http::Uri) -> ApiError {
+    ApiError::MethodNotAllowed {
+        method: method.to_string(),
+        path: uri.path().to_owned(),
+    }
+}
+
 /// `GET /` and `HEAD /` (Claude Code probes it before its first request).
 async fn root() -> Json<serde_json::Value> {
     Json(json!({"name": "strata-desk", "version": env!("CARGO_PKG_VERSION")}))
 }
 
 async fn health(State(state): State<ApiState>) -> Response {
-    let engine = state.service.snapshot().engine;
+    let engine = state.service().snapshot().engine;
     let status = match engine.status {
         EngineStatus::Ready => StatusCode::OK,
         _ => StatusCode::SERVICE_UNAVAILABLE,

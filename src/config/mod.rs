@@ -32,6 +32,7 @@ impl AppSettings {
 }
 
 mod persist;
+pub mod schema;
 mod validate;
 
 /// The tool-call format the output is parsed in: `auto` (the default) takes the family the
@@ -219,6 +220,9 @@ pub struct AppSettings {
     pub cors_origins: Vec<String>,
     /// The window's renderer (the desktop app only).
     pub renderer: Renderer,
+    /// Closing the window keeps the server and the engine running in the tray (the desktop
+    /// app only; with no tray, closing quits).
+    pub close_to_tray: bool,
     /// Models opened in the dashboard, newest first (the desktop app only).
     pub recent_models: Vec<PathBuf>,
 }
@@ -254,6 +258,7 @@ impl Default for AppSettings {
             allowed_hosts: Vec::new(),
             cors_origins: Vec::new(),
             renderer: Renderer::Glow,
+            close_to_tray: true,
             recent_models: Vec::new(),
         }
     }
@@ -397,7 +402,16 @@ fn parse_file(path: &Path) -> Result<Config, ConfigError> {
         path: shown.clone(),
         message,
     };
-    let value: serde_json::Value = serde_json::from_str(&text).map_err(|e| parse(e.to_string()))?;
+    let value: serde_json::Value = serde_json::from_str(&text).map_err(|e| {
+        // a Windows path written as in Explorer: `"C:\models\a.gguf"` holds `\m`, `\a`
+        let hint = if e.to_string().starts_with("invalid escape") {
+            " (a Windows path in JSON needs each \\ doubled, or / instead: \
+             \"C:\\\\models\\\\a.gguf\" or \"C:/models/a.gguf\")"
+        } else {
+            ""
+        };
+        parse(format!("{e}{hint}"))
+    })?;
     let serde_json::Value::Object(map) = value else {
         return Err(parse("the file must hold one JSON object".into()));
     };

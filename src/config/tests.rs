@@ -177,3 +177,22 @@ fn binding_beyond_loopback_without_api_keys_is_refused() {
         "{err}"
     );
 }
+
+#[test]
+fn a_windows_path_with_single_backslashes_says_to_double_them_or_use_slashes() {
+    let path = write(r#"{"model": "C:\models\coder.gguf"}"#);
+    let error = Config::load(Some(&path), &Overrides::default())
+        .unwrap_err()
+        .to_string();
+    assert!(error.contains("invalid escape"), "{error}");
+    assert!(
+        error.contains(r#""C:\\models\\a.gguf" or "C:/models/a.gguf""#),
+        "{error}"
+    );
+    let path = write(r#"{"model": "C:\\models\\coder.gguf", "port": 9003}"#);
+    let config = Config::load(Some(&path), &Overrides::default()).unwrap();
+    assert_eq!(
+        config.app.model,
+        Some(PathBuf::from(r"C:\models\coder.gguf"))
+    );
+}

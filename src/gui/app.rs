@@ -3,25 +3,64 @@
 
 use super::commands::{CommandQueue, Outcome};
 use super::history::{LogFilter, length_refusal_ui, scheduler_log_ui};
-use super::host::ServerHost;
 use super::panels;
 use super::preemption::GiveWayMemory;
 use super::requests::{RequestOrder, requests_ui};
 use super::settings::{SettingsView, settings_ui};
 use super::timeline::{Timeline, timeline_ui};
 use super::tray::Tray;
+use crate::control::Control;
 use crate::service::{CountersView, ServiceHandle, ServiceSnapshot, SlotStatus};
 use std::collections::VecDeque;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+/// What closing the window does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CloseAction {
+    /// The app ends (Quit in the tray, no tray, or `close_to_tray: false`).
+    Quit,
+    /// The window hides; the server and the engine go on in the tray.
+    Hide,
+    /// The first close of this run: say that the app keeps serving in the tray, and ask.
+    Notice,
+}
+
+/// What closing the window does, from whether there is a tray, the `close_to_tray` key,
+/// whether Quit was chosen, and whether the notice was shown already.
+pub fn close_action(
+    has_tray: bool,
+    close_to_tray: bool,
+    quitting: bool,
+    noticed: bool,
+) -> CloseAction {
+    if quitting || !has_tray || !close_to_tray {
+        CloseAction::Quit
+    } else if noticed {
+        CloseAction::Hide
+    } else {
+        CloseAction::Notice
+    }
+}
 
 const LOG_LINES_MAX: usize = 200;
 
 #[derive(Debug)]
 pub struct Dashboard {
     service: ServiceHandle,
-    /// The app's own server, when the dashboard runs it (the settings view needs it).
-    host: Option<ServerHost>,
-    /// Which of the host's servers `service` is (a new one after each apply).
+    /// The control plane, when the dashboard runs the app's own server (the settings view
+    /// needs it), and the address it serves on.
+    control: Option<Control>,
+    addr: Option<SocketAddr>,
+    /// Which of the control plane's engine units `service` is (a new one after each apply).
     generation: u64,
+    /// Closing: whether a tray shows (also without a `Tray` here, for tests), whether Quit
+    /// was chosen, whether this run's first-close notice shows or was shown.
+    has_tray: bool,
+    quitting: Arc<AtomicBool>,
+    close_notice: bool,
+    close_noticed: bool,
     settings: SettingsView,
     show_settings: bool,
     timeline: Timeline,
@@ -31,7 +70,7 @@ pub struct Dashboard {
     log: VecDeque<(f64, String)>,
     last_counters: Option<CountersView>,
     confirm_restart: bool,
-    /// The `give_way` the Preemption switch puts back.
+    /// The `give_way` the give-way switch puts back.
     give_way_memory: GiveWayMemory,
     request_order: RequestOrder,
     log_filter: LogFilter,
@@ -45,8 +84,13 @@ impl Dashboard {
     pub fn new(service: ServiceHandle, runtime: tokio::runtime::Handle) -> Self {
         Self {
             service,
-            host: None,
+            control: None,
+            addr: None,
             generation: 0,
+            has_tray: false,
+            quitting: Arc::new(AtomicBool::new(false)),
+            close_notice: false,
+            close_noticed: false,
             settings: SettingsView::default(),
             show_settings: false,
             timeline: Timeline::default(),
@@ -64,31 +108,106 @@ impl Dashboard {
         }
     }
 
-    /// A dashboard over the app's own server: with the settings view and model picker.
-    pub fn with_host(host: ServerHost, runtime: tokio::runtime::Handle) -> Self {
-        let mut dashboard = Self::new(host.service(), runtime);
-        dashboard.generation = host.generation();
-        dashboard.host = Some(host);
+    /// A dashboard over the app's own server (its control plane, serving on `addr`): with
+    /// the settings view and model picker.
+    pub fn with_control(
+        control: Control,
+        addr: SocketAddr,
+        runtime: tokio::runtime::Handle,
+    ) -> Self {
+        let mut dashboard = Self::new(control.service(), runtime);
+        dashboard.generation = control.unit().generation;
+        dashboard.control = Some(control);
+        dashboard.addr = Some(addr);
         dashboard
     }
 
     /// Shows the state in a tray icon too.
     pub fn set_tray(&mut self, tray: Option<Tray>) {
+        self.has_tray = tray.is_some();
         self.tray = tray;
+    }
+
+    /// Whether a tray shows (so closing the window hides it): set with the tray, or by a test.
+    pub fn set_has_tray(&mut self, has_tray: bool) {
+        self.has_tray = has_tray;
+    }
+
+    /// Set when Quit is chosen (the tray's, or the notice's): the next close ends the app.
+    pub fn quitting(&self) -> Arc<AtomicBool> {
+        self.quitting.clone()
+    }
+
+    /// What a close request does now, and its effect on the window.
+    fn on_close_requested(&mut self, ctx: &egui::Context) {
+        let close_to_tray = self
+            .control
+            .as_ref()
+            .is_none_or(|c| c.config().app.close_to_tray);
+        let action = close_action(
+            self.has_tray,
+            close_to_tray,
+            self.quitting.load(Ordering::SeqCst),
+            self.close_noticed,
+        );
+        match action {
+            CloseAction::Quit => {
+                if !self.has_tray {
+                    eprintln!("strata-desk: no tray here: closing the window stops the server");
+                }
+            }
+            CloseAction::Hide => {
+                ctx.send_viewport_cmd(egui::ViewportCommand::CancelClose);
+                ctx.send_viewport_cmd(egui::ViewportCommand::Visible(false));
+            }
+            CloseAction::Notice => {
+                ctx.send_viewport_cmd(egui::ViewportCommand::CancelClose);
+                self.close_notice = true;
+            }
+        }
+    }
+
+    /// This run's first-close notice: the app keeps serving in the tray.
+    fn close_notice_ui(&mut self, ui: &mut egui::Ui) {
+        if !self.close_notice {
+            return;
+        }
+        let ctx = ui.ctx().clone();
+        egui::Modal::new(egui::Id::unique("close-notice")).show(&ctx, |ui| {
+            ui.heading("Strata Desk keeps serving");
+            ui.label(
+                "Closing the window keeps the server and the engine running in the tray, so \
+                 your agents keep working. Quit from the tray icon's menu to stop them \
+                 (`close_to_tray: false` in the config makes closing quit).",
+            );
+            ui.horizontal(|ui| {
+                if ui.button("Hide to tray").clicked() {
+                    self.close_notice = false;
+                    self.close_noticed = true;
+                    ctx.send_viewport_cmd(egui::ViewportCommand::Visible(false));
+                }
+                if ui.button("Quit now").clicked() {
+                    self.close_notice = false;
+                    self.quitting.store(true, Ordering::SeqCst);
+                    ctx.send_viewport_cmd(egui::ViewportCommand::Close);
+                }
+            });
+        });
     }
 
     /// The frame's work that does not draw: follow a restarted server, note events, sample
     /// the timeline, update the tray, take the commands' outcomes. eframe calls it even while
     /// the window is hidden (when it draws nothing), so the tray stays current.
     pub fn tick(&mut self, ctx: &egui::Context) -> ServiceSnapshot {
-        if let Some(host) = &self.host
-            && host.generation() != self.generation
-        {
-            // The settings view restarted the server: follow the new service.
-            self.generation = host.generation();
-            self.service = host.service();
-            self.last_counters = None;
-            self.timeline = Timeline::default();
+        if let Some(control) = &self.control {
+            let unit = control.unit();
+            if unit.generation != self.generation {
+                // A new engine serves (an apply): follow its service.
+                self.generation = unit.generation;
+                self.service = unit.service.clone();
+                self.last_counters = None;
+                self.timeline = Timeline::default();
+            }
         }
         let s = self.service.snapshot();
         self.note_events(&s);
@@ -139,13 +258,17 @@ impl Dashboard {
 
     /// The whole window's content.
     pub fn ui(&mut self, ui: &mut egui::Ui) {
+        if ui.ctx().input(|i| i.viewport().close_requested()) {
+            self.on_close_requested(&ui.ctx().clone());
+        }
+        self.close_notice_ui(ui);
         let s = self.tick(ui.ctx());
         egui::Panel::top("engine").show(ui, |ui| {
             panels::engine_ui(ui, &s, &mut self.confirm_restart, &mut self.commands);
             length_refusal_ui(ui, &s, &mut self.refusal_dismissed_at);
             self.give_way_memory.observe(&s);
             panels::controls_ui(ui, &s, self.give_way_memory, &mut self.commands);
-            if let Some(host) = &self.host {
+            if let Some(control) = &self.control {
                 ui.horizontal(|ui| {
                     let settings =
                         egui::Button::new("Settings and model").selected(self.show_settings);
@@ -156,8 +279,10 @@ impl Dashboard {
                     {
                         self.show_settings = !self.show_settings;
                     }
-                    ui.label(format!("serving on http://{}", host.addr()));
-                    if let Some(path) = host.config_path() {
+                    if let Some(addr) = self.addr {
+                        ui.label(format!("serving on http://{addr}"));
+                    }
+                    if let Some(path) = control.config_path() {
                         ui.weak(format!("config: {}", path.display()));
                     }
                 });
@@ -168,7 +293,7 @@ impl Dashboard {
                     settings_ui(
                         ui,
                         &mut self.settings,
-                        &host.config(),
+                        &control.config(),
                         in_flight,
                         &mut self.commands,
                     );
@@ -214,7 +339,7 @@ impl Dashboard {
             });
         });
         self.commands
-            .drain(&self.service, self.host.as_ref(), &self.runtime);
+            .drain(&self.service, self.control.as_ref(), &self.runtime);
     }
 
     fn push(&mut self, at: f64, line: String) {

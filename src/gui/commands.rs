@@ -2,7 +2,7 @@
 //! the service (each runs as a task on the background runtime, so a frame never waits). Their
 //! outcomes come back for the event log and the settings view.
 
-use super::host::{RestartSettings, ServerHost};
+use crate::control::{Control, RestartSettings};
 use crate::ids::RequestId;
 use crate::models::discover::{self, FoundModel, ModelFacts};
 use crate::service::GiveWay;
@@ -13,19 +13,13 @@ use std::sync::mpsc;
 
 #[derive(Debug, Clone, PartialEq)]
 pub enum Command {
+    /// The Preemption switch: `solo_priority` (the rollback switch).
     SetSoloPriority(bool),
     SetGiveWay(GiveWay),
-    /// The Preemption switch: both live switches at once (`gui::preemption`); `restore` is
-    /// the `give_way` to put back when switching on, `batch` when `parallel` ≥ 2.
-    SetPreemption {
-        on: bool,
-        batch: bool,
-        restore: GiveWay,
-    },
     RestartEngine,
     Cancel(RequestId),
     SetPriority(RequestId, i32),
-    /// Restart the server with settings only a new engine takes (needs the app's own server).
+    /// Start a new engine with settings only a new engine takes (needs the control plane).
     ApplySettings(Box<RestartSettings>),
     /// Open the file dialog to choose a GGUF model.
     PickModel,
@@ -74,19 +68,20 @@ impl CommandQueue {
         self.pending.push(command);
     }
 
-    /// Sends the frame's commands to the service (or the host), each on its own task.
+    /// Sends the frame's commands to the control plane (or the service), each on its own
+    /// task, as the window's.
     pub fn drain(
         &mut self,
         service: &ServiceHandle,
-        host: Option<&ServerHost>,
+        control: Option<&Control>,
         runtime: &tokio::runtime::Handle,
     ) {
         for command in self.pending.drain(..) {
             let service = service.clone();
-            let host = host.cloned();
+            let control = control.cloned();
             let tx = self.outcomes_tx.clone();
             runtime.spawn(async move {
-                if let Some(outcome) = run(command, service, host).await {
+                if let Some(outcome) = run(command, service, control, WINDOW).await {
                     let _ = tx.send(outcome);
                 }
             });
@@ -99,25 +94,31 @@ impl CommandQueue {
     }
 }
 
+/// Who made a change, as the service's log names it.
+pub const WINDOW: &str = "the window";
+pub const TRAY: &str = "the tray";
+
+/// Runs one command, made by `by` (the window, the tray).
 pub(super) async fn run(
     command: Command,
     service: ServiceHandle,
-    host: Option<ServerHost>,
+    control: Option<Control>,
+    by: &str,
 ) -> Option<Outcome> {
     let line = match &command {
         Command::ApplySettings(settings) => {
-            let Some(host) = host else {
+            let Some(control) = control else {
                 return Some(Outcome::Applied(Err(
                     "settings need the app's own server".to_owned()
                 )));
             };
-            let applied = host.apply(settings).await;
+            let applied = control.apply(settings).await;
             return Some(Outcome::Applied(
                 applied
                     .map(|a| match a.not_saved {
-                        None => "the engine restarted with the new settings (saved)".to_owned(),
+                        None => "a new engine serves the new settings (saved)".to_owned(),
                         Some(why) => {
-                            format!("the engine restarted with the new settings (not saved: {why})")
+                            format!("a new engine serves the new settings (not saved: {why})")
                         }
                     })
                     .map_err(|e| e.to_string()),
@@ -163,18 +164,14 @@ pub(super) async fn run(
                 solo_priority: Some(*on),
                 give_way: None,
             };
-            set_live(change, &service, host.as_ref()).await
+            set_live(change, &service, control.as_ref(), by).await
         }
         Command::SetGiveWay(g) => {
             let change = SettingsChange {
                 solo_priority: None,
                 give_way: Some(*g),
             };
-            set_live(change, &service, host.as_ref()).await
-        }
-        Command::SetPreemption { on, batch, restore } => {
-            let change = super::preemption::preemption_change(*on, *batch, *restore);
-            set_live(change, &service, host.as_ref()).await
+            set_live(change, &service, control.as_ref(), by).await
         }
         Command::RestartEngine => service
             .restart_engine()
@@ -203,25 +200,34 @@ pub(super) async fn run(
     ))
 }
 
-/// A live switch (R12): through the host when there is one (kept across an apply and saved to
-/// the config file), else straight to the service.
+/// A live switch (R12): through the control plane when there is one (kept for the next
+/// engine and saved to the config file), else straight to the service.
 async fn set_live(
     change: SettingsChange,
     service: &ServiceHandle,
-    host: Option<&ServerHost>,
+    control: Option<&Control>,
+    by: &str,
 ) -> Result<String, String> {
-    match host {
-        Some(host) => host.set_live(change).await,
-        None => service
-            .change_settings(change)
-            .await
-            .map(|s| {
-                format!(
-                    "solo_priority {}, give_way {}",
-                    if s.solo_priority { "on" } else { "off" },
-                    json!(s.give_way).as_str().unwrap_or("?")
-                )
-            })
-            .map_err(|e| e.to_string()),
-    }
+    let (settings, not_saved) = match control {
+        Some(control) => {
+            let changed = control
+                .change_live(change, by)
+                .await
+                .map_err(|e| e.to_string())?;
+            (changed.settings, changed.not_saved)
+        }
+        None => (
+            service
+                .change_settings_by(change, by)
+                .await
+                .map_err(|e| e.to_string())?,
+            None,
+        ),
+    };
+    let saved = not_saved.map_or(String::new(), |why| format!(" (not saved: {why})"));
+    Ok(format!(
+        "solo_priority {}, give_way {}{saved}",
+        if settings.solo_priority { "on" } else { "off" },
+        json!(settings.give_way).as_str().unwrap_or("?")
+    ))
 }

@@ -27,6 +27,7 @@ impl LogFilter {
                 | LogKind::Failed
                 | LogKind::Refused
                 | LogKind::EngineRestart
+                | LogKind::SettingsChanged
                 | LogKind::Diagnostic
         );
         (!self.interruptions_only || interruption)

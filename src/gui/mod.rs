@@ -4,41 +4,47 @@
 //! - `app`: [`Dashboard`], the window's state and frame;
 //! - `panels`: one `*_ui` function per panel, reading the snapshot;
 //! - `history`: the scheduler's log with request ids, and the too-long-prompt banner;
-//! - `preemption`: the one Preemption switch over `solo_priority` and `give_way`;
+//! - `preemption`: the rollback switch (`solo_priority`) and the give-way switch;
 //! - `requests`: the requests table (one row per live request, with its "why");
 //! - `settings`: the settings view (restart-only settings, the model picker);
 //! - `timeline`: who held the read lane and each slot, the last minutes;
 //! - `commands`: user actions, queued in a frame and drained once at its end;
-//! - `host`: the app's own server, which the settings view restarts;
+//! - `startup`: the window before the server is up: the model's fetch, a failed start;
 //! - `tray`: the tray icon and its menu.
 //!
-//! Closing the window (or Quit in the tray, or SIGTERM, which closes it) shuts the server and
-//! the engine down cleanly. One instance per config file: a second start names the process
-//! that holds it.
+//! The settings, their changes and their saving belong to the control plane
+//! (`crate::control`); the window and the tray only send it commands. Closing the window keeps
+//! the app serving in the tray (`close_to_tray`, with a notice the first time); Quit in the
+//! tray, SIGTERM, or closing where there is no tray shuts the server and the engine down
+//! cleanly. One instance per config file: a second start names the process that holds it.
 
 mod app;
 mod commands;
 mod history;
-mod host;
 mod panels;
 mod preemption;
 mod requests;
 mod settings;
+mod startup;
 mod timeline;
 mod tray;
 
-pub use app::Dashboard;
-pub use commands::{Command, CommandQueue, Outcome};
-pub use host::{HostError, RestartSettings, ServerHost};
+pub use app::{CloseAction, Dashboard, close_action};
+pub use commands::{Command, CommandQueue, Outcome, TRAY, WINDOW};
 pub use panels::percentiles;
-pub use preemption::{GiveWayMemory, Preemption, preemption_change, preemption_of};
+pub use preemption::{
+    GIVE_WAY_LABEL, GiveWayMemory, PREEMPTION_BATCH, PREEMPTION_OFF, PREEMPTION_ON, Preemption,
+    preemption_click, preemption_of,
+};
 pub use requests::{RequestOrder, sorted_rows};
+pub use startup::{App, StartEvent, Startup, start_in_background, startup_ui};
 pub use timeline::{Activity, Segment, TIMELINE_SECS, Timeline};
-pub use tray::{PreemptionItem, TrayState};
+pub use tray::{PreemptionItem, TrayState, tray_command};
 
 use crate::config::{Config, Renderer};
-use crate::server::ServerError;
-use std::path::{Path, PathBuf};
+use crate::server::{Running, ServerError};
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 #[derive(Debug, thiserror::Error)]
@@ -47,15 +53,6 @@ pub enum GuiError {
         "no display: neither DISPLAY nor WAYLAND_DISPLAY is set; run `strata-desk --headless` to serve without a window"
     )]
     NoDisplay,
-    #[error(
-        "another Strata Desk (process {pid}) is running with this config ({path}); close it first"
-    )]
-    AlreadyRunning { pid: String, path: String },
-    #[error("cannot lock {path}: {source}")]
-    Lock {
-        path: String,
-        source: std::io::Error,
-    },
     #[error(transparent)]
     Server(#[from] ServerError),
     #[error("the window failed: {0}")]
@@ -86,69 +83,25 @@ fn has_display() -> bool {
     }
 }
 
-/// Holds the instance lock for a config while the app runs.
-struct InstanceLock {
-    _file: std::fs::File,
-}
-
-fn lock_instance(config_path: Option<&Path>) -> Result<InstanceLock, GuiError> {
-    let key = config_path.map_or_else(|| "default".to_owned(), |p| p.display().to_string());
-    let digest = {
-        use sha2::Digest;
-        let hash = sha2::Sha256::digest(key.as_bytes());
-        hash.iter()
-            .take(8)
-            .map(|b| format!("{b:02x}"))
-            .collect::<String>()
-    };
-    let dir = crate::models::project_dirs()
-        .map_or_else(std::env::temp_dir, |d| d.data_local_dir().to_path_buf());
-    let _ = std::fs::create_dir_all(&dir);
-    let path = dir.join(format!("instance-{digest}.lock"));
-    let lock_err = |source| GuiError::Lock {
-        path: path.display().to_string(),
-        source,
-    };
-    let mut file = std::fs::OpenOptions::new()
-        .read(true)
-        .write(true)
-        .create(true)
-        .truncate(false)
-        .open(&path)
-        .map_err(lock_err)?;
-    if file.try_lock().is_err() {
-        let pid = std::fs::read_to_string(&path).unwrap_or_default();
-        return Err(GuiError::AlreadyRunning {
-            pid: pid.trim().to_owned(),
-            path: key,
-        });
-    }
-    use std::io::Write;
-    file.set_len(0).map_err(lock_err)?;
-    write!(file, "{}", std::process::id()).map_err(lock_err)?;
-    Ok(InstanceLock { _file: file })
-}
-
-/// Runs the window until it is closed; the server runs meanwhile on `config`'s address.
-pub fn run(config: Config, config_path: Option<PathBuf>, exe: PathBuf) -> Result<(), GuiError> {
+/// Runs the window until the app ends; the server runs meanwhile on `config`'s address. The
+/// window opens at once: it shows the default model's fetch, or why the start failed (a bad
+/// config, a port in use, a bad model file), then the dashboard. Closing it keeps serving in
+/// the tray (`close_to_tray`); Quit in the tray ends the app.
+pub fn run(
+    config: Result<Config, crate::config::ConfigError>,
+    config_path: Option<PathBuf>,
+    exe: PathBuf,
+) -> Result<(), GuiError> {
     if !has_display() {
         return Err(GuiError::NoDisplay);
     }
-    let renderer = renderer(config.app.renderer)?;
-    let _lock = lock_instance(config_path.as_deref())?;
+    let chosen = config.as_ref().map_or(Renderer::Glow, |c| c.app.renderer);
+    let renderer = renderer(chosen)?;
     let runtime = tokio::runtime::Runtime::new().map_err(GuiError::Runtime)?;
-    let addr = std::net::SocketAddr::new(config.app.host, config.app.port);
-    let listener = runtime
-        .block_on(tokio::net::TcpListener::bind(addr))
-        .map_err(|source| ServerError::Bind {
-            addr: addr.to_string(),
-            source,
-        })?;
-    let host = {
-        let _enter = runtime.enter();
-        ServerHost::start(listener, config, config_path, exe)?
-    };
-    eprintln!("strata-desk: serving on http://{addr}; the window shows the scheduler");
+    // one instance per config file: a second one says who holds it, in its window; held
+    // until the app ends
+    let lock = crate::control::lock_instance(config_path.as_deref());
+    let lock_error = lock.as_ref().err().map(ToString::to_string);
     let options = eframe::NativeOptions {
         renderer,
         viewport: egui::ViewportBuilder::default()
@@ -157,33 +110,101 @@ pub fn run(config: Config, config_path: Option<PathBuf>, exe: PathBuf) -> Result
         ..Default::default()
     };
     let handle = runtime.handle().clone();
-    let served = host.clone();
+    let (events_tx, events) = std::sync::mpsc::channel();
+    // the server once it runs, stopped when the window ends
+    let running_slot: Arc<Mutex<Option<Running>>> = Arc::default();
+    let slot = running_slot.clone();
     let result = eframe::run_native(
         "Strata Desk",
         options,
         Box::new(move |cc| {
             let ctx = cc.egui_ctx.clone();
-            // Repaint on change (of each service the host starts), at most ten times a
-            // second; SIGTERM closes the window.
-            let (spawner, repainted) = (handle.clone(), ctx.clone());
-            served.on_start(move |service| {
-                spawner.spawn(repaint_on_change(service.watch(), repainted.clone()));
-            });
             handle.spawn(close_on_signal(ctx.clone()));
-            let tray = tray::Tray::start(ctx, served.clone(), handle.clone());
-            let mut dashboard = Dashboard::with_host(served, handle);
-            dashboard.set_tray(tray);
-            Ok(Box::new(dashboard))
+            let repainted = ctx.clone();
+            let repaint = move || repainted.request_repaint();
+            match lock_error {
+                None => startup::start_in_background(
+                    config,
+                    config_path,
+                    exe,
+                    handle.clone(),
+                    events_tx,
+                    repaint,
+                ),
+                Some(e) => {
+                    let _ = events_tx.send(startup::StartEvent::Failed(e));
+                }
+            }
+            let spawner = handle.clone();
+            let app = startup::App::new(events, handle.clone(), slot, move |dashboard, running| {
+                let control = running.control.clone();
+                // repaint on the changes of each engine unit's service, at most five times a
+                // second; a new unit (an apply) is followed
+                spawner.spawn(repaint_on_units(control.clone(), ctx.clone()));
+                let tray =
+                    tray::Tray::start(ctx.clone(), control, spawner.clone(), dashboard.quitting());
+                if tray.is_none() && running.control.config().app.close_to_tray {
+                    eprintln!("strata-desk: no tray here: closing the window will stop the server");
+                }
+                dashboard.set_tray(tray);
+            });
+            Ok(Box::new(app) as Box<dyn eframe::App>)
         }),
     );
-    // An apply in progress holds the host; do not wait on it for ever.
-    let stopped = runtime
-        .block_on(async { tokio::time::timeout(Duration::from_secs(15), host.shutdown()).await });
-    if stopped.is_err() {
-        tracing::warn!("the server did not stop within 15 s; exiting anyway");
+    if let Err(e) = &result {
+        // no window at all: on Windows a program started from the Start menu has no terminal
+        // either, so the user sees a message box
+        native_message_box(&format!("Strata Desk could not open its window: {e}"));
+    }
+    let running = running_slot.lock().ok().and_then(|mut r| r.take());
+    if let Some(running) = running {
+        // an apply in progress holds the control plane: do not wait on it for ever
+        let stopped = runtime.block_on(async {
+            tokio::time::timeout(Duration::from_secs(15), running.stop()).await
+        });
+        if stopped.is_err() {
+            tracing::warn!("the server did not stop within 15 s; exiting anyway");
+        }
     }
     runtime.shutdown_timeout(Duration::from_secs(2));
+    drop(lock);
     result.map_err(|e| GuiError::Window(e.to_string()))
+}
+
+/// A native message box where no window could open (Windows: the program has no console).
+fn native_message_box(message: &str) {
+    #[cfg(windows)]
+    {
+        let _ = rfd::MessageDialog::new()
+            .set_title("Strata Desk")
+            .set_description(message)
+            .set_level(rfd::MessageLevel::Error)
+            .show();
+    }
+    #[cfg(not(windows))]
+    eprintln!("strata-desk: {message}");
+}
+
+/// Repaints the window on each change of the serving unit's snapshot, following a new unit
+/// after an apply; at most five frames a second.
+async fn repaint_on_units(control: crate::control::Control, ctx: egui::Context) {
+    let mut units = control.watch_units();
+    loop {
+        let snapshots = units.borrow_and_update().service.watch();
+        tokio::select! {
+            () = repaint_on_change(snapshots, ctx.clone()) => {
+                if units.changed().await.is_err() {
+                    return;
+                }
+            }
+            changed = units.changed() => {
+                if changed.is_err() {
+                    return;
+                }
+            }
+        }
+        ctx.request_repaint();
+    }
 }
 
 /// The least time between two frames drawn for snapshot changes.

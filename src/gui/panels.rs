@@ -2,7 +2,10 @@
 //! commands; none waits on anything.
 
 use super::commands::{Command, CommandQueue};
-use super::preemption::{GiveWayMemory, PREEMPTION_TOOLTIP, Preemption, preemption_of};
+use super::preemption::{
+    BATCH_REASON, GIVE_WAY_LABEL, GIVE_WAY_TOOLTIP, GiveWayMemory, PREEMPTION_TOOLTIP, Preemption,
+    preemption_click, preemption_label, preemption_of,
+};
 use crate::ids::RequestId;
 use crate::service::{DeviceFacts, EngineStatus, GiveWay, ParkKind, ServiceSnapshot, SlotStatus};
 use egui::{Color32, RichText, Ui};
@@ -101,57 +104,46 @@ fn display_model(s: &ServiceSnapshot) -> &str {
     }
 }
 
-/// The Preemption switch, in words, over the two expert switches (R12).
+/// The rollback switch (Preemption: `solo_priority` itself) and the give-way switch beside it
+/// (R12), then the expert `give_way` values.
 pub fn controls_ui(ui: &mut Ui, s: &ServiceSnapshot, memory: GiveWayMemory, q: &mut CommandQueue) {
-    let batch = s.engine.parallel >= 2;
     ui.horizontal(|ui| {
         let state = preemption_of(s);
         let mut on = state == Preemption::On;
-        let label = match (state, batch) {
-            (Preemption::On, false) => "Preemption: on: short requests may interrupt long ones",
-            (Preemption::On, true) => {
-                "Preemption: on: long prompt reads give way (batch mode pauses no stream)"
-            }
-            (Preemption::Off, _) => "Preemption: off: requests run in turn, nothing is interrupted",
-            (Preemption::Partly, _) => "Preemption: partly on (see the expert switches)",
-        };
+        let label = preemption_label(state);
         let response = ui
-            .add(egui::Checkbox::new(&mut on, label).indeterminate(state == Preemption::Partly))
-            .on_hover_text(PREEMPTION_TOOLTIP);
-        if response.clicked() {
-            q.send(Command::SetPreemption {
-                on: state != Preemption::On,
-                batch,
-                restore: memory.restore(),
-            });
+            .add_enabled(
+                state != Preemption::Batch,
+                egui::Checkbox::new(&mut on, label),
+            )
+            .on_hover_text(PREEMPTION_TOOLTIP)
+            .on_disabled_hover_text(BATCH_REASON);
+        if response.clicked()
+            && let Some(command) = preemption_click(s)
+        {
+            q.send(command);
+        }
+        ui.separator();
+        let mut gives_way = s.give_way != GiveWay::Off;
+        if ui
+            .checkbox(&mut gives_way, GIVE_WAY_LABEL)
+            .on_hover_text(GIVE_WAY_TOOLTIP)
+            .clicked()
+        {
+            q.send(memory.click(s));
         }
     });
     egui::CollapsingHeader::new("Expert switches")
         .id_salt("expert-switches")
-        .default_open(true)
+        .default_open(false)
         .show(ui, |ui| expert_switches_ui(ui, s, q));
 }
 
-/// The live switches (R12) one by one: `solo_priority` and `give_way`.
+/// `give_way`'s values one by one, and the mode.
 fn expert_switches_ui(ui: &mut Ui, s: &ServiceSnapshot, q: &mut CommandQueue) {
     ui.horizontal(|ui| {
-        let mut solo = s.solo_priority;
-        let batch = s.engine.parallel >= 2;
-        let response = ui
-            .add_enabled(!batch, egui::Checkbox::new(&mut solo, "solo_priority"))
-            .on_hover_text(
-                "one slot: a higher-priority request may pause the decoding stream after its \
-                 quantum; the paused stream resumes where it stopped, nothing lost",
-            );
-        if response.changed() {
-            q.send(Command::SetSoloPriority(solo));
-        }
-        if batch {
-            ui.label("(off with parallel >= 2)");
-        }
-        ui.separator();
         ui.label("give_way:")
-            .on_hover_text("whether a long prompt read gives way at a chunk boundary");
+            .on_hover_text("how a long prompt read compares itself with a waiting request");
         let mut give_way = s.give_way;
         for (value, name, tip) in [
             (
@@ -574,6 +566,28 @@ mod tests {
     use super::{percentiles, pool_mismatches_ui};
     use egui_kittest::Harness;
     use egui_kittest::kittest::Queryable;
+
+    /// In batch mode the Preemption switch does not apply: shown disabled, with the reason,
+    /// and a click sends nothing.
+    #[test]
+    fn in_batch_mode_the_preemption_switch_is_disabled() {
+        use super::super::commands::CommandQueue;
+        use super::super::preemption::{GiveWayMemory, PREEMPTION_BATCH};
+        use egui_kittest::kittest::NodeT as _;
+        let settings = crate::service::SchedulerSettings::default();
+        let mut s = crate::service::ServiceSnapshot::starting(settings, 2, true);
+        s.engine.parallel = 2;
+        let mut queue = CommandQueue::default();
+        let mut harness = Harness::new_ui(|ui| {
+            super::controls_ui(ui, &s, GiveWayMemory::default(), &mut queue);
+        });
+        let switch = harness.get_by_label(PREEMPTION_BATCH);
+        assert!(switch.accesskit_node().is_disabled());
+        switch.click();
+        harness.run();
+        drop(harness);
+        assert!(queue.pending.is_empty(), "{:?}", queue.pending);
+    }
 
     #[test]
     fn pool_mismatches_show_on_the_engine_line_only_once_there_are_some() {

@@ -1,53 +1,44 @@
-//! The one Preemption switch over the two expert switches: off sets `solo_priority` and
-//! `give_way` off (no stream is paused, no read gives way); on sets `solo_priority` on (solo
-//! mode only: batch mode never pauses, so there it governs `give_way` alone) and `give_way`
-//! back to what it was before it was switched off (`left` when nothing was seen). The window
-//! and the tray each remember that value from the snapshots they see, so both agree without
-//! sharing state; after an app restart with `give_way` off it is `left` again.
+//! The rollback switch and its neighbour. The Preemption switch is `solo_priority` itself: two
+//! states, one click from either, the same as the tray's item and `PATCH /v1/settings
+//! {"solo_priority": ...}`. Off at any moment loses nothing: a parked stream resumes as R12
+//! says. In batch mode (`parallel` ≥ 2), where `solo_priority` does not apply, it is shown
+//! disabled with the reason. `give_way` has its own plainly named switch beside it ("Long
+//! reads give way to short requests"): off, or back to the last value it had that was on
+//! (`left` when none was seen).
 
-use crate::service::{GiveWay, ServiceSnapshot, SettingsChange};
+use super::commands::Command;
+use crate::service::{GiveWay, ServiceSnapshot};
 
-/// What the switch shows.
+/// What the Preemption switch shows.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Preemption {
     On,
     Off,
-    /// One of the two is on (an expert setting): shown as neither.
-    Partly,
+    /// `parallel` ≥ 2: nothing is paused, the switch does not apply.
+    Batch,
 }
 
 /// The switch's state for a snapshot.
 pub fn preemption_of(s: &ServiceSnapshot) -> Preemption {
-    let gives_way = s.give_way != GiveWay::Off;
     if s.engine.parallel >= 2 {
-        return if gives_way {
-            Preemption::On
-        } else {
-            Preemption::Off
-        };
-    }
-    match (s.solo_priority, gives_way) {
-        (true, true) => Preemption::On,
-        (false, false) => Preemption::Off,
-        _ => Preemption::Partly,
-    }
-}
-
-/// The live-settings change that switches preemption `on` or off; `batch` when the engine
-/// serves two or more slots (no `solo_priority` there).
-pub fn preemption_change(on: bool, batch: bool, restore: GiveWay) -> SettingsChange {
-    let restore = if restore == GiveWay::Off {
-        GiveWay::Left
+        Preemption::Batch
+    } else if s.solo_priority {
+        Preemption::On
     } else {
-        restore
-    };
-    SettingsChange {
-        solo_priority: (!batch).then_some(on),
-        give_way: Some(if on { restore } else { GiveWay::Off }),
+        Preemption::Off
     }
 }
 
-/// The `give_way` to put back when preemption is switched on: the last one seen that was on.
+/// What a click on the switch sends: the opposite of what it shows (none in batch mode).
+pub fn preemption_click(s: &ServiceSnapshot) -> Option<Command> {
+    match preemption_of(s) {
+        Preemption::On => Some(Command::SetSoloPriority(false)),
+        Preemption::Off => Some(Command::SetSoloPriority(true)),
+        Preemption::Batch => None,
+    }
+}
+
+/// The `give_way` the give-way switch puts back: the last one seen that was on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct GiveWayMemory(GiveWay);
 
@@ -67,13 +58,45 @@ impl GiveWayMemory {
     pub fn restore(self) -> GiveWay {
         self.0
     }
+
+    /// What a click on the give-way switch sends.
+    pub fn click(self, s: &ServiceSnapshot) -> Command {
+        Command::SetGiveWay(if s.give_way == GiveWay::Off {
+            self.0
+        } else {
+            GiveWay::Off
+        })
+    }
+}
+
+/// The switch's label in each state.
+pub const PREEMPTION_ON: &str = "Preemption: on (short requests may interrupt long ones)";
+pub const PREEMPTION_OFF: &str = "Preemption: off (requests run in turn, nothing is interrupted)";
+pub const PREEMPTION_BATCH: &str = "Preemption: does not apply in batch mode";
+
+/// The switch's label for a state.
+pub fn preemption_label(state: Preemption) -> &'static str {
+    match state {
+        Preemption::On => PREEMPTION_ON,
+        Preemption::Off => PREEMPTION_OFF,
+        Preemption::Batch => PREEMPTION_BATCH,
+    }
 }
 
 /// The switch's tooltip: what happens to a parked stream when it is switched off.
-pub const PREEMPTION_TOOLTIP: &str = "On: a short, higher-priority request may pause a long \
-stream (solo mode, after its quantum) and a long prompt read gives way at a chunk boundary. \
-Off: requests run in turn and nothing is interrupted; a stream already parked resumes first, \
-with nothing lost.";
+pub const PREEMPTION_TOOLTIP: &str = "solo_priority. On: a short or higher-priority request may \
+pause a long stream (after its quantum); the stream resumes where it stopped, nothing lost. Off: \
+no stream is paused; a stream already parked resumes when the request it was paused for ends.";
+
+/// The give-way switch's label and tooltip.
+pub const GIVE_WAY_LABEL: &str = "Long reads give way to short requests";
+pub const GIVE_WAY_TOOLTIP: &str = "give_way. On: a long prompt read lets a shorter or \
+higher-priority request go first at a chunk boundary (nothing read is lost). Off: a read runs \
+to its end once started.";
+
+/// Why the switch is disabled in batch mode.
+pub const BATCH_REASON: &str = "batch mode (parallel >= 2): several requests run together and \
+none is paused, so solo_priority does not apply";
 
 #[cfg(test)]
 mod tests {
@@ -88,57 +111,45 @@ mod tests {
     }
 
     #[test]
-    fn off_turns_both_switches_off_and_on_puts_give_way_back() {
-        let off = preemption_change(false, false, GiveWay::Whole);
-        assert_eq!(
-            (off.solo_priority, off.give_way),
-            (Some(false), Some(GiveWay::Off))
-        );
-        let on = preemption_change(true, false, GiveWay::Whole);
-        assert_eq!(
-            (on.solo_priority, on.give_way),
-            (Some(true), Some(GiveWay::Whole))
-        );
-        let on = preemption_change(true, false, GiveWay::Off);
-        assert_eq!(on.give_way, Some(GiveWay::Left), "never back to off");
+    fn one_click_turns_solo_priority_off_from_every_state_and_leaves_give_way_alone() {
+        for give_way in [GiveWay::Off, GiveWay::Left, GiveWay::Whole] {
+            assert_eq!(
+                preemption_click(&snapshot(true, give_way, 1)),
+                Some(Command::SetSoloPriority(false))
+            );
+            assert_eq!(
+                preemption_click(&snapshot(false, give_way, 1)),
+                Some(Command::SetSoloPriority(true)),
+                "off shows off: a click turns it on"
+            );
+        }
     }
 
     #[test]
-    fn in_batch_mode_the_switch_governs_give_way_alone() {
-        let on = preemption_change(true, true, GiveWay::Left);
-        assert_eq!((on.solo_priority, on.give_way), (None, Some(GiveWay::Left)));
+    fn in_batch_mode_the_switch_does_nothing() {
         assert_eq!(
             preemption_of(&snapshot(false, GiveWay::Left, 2)),
-            Preemption::On
+            Preemption::Batch
         );
-        assert_eq!(
-            preemption_of(&snapshot(false, GiveWay::Off, 2)),
-            Preemption::Off
-        );
+        assert_eq!(preemption_click(&snapshot(false, GiveWay::Left, 2)), None);
     }
 
     #[test]
-    fn the_switch_shows_on_off_or_partly_from_the_two_settings() {
-        assert_eq!(
-            preemption_of(&snapshot(true, GiveWay::Left, 1)),
-            Preemption::On
-        );
-        assert_eq!(
-            preemption_of(&snapshot(false, GiveWay::Off, 1)),
-            Preemption::Off
-        );
-        assert_eq!(
-            preemption_of(&snapshot(false, GiveWay::Left, 1)),
-            Preemption::Partly
-        );
-    }
-
-    #[test]
-    fn the_memory_keeps_the_last_give_way_that_was_on() {
+    fn the_give_way_switch_turns_off_and_puts_the_last_value_back() {
         let mut memory = GiveWayMemory::default();
-        assert_eq!(memory.restore(), GiveWay::Left);
+        assert_eq!(
+            memory.click(&snapshot(false, GiveWay::Off, 1)),
+            Command::SetGiveWay(GiveWay::Left)
+        );
         memory.observe(&snapshot(true, GiveWay::Whole, 1));
+        assert_eq!(
+            memory.click(&snapshot(true, GiveWay::Whole, 1)),
+            Command::SetGiveWay(GiveWay::Off)
+        );
         memory.observe(&snapshot(false, GiveWay::Off, 1));
-        assert_eq!(memory.restore(), GiveWay::Whole);
+        assert_eq!(
+            memory.click(&snapshot(false, GiveWay::Off, 1)),
+            Command::SetGiveWay(GiveWay::Whole)
+        );
     }
 }

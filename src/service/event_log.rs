@@ -25,6 +25,8 @@ pub enum LogKind {
     Failed,
     Refused,
     EngineRestart,
+    /// A live switch changed (`solo_priority`, `give_way`), naming who changed it.
+    SettingsChanged,
     /// Something that should not happen and was survived (the engine's pool differing from
     /// the scheduler's, say).
     Diagnostic,

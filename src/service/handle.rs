@@ -188,6 +188,9 @@ pub(super) enum ServiceCommand {
     },
     ChangeSettings {
         change: SettingsChange,
+        /// Who made it (the window, the tray, an HTTP client): logged when it changes
+        /// anything; `None` for a read of the settings in force.
+        by: Option<String>,
         reply: Reply<SchedulerSettings>,
     },
     RestartEngine {
@@ -252,11 +255,28 @@ impl ServiceHandle {
     }
 
     /// Changes `solo_priority` / `give_way` live (R12); answers every setting now in force.
+    /// (A change that changes nothing reads them.)
     pub async fn change_settings(
         &self,
         change: SettingsChange,
     ) -> Result<SchedulerSettings, ControlError> {
-        self.control(|reply| ServiceCommand::ChangeSettings { change, reply })
+        self.control(|reply| ServiceCommand::ChangeSettings {
+            change,
+            by: None,
+            reply,
+        })
+        .await
+    }
+
+    /// [`ServiceHandle::change_settings`], made by `by` (the window, the tray, an HTTP
+    /// client): the service's log names who changed what.
+    pub async fn change_settings_by(
+        &self,
+        change: SettingsChange,
+        by: &str,
+    ) -> Result<SchedulerSettings, ControlError> {
+        let by = Some(by.to_owned());
+        self.control(|reply| ServiceCommand::ChangeSettings { change, by, reply })
             .await
     }
 

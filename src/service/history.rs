@@ -27,6 +27,31 @@ impl Actor {
         self.log.push(entry);
     }
 
+    /// A live switch changed, and who changed it (one event per change).
+    pub(super) fn note_settings_change(
+        &mut self,
+        before: &crate::scheduler::SchedulerSettings,
+        after: &crate::scheduler::SchedulerSettings,
+        by: &str,
+    ) {
+        let mut what = Vec::new();
+        if before.solo_priority != after.solo_priority {
+            what.push(format!(
+                "preemption (solo_priority) {}",
+                if after.solo_priority { "on" } else { "off" }
+            ));
+        }
+        if before.give_way != after.give_way {
+            what.push(format!(
+                "give_way {}",
+                serde_json::json!(after.give_way).as_str().unwrap_or("?")
+            ));
+        }
+        let text = format!("{} by {by}", what.join(", "));
+        tracing::info!("settings: {text}");
+        self.note(LogKind::SettingsChanged, None, text);
+    }
+
     /// An arrival that was queued.
     pub(super) fn note_arrival(&mut self, id: RequestId) {
         let Some(live) = self.streams.get(id) else {

@@ -346,3 +346,69 @@ async fn a_key_without_admin_acts_only_on_its_own_requests_and_its_max_priority_
         "nothing restarted"
     );
 }
+
+/// An unknown path is a 404 and a wrong method a 405, in the OpenAI error shape, whatever the
+/// request's Content-Type or Origin (they once got 415 and 403: the guards ran before the
+/// routing did).
+#[tokio::test]
+async fn an_unknown_path_is_404_and_a_wrong_method_is_405_whatever_the_headers() {
+    let server = server(Setup::default()).await;
+    let client = reqwest::Client::new();
+    let url = |path: &str| format!("{}{path}", server.base);
+    let cases = [
+        (reqwest::Method::GET, "/v1/nothing-here", None, None, 404),
+        (
+            reqwest::Method::POST,
+            "/v1/nothing-here",
+            Some("text/plain"),
+            None,
+            404,
+        ),
+        (
+            reqwest::Method::POST,
+            "/nope",
+            None,
+            Some("https://evil.example"),
+            404,
+        ),
+        (
+            reqwest::Method::GET,
+            "/v1/chat/completions",
+            None,
+            None,
+            405,
+        ),
+        (
+            reqwest::Method::PUT,
+            "/v1/models",
+            Some("text/plain"),
+            None,
+            405,
+        ),
+        (
+            reqwest::Method::DELETE,
+            "/v1/models",
+            None,
+            Some("https://evil.example"),
+            405,
+        ),
+        (reqwest::Method::PUT, "/v1/settings", None, None, 405),
+    ];
+    for (method, path, content_type, origin, want) in cases {
+        let mut request = client.request(method.clone(), url(path));
+        if let Some(t) = content_type {
+            request = request.header("content-type", t).body("x");
+        }
+        if let Some(o) = origin {
+            request = request.header("origin", o);
+        }
+        let (status, body) = error_of(request.send().await.unwrap()).await;
+        assert_eq!(status, want, "{method} {path}: {body}");
+        let code = if want == 404 {
+            "not_found"
+        } else {
+            "method_not_allowed"
+        };
+        assert_eq!(body["error"]["code"], code, "{method} {path}: {body}");
+    }
+}

@@ -5,7 +5,8 @@ use serde_json::{Value, json};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use strata_desk::api::{ApiState, Prompts};
-use strata_desk::config::AppSettings;
+use strata_desk::config::{AppSettings, Config};
+use strata_desk::control::{Control, Unit};
 use strata_desk::engine::WorkerLaunch;
 use strata_desk::engine_worker::{FakeOptions, WorkerOptions};
 use strata_desk::scheduler::SchedulerSettings;
@@ -73,12 +74,23 @@ pub async fn server(setup: Setup) -> Server {
     let prompts = Prompts::new(tokenizer)
         .unwrap()
         .with_tool_call_format(setup.app.tool_call_format);
-    let state = ApiState::new(
-        service.clone(),
-        Arc::new(prompts),
-        Arc::new(setup.app),
-        Arc::new(setup.scheduler),
+    // a control plane over this service (it cannot start another engine: no binary given)
+    let control = Control::over(
+        Unit {
+            service: service.clone(),
+            prompts: Arc::new(prompts),
+            config: Config {
+                app: setup.app,
+                scheduler: setup.scheduler,
+                source: None,
+                sim_faults: Vec::new(),
+            },
+            generation: 1,
+        },
+        None,
+        None,
     );
+    let state = ApiState::new(control);
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let base = format!("http://{}", listener.local_addr().unwrap());
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();

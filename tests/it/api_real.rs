@@ -233,7 +233,8 @@ async fn killing_the_worker_mid_stream_gives_an_error_event_and_the_next_request
             "-P",
             &std::process::id().to_string(),
             "-f",
-            &format!("engine-worker --model {model}"),
+            // the app passes the worker its options as one JSON object, the model path in it
+            &format!("engine-worker --options-json .*{model}"),
         ])
         .output()
         .unwrap();

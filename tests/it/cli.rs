@@ -128,3 +128,62 @@ fn with_no_arguments_the_app_starts_rather_than_printing_help() {
     assert!(stderr.contains("no display"), "{stderr}");
     assert!(!stderr.contains("Usage:"), "{stderr}");
 }
+
+/// `--headless` says, at the default log level, when the engine is ready (model, context,
+/// device, URL) and when a prompt was refused as longer than the context (and what to do).
+#[tokio::test]
+async fn headless_prints_a_ready_line_and_a_line_for_a_prompt_too_long() {
+    use std::io::{BufRead, BufReader};
+    let port = {
+        let probe = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        probe.local_addr().unwrap().port()
+    };
+    let mut server = Command::new(worker_exe())
+        .args(["--headless", "--engine", "sim", "--ctx", "256"])
+        .args(["--port", &port.to_string()])
+        .env_remove("STRATA_LOG")
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let (lines_tx, lines) = std::sync::mpsc::channel();
+    let stderr = server.stderr.take().unwrap();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+            let _ = lines_tx.send(line);
+        }
+    });
+    let wait_for = |what: &str| {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+        loop {
+            let left = deadline.saturating_duration_since(std::time::Instant::now());
+            match lines.recv_timeout(left) {
+                Ok(line) if line.contains(what) => return line,
+                Ok(_) => {}
+                Err(_) => panic!("no line with {what:?}"),
+            }
+        }
+    };
+    let ready = wait_for("ready on");
+    assert!(
+        ready.contains(&format!("http://127.0.0.1:{port}")) && ready.contains("context 256 tokens"),
+        "{ready}"
+    );
+    let body = serde_json::json!({
+        "messages": [{"role": "user", "content": "word ".repeat(400)}],
+        "max_tokens": 4
+    });
+    let status = reqwest::Client::new()
+        .post(format!("http://127.0.0.1:{port}/v1/chat/completions"))
+        .json(&body)
+        .send()
+        .await
+        .map(|r| r.status().as_u16());
+    assert_eq!(status.ok(), Some(400));
+    let refused = wait_for("refused a");
+    assert!(
+        refused.contains("the context holds 255 tokens"),
+        "{refused}"
+    );
+    let _ = Command::new("kill").arg(server.id().to_string()).status();
+    let _ = server.wait();
+}

@@ -5,27 +5,21 @@
 //! may not settle within the harness's step limit (under load it once did not).
 
 use crate::api_fake::{Server, Setup, chat, server};
-use crate::support::worker_exe;
 use egui_kittest::Harness;
 use egui_kittest::kittest::Queryable as _;
 use serde_json::json;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
-use strata_desk::config::{Config, KvType, Overrides};
+use strata_desk::config::KvType;
+use strata_desk::control::{Control, RestartSettings};
 use strata_desk::engine_worker::FakeOptions;
-use strata_desk::gui::{CommandQueue, Dashboard, PreemptionItem, RestartSettings, ServerHost};
+use strata_desk::gui::{Dashboard, PREEMPTION_OFF};
 use strata_desk::scheduler::SchedulerSettings;
+use strata_desk::server::Running;
 use strata_desk::service::SlotStatus;
 use strata_desk::service::{EngineStatus, ServiceSnapshot, SettingsChange};
 
-/// A runtime of its own: the harness runs frames on the test's thread.
-fn runtime() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap()
-}
+use crate::support::runtime;
 
 fn wait(
     rt: &tokio::runtime::Runtime,
@@ -46,17 +40,19 @@ fn frames(harness: &mut Harness<'_>, rt: &tokio::runtime::Runtime, secs: f64) {
 }
 
 #[test]
-fn clicking_solo_priority_by_its_label_changes_the_service_setting() {
+fn clicking_the_switches_by_their_labels_changes_the_service_settings() {
     let rt = runtime();
     let server = rt.block_on(server(Setup::default()));
     let mut dashboard = Dashboard::new(server.service.clone(), rt.handle().clone());
     let mut harness = Harness::new_ui(|ui| dashboard.ui(ui));
     harness.run_ok();
     assert!(!server.service.snapshot().solo_priority);
-    harness.get_by_label("solo_priority").click();
+    harness.get_by_label(PREEMPTION_OFF).click();
     harness.run_ok();
     wait(&rt, &server, "solo_priority is on", |s| s.solo_priority);
     frames(&mut harness, &rt, 0.2);
+    harness.get_by_label("Expert switches").click();
+    harness.run_ok();
     harness.get_by_label("whole").click();
     harness.run_ok();
     wait(&rt, &server, "give_way is whole", |s| {
@@ -204,21 +200,31 @@ fn parked_and_waiting_rows_render_a_starving_request_is_highlighted_and_cancel_w
     urgent.abort();
 }
 
-/// The app's own server over the simulated engine, with its config file in a fresh folder.
-fn hosted(rt: &tokio::runtime::Runtime, name: &str) -> (ServerHost, PathBuf) {
+/// The app's own server over the simulated engine (its control plane and HTTP server), with
+/// its config file in a fresh folder.
+struct Hosted {
+    running: Running,
+    addr: std::net::SocketAddr,
+}
+
+impl Hosted {
+    fn control(&self) -> &Control {
+        &self.running.control
+    }
+}
+
+fn hosted(rt: &tokio::runtime::Runtime, name: &str) -> (Hosted, PathBuf) {
+    hosted_with(rt, name, r#"{"engine": "sim", "queue_max": 9}"#)
+}
+
+fn hosted_with(rt: &tokio::runtime::Runtime, name: &str, file: &str) -> (Hosted, PathBuf) {
     let dir = std::env::temp_dir().join(format!("strata-gui-{name}-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
     let config_path = dir.join("config.json");
-    std::fs::write(&config_path, r#"{"engine": "sim", "queue_max": 9}"#).unwrap();
-    let config = Config::load(Some(&config_path), &Overrides::default()).unwrap();
-    let _enter = rt.enter();
-    let listener = rt
-        .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))
-        .unwrap();
-    let host =
-        ServerHost::start(listener, config, Some(config_path.clone()), worker_exe()).unwrap();
-    (host, config_path)
+    std::fs::write(&config_path, file).unwrap();
+    let (running, addr) = crate::support::app_server(rt, &config_path);
+    (Hosted { running, addr }, config_path)
 }
 
 fn until(what: &str, check: impl Fn() -> bool, mut step: impl FnMut()) {
@@ -233,13 +239,14 @@ fn until(what: &str, check: impl Fn() -> bool, mut step: impl FnMut()) {
 }
 
 #[test]
-fn applying_settings_restarts_the_server_on_the_same_address_keeps_the_live_switches_and_saves_them()
+fn applying_settings_starts_a_new_engine_on_the_same_address_keeps_the_live_switches_and_saves_them()
  {
     let rt = runtime();
-    let (host, config_path) = hosted(&rt, "apply");
-    let mut dashboard = Dashboard::with_host(host.clone(), rt.handle().clone());
+    let (hosted, config_path) = hosted(&rt, "apply");
+    let host = hosted.control().clone();
+    let mut dashboard = Dashboard::with_control(host.clone(), hosted.addr, rt.handle().clone());
     let mut harness = Harness::new_ui(|ui| dashboard.ui(ui));
-    let ready = |h: &ServerHost| h.service().snapshot().engine.status == EngineStatus::Ready;
+    let ready = |h: &Control| h.service().snapshot().engine.status == EngineStatus::Ready;
     until(
         "the engine is ready",
         || ready(&host),
@@ -247,7 +254,7 @@ fn applying_settings_restarts_the_server_on_the_same_address_keeps_the_live_swit
     );
 
     // A live switch is saved to the same file headless mode reads.
-    harness.get_by_label("solo_priority").click();
+    harness.get_by_label(PREEMPTION_OFF).click();
     until(
         "solo_priority is saved",
         || {
@@ -264,14 +271,14 @@ fn applying_settings_restarts_the_server_on_the_same_address_keeps_the_live_swit
     harness.run_ok();
     assert!(
         harness
-            .query_by_label_contains("applying restarts the server")
+            .query_by_label_contains("applying starts one in place of this one")
             .is_some(),
         "the view does not say what applying does"
     );
     harness.get_by_label("Apply and restart").click();
     until(
-        "the server restarted",
-        || host.generation() == 2,
+        "a new engine serves",
+        || host.unit().generation == 2,
         || frames(&mut harness, &rt, 0.05),
     );
     until(
@@ -295,27 +302,28 @@ fn applying_settings_restarts_the_server_on_the_same_address_keeps_the_live_swit
     );
     assert!(
         harness
-            .query_all_by_label_contains("restarted with the new settings")
+            .query_all_by_label_contains("a new engine serves the new settings")
             .next()
             .is_some()
     );
-    // The new server answers on the same address.
+    // The new engine answers on the same address.
     let answer = rt.block_on(async {
         reqwest::Client::new()
-            .post(format!("http://{}/v1/chat/completions", host.addr()))
+            .post(format!("http://{}/v1/chat/completions", hosted.addr))
             .json(&chat("hello", 4))
             .send()
             .await
             .unwrap()
     });
     assert_eq!(answer.status(), 200);
-    rt.block_on(host.shutdown());
+    rt.block_on(hosted.running.stop());
 }
 
 #[test]
 fn settings_that_do_not_validate_stop_nothing_and_name_the_keys() {
     let rt = runtime();
-    let (host, _) = hosted(&rt, "invalid");
+    let (hosted, _) = hosted(&rt, "invalid");
+    let host = hosted.control().clone();
     rt.block_on(async {
         let service = host.service();
         service
@@ -332,15 +340,16 @@ fn settings_that_do_not_validate_stop_nothing_and_name_the_keys() {
             err.contains("solo_priority") && err.contains("parallel"),
             "{err}"
         );
-        assert_eq!(host.generation(), 1, "the server was restarted anyway");
-        host.shutdown().await;
+        assert_eq!(host.unit().generation, 1, "the engine was restarted anyway");
+        hosted.running.stop().await;
     });
 }
 
 #[test]
 fn models_applied_become_recent_models_newest_first_without_repeats() {
     let rt = runtime();
-    let (host, config_path) = hosted(&rt, "recent");
+    let (hosted, config_path) = hosted(&rt, "recent");
+    let host = hosted.control().clone();
     rt.block_on(async {
         for model in ["/models/a.gguf", "/models/b.gguf", "/models/a.gguf"] {
             let mut settings = RestartSettings::of(&host.config());
@@ -362,61 +371,63 @@ fn models_applied_become_recent_models_newest_first_without_repeats() {
             json!(["/models/a.gguf", "/models/b.gguf"])
         );
         assert_eq!(saved["model"], "/models/a.gguf");
-        host.shutdown().await;
+        hosted.running.stop().await;
     });
 }
 
-/// The real engine: a model file that does not load rolls the server back to the model that
-/// ran, on the same address, and saves nothing.
+/// The real engine: a model file that cannot be read stops nothing (it is checked before the
+/// engine that serves is stopped), says which of missing, not a file, not a GGUF or unreadable
+/// it is, and saves nothing; a file that reads as a GGUF but does not load rolls back to the
+/// model that ran, on the same address, the HTTP server never down.
 #[test]
-fn settings_whose_model_fails_to_load_are_rolled_back_and_not_saved() {
+fn settings_whose_model_fails_are_refused_or_rolled_back_and_not_saved() {
     let _serial = crate::support::real_model();
     let rt = runtime();
-    let dir = std::env::temp_dir().join(format!("strata-gui-rollback-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    let config_path = dir.join("config.json");
     let model = crate::support::model_path();
-    std::fs::write(
-        &config_path,
-        json!({"model": model, "ctx": 2048, "threads": 1}).to_string(),
-    )
-    .unwrap();
-    let config = Config::load(Some(&config_path), &Overrides::default()).unwrap();
-    let host = {
-        let _enter = rt.enter();
-        let listener = rt
-            .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))
-            .unwrap();
-        ServerHost::start(listener, config, Some(config_path.clone()), worker_exe()).unwrap()
-    };
+    let file = json!({"model": model, "ctx": 2048, "threads": 1}).to_string();
+    let (hosted, config_path) = hosted_with(&rt, "rollback", &file);
+    let host = hosted.control().clone();
+    let dir = config_path.parent().unwrap().to_path_buf();
     let before = std::fs::read_to_string(&config_path).unwrap();
     rt.block_on(async {
+        let ready = || async {
+            let started = Instant::now();
+            while host.service().snapshot().engine.status != EngineStatus::Ready {
+                assert!(started.elapsed() < Duration::from_secs(60), "never ready");
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+        };
+        ready().await;
         let missing = dir.join("missing.gguf");
         let mut settings = RestartSettings::of(&host.config());
         settings.model = Some(missing.clone());
         let err = host.apply(&settings).await.unwrap_err().to_string();
         assert!(
-            err.contains("missing.gguf") && err.contains("previous settings run again"),
+            err.contains("missing.gguf")
+                && err.contains("does not exist")
+                && err.contains("nothing was stopped"),
+            "{err}"
+        );
+        assert_eq!(host.unit().generation, 1, "the engine was stopped anyway");
+        // a GGUF header with nothing after it: it reads as a GGUF, llama.cpp cannot load it
+        let broken = dir.join("broken.gguf");
+        std::fs::write(&broken, b"GGUF\x03\x00\x00\x00").unwrap();
+        settings.model = Some(broken);
+        let err = host.apply(&settings).await.unwrap_err().to_string();
+        assert!(
+            err.contains("nothing was stopped") || err.contains("previous settings run again"),
             "{err}"
         );
         assert_eq!(host.config().app.model.as_deref(), Some(model.as_path()));
-        let started = Instant::now();
-        while host.service().snapshot().engine.status != EngineStatus::Ready {
-            assert!(
-                started.elapsed() < Duration::from_secs(60),
-                "never ready again"
-            );
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
+        ready().await;
         let answer = reqwest::Client::new()
-            .post(format!("http://{}/v1/chat/completions", host.addr()))
+            .post(format!("http://{}/v1/chat/completions", hosted.addr))
             .json(&chat("Say hi.", 4))
             .send()
             .await
             .unwrap();
         assert_eq!(answer.status(), 200);
-        host.shutdown().await;
+        hosted.running.stop().await;
     });
     assert_eq!(std::fs::read_to_string(&config_path).unwrap(), before);
 }
@@ -446,87 +457,6 @@ fn a_finished_request_shows_as_a_kept_conversation_with_its_sequence() {
             .is_some()
     );
     assert!(harness.query_by_label("none kept yet").is_none());
-}
-
-#[test]
-fn the_preemption_switch_turns_both_live_switches_off_and_on_again_with_give_way_put_back() {
-    let rt = runtime();
-    let server = rt.block_on(server(Setup::default()));
-    let mut dashboard = Dashboard::new(server.service.clone(), rt.handle().clone());
-    let mut harness = Harness::new_ui(|ui| dashboard.ui(ui));
-    harness.run_ok();
-    // the defaults: solo_priority off, give_way left: partly on
-    harness.get_by_label("whole").click();
-    harness.run_ok();
-    wait(&rt, &server, "give_way is whole", |s| {
-        s.give_way == strata_desk::scheduler::GiveWay::Whole
-    });
-    frames(&mut harness, &rt, 0.2);
-    harness
-        .get_by_label("Preemption: partly on (see the expert switches)")
-        .click();
-    harness.run_ok();
-    wait(&rt, &server, "preemption is on", |s| {
-        s.solo_priority && s.give_way == strata_desk::scheduler::GiveWay::Whole
-    });
-    frames(&mut harness, &rt, 0.2);
-    harness
-        .get_by_label("Preemption: on: short requests may interrupt long ones")
-        .click();
-    harness.run_ok();
-    wait(&rt, &server, "both switches are off", |s| {
-        !s.solo_priority && s.give_way == strata_desk::scheduler::GiveWay::Off
-    });
-    frames(&mut harness, &rt, 0.2);
-    harness
-        .get_by_label("Preemption: off: requests run in turn, nothing is interrupted")
-        .click();
-    harness.run_ok();
-    wait(&rt, &server, "on again with give_way whole put back", |s| {
-        s.solo_priority && s.give_way == strata_desk::scheduler::GiveWay::Whole
-    });
-}
-
-/// The tray's item as its menu handler drives it (the menu itself needs a D-Bus tray host,
-/// which the tests do not have): observe the snapshot, click, run the command.
-#[test]
-fn the_tray_preemption_item_flips_both_switches_and_its_check_mark_follows() {
-    use strata_desk::scheduler::GiveWay;
-    let rt = runtime();
-    let server = rt.block_on(server(Setup::default()));
-    let mut item = PreemptionItem::default();
-    let mut queue = CommandQueue::default();
-    let mut click = |item: &mut PreemptionItem| {
-        let s = server.service.snapshot();
-        item.observe(&s);
-        queue.send(item.click(&s));
-        queue.drain(&server.service, None, rt.handle());
-    };
-    // the defaults (solo_priority off, give_way left) are partly on: unchecked
-    assert!(!PreemptionItem::checked(&server.service.snapshot()));
-    rt.block_on(server.service.change_settings(SettingsChange {
-        give_way: Some(GiveWay::Whole),
-        ..SettingsChange::default()
-    }))
-    .unwrap();
-    wait(&rt, &server, "give_way is whole", |s| {
-        s.give_way == GiveWay::Whole
-    });
-    click(&mut item);
-    wait(&rt, &server, "preemption on, give_way kept whole", |s| {
-        s.solo_priority && s.give_way == GiveWay::Whole
-    });
-    assert!(PreemptionItem::checked(&server.service.snapshot()));
-    click(&mut item);
-    wait(&rt, &server, "both switches off", |s| {
-        !s.solo_priority && s.give_way == GiveWay::Off
-    });
-    assert!(!PreemptionItem::checked(&server.service.snapshot()));
-    click(&mut item);
-    wait(&rt, &server, "on again with give_way whole put back", |s| {
-        s.solo_priority && s.give_way == GiveWay::Whole
-    });
-    assert!(PreemptionItem::checked(&server.service.snapshot()));
 }
 
 #[test]

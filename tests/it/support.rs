@@ -230,3 +230,45 @@ pub fn script(rules: &[(&str, &str)]) -> PathBuf {
     std::fs::write(&path, serde_json::json!({ "rules": rules }).to_string()).unwrap();
     path
 }
+
+/// A multi-threaded runtime of its own, for tests that run frames on their own thread
+/// (egui_kittest) and block on the server's work between them.
+pub fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap()
+}
+
+/// Waits, polling every 10 ms for at most 30 s, until `check` holds.
+pub async fn until(what: &str, check: impl Fn() -> bool) {
+    let started = std::time::Instant::now();
+    while !check() {
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(30),
+            "timed out waiting until {what}"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+}
+
+/// The app's own server for the config file at `path` (changes are saved to it): the control
+/// plane and the HTTP server on a free loopback port, as the window and `--headless` start it.
+pub fn app_server(
+    rt: &tokio::runtime::Runtime,
+    path: &std::path::Path,
+) -> (strata_desk::server::Running, std::net::SocketAddr) {
+    let config =
+        strata_desk::config::Config::load(Some(path), &strata_desk::config::Overrides::default())
+            .unwrap();
+    let _enter = rt.enter();
+    let listener = rt
+        .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))
+        .unwrap();
+    let addr = listener.local_addr().unwrap();
+    let running =
+        strata_desk::server::start_on(listener, &config, Some(path.to_path_buf()), worker_exe())
+            .unwrap();
+    (running, addr)
+}

@@ -1,4 +1,6 @@
-//! The worker's command-line options (`strata-desk engine-worker ...`).
+//! The worker's options: what the host passes to `strata-desk engine-worker` as one JSON
+//! object (`--options-json`), so a new engine setting is a field here and nowhere else on the
+//! way; the same options as flags for a person starting a worker by hand.
 
 use std::path::PathBuf;
 
@@ -25,11 +27,14 @@ pub enum KvType {
     Q8_0,
 }
 
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 #[cfg_attr(feature = "cli", derive(clap::Args))]
 pub struct WorkerOptions {
-    /// The GGUF model file (not needed with --fake).
-    #[cfg_attr(feature = "cli", arg(long, required_unless_present = "fake"))]
+    /// The GGUF model file (not needed with --fake or --options-json).
+    #[cfg_attr(
+        feature = "cli",
+        arg(long, required_unless_present_any = ["fake", "options_json"])
+    )]
     pub model: Option<PathBuf>,
     /// Context size in tokens (the unified KV pool); 0 takes the model's, at most 32768.
     #[cfg_attr(feature = "cli", arg(long = "ctx", default_value_t = 0))]
@@ -65,7 +70,7 @@ pub struct WorkerOptions {
 }
 
 /// The simulated engine's settings.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
 #[cfg_attr(feature = "cli", derive(clap::Args))]
 pub struct FakeOptions {
     /// Simulate the engine: a byte-level vocabulary, scripted outputs, timed like a real one.

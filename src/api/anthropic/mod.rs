@@ -79,6 +79,7 @@ fn error_kind(error: &ApiError) -> &'static str {
         ApiError::BadRequest { .. }
         | ApiError::ContextLengthExceeded { .. }
         | ApiError::UnsupportedMediaType(_)
+        | ApiError::MethodNotAllowed { .. }
         | ApiError::BodyTimeout { .. } => "invalid_request_error",
         ApiError::PayloadTooLarge { .. } => "request_too_large",
         ApiError::QueueFull { .. } | ApiError::Busy { .. } => "rate_limit_error",
@@ -416,8 +417,8 @@ fn generation_of(dto: MessagesDto, state: &ApiState) -> Result<(Generation, bool
         Some(tools),
         choice.as_ref(),
         None,
-        state.prompts.tokenizer(),
-        state.prompts.tool_format(),
+        state.prompts().tokenizer(),
+        state.prompts().tool_format(),
         &state.app,
     )
     .map_err(rename)?;
@@ -442,7 +443,8 @@ pub async fn messages(
     headers: HeaderMap,
     body: Result<Bytes, BytesRejection>,
 ) -> Response {
-    match messages_inner(state, headers, body).await {
+    // one engine unit for the whole request: tokenized by the model that serves it
+    match messages_inner(state.pinned(), headers, body).await {
         Ok(response) => response,
         Err(e) => error_response(e),
     }
@@ -486,8 +488,8 @@ pub async fn count_tokens(
                     Some(tools),
                     None,
                     None,
-                    prep.prompts.tokenizer(),
-                    prep.prompts.tool_format(),
+                    prep.prompts().tokenizer(),
+                    prep.prompts().tool_format(),
                     &prep.app,
                 )
                 .map_err(rename)?;

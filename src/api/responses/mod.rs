@@ -341,8 +341,8 @@ impl ResponsesRequest {
             Some(tools),
             choice.as_ref(),
             format,
-            state.prompts.tokenizer(),
-            state.prompts.tool_format(),
+            state.prompts().tokenizer(),
+            state.prompts().tool_format(),
             &state.app,
         )
         .map_err(|e| rename_param(e, "response_format", "text.format"))?;
@@ -388,6 +388,8 @@ pub async fn responses(
     headers: HeaderMap,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, ApiError> {
+    // one engine unit for the whole request: tokenized by the model that serves it
+    let state = state.pinned();
     let body = body_bytes(&state, body)?;
     let prep = state.clone();
     let (prepared, model, stream, echo) = state

@@ -1,0 +1,435 @@
+//! The table of every config key (see the parent module).
+
+use super::{Applies, Key, Part, key};
+use Applies::{Live, NewEngine, Restart};
+use Part::{App, Scheduler};
+
+/// Every key, in the order the docs list them.
+pub const KEYS: &[Key] = &[
+    key(
+        "model",
+        App,
+        NewEngine,
+        Some("--model"),
+        Some("SmolLM2-135M-Instruct, fetched on first use"),
+        "a GGUF path; a path that is missing, not a file, not a GGUF or unreadable is refused \
+         naming which",
+    ),
+    key(
+        "engine",
+        App,
+        Restart,
+        Some("--engine"),
+        None,
+        "`\"llama\"` or `\"sim\"` (simulated engine, labelled so in `/v1/models`, `/health`, the \
+         snapshot)",
+    ),
+    key(
+        "host",
+        App,
+        Restart,
+        Some("--host"),
+        None,
+        "an IP address; not loopback requires `api_keys` (section 5)",
+    ),
+    key("port", App, Restart, Some("--port"), None, "1-65535"),
+    key(
+        "parallel",
+        App,
+        NewEngine,
+        Some("--parallel"),
+        None,
+        "1-64: slots, the requests read or decoded in one step; 2 or more cannot be combined \
+         with `solo_priority`",
+    ),
+    key(
+        "kv_sequences",
+        App,
+        NewEngine,
+        Some("--kv-sequences"),
+        Some("max(16, `parallel` + 1)"),
+        "0, or more than `parallel` and at most 256 (llama.cpp's limit): engine sequences over \
+         the one KV pool; every live request and every kept conversation has its own, so this \
+         bounds how many conversations stay in the pool. A recurrent or hybrid model gets at \
+         most `parallel` + 2",
+    ),
+    key(
+        "ctx",
+        App,
+        NewEngine,
+        Some("--ctx"),
+        Some("the model's, at most 32768"),
+        "0, or 256-1048576: the KV pool's cells, shared by every sequence, and the most one \
+         request holds. Larger than the model's training context it still runs, with a warning \
+         in the log",
+    ),
+    key(
+        "threads",
+        App,
+        NewEngine,
+        Some("--threads"),
+        Some(
+            "the physical cores (at most the CPUs the process may use), as llama.cpp; chosen by \
+             measurement (docs/BENCHMARKS.md, \"Engine defaults\")",
+        ),
+        "at most 1024",
+    ),
+    key(
+        "gpu_layers",
+        App,
+        NewEngine,
+        Some("--gpu-layers"),
+        None,
+        "`\"auto\"`: llama.cpp's own fitting (`common_fit_params`, as llama-server's `--fit`) \
+         puts as many layers on the GPU as its free memory holds beside the KV pool of the \
+         configured `ctx` and the compute buffers, leaving 1 GiB or a tenth of the GPU free, \
+         whichever is more (Windows spills what does not fit into shared memory, about ten \
+         times slower); 0 where llama.cpp sees no GPU (a CPU build); if the fitting fails, the \
+         CPU only, with a warning. A number sets the layers (more than the model has: all). \
+         `/health`, `/v1/scheduler` and the window show the device, the layers and the free \
+         memory, and warn when it falls under half the margin",
+    ),
+    key(
+        "flash_attn",
+        App,
+        NewEngine,
+        Some("--flash-attn"),
+        Some("llama.cpp's choice: on, on the CPU"),
+        "`\"auto\"`, `\"on\"`, `\"off\"`. `\"off\"` decodes faster on the CPU at several \
+         thousand tokens of context (docs/BENCHMARKS.md, \"Engine defaults\") but a paused, \
+         parked or batched stream then no longer continues token-identical",
+    ),
+    key(
+        "kv_type",
+        App,
+        NewEngine,
+        Some("--kv-type"),
+        None,
+        "`\"f16\"`, `\"q8_0\"`; `q8_0` is refused with `flash_attn: \"off\"`",
+    ),
+    key(
+        "conversation_cache_mib",
+        App,
+        NewEngine,
+        None,
+        None,
+        "at most 1048576: the host-RAM conversation cache's bound in MiB",
+    ),
+    key(
+        "api_keys",
+        App,
+        Restart,
+        None,
+        None,
+        "strings, or `{\"key\": \"...\", \"name\": \"codex\", \"priority\": N, \
+         \"max_priority\": M, \"admin\": false}` (all but `key` optional: `name` is shown in \
+         logs and the dashboard, `priority` is the default of its requests, `max_priority` \
+         caps what they ask, `admin` (default true) lets it use the control routes; `admin: \
+         false` may cancel or re-prioritise only its own requests); each key at least 8 \
+         characters. `GET /v1/settings` shows their names, never the keys",
+    ),
+    key(
+        "model_aliases",
+        App,
+        Restart,
+        None,
+        None,
+        "an object of name → string (the values are not read); its names are listed by \
+         `/v1/models` and echoed back as the response's `model` (one model is loaded; any name \
+         is served)",
+    ),
+    key(
+        "body_limit_mib",
+        App,
+        Restart,
+        None,
+        None,
+        "1-1024; a larger request body gets 413",
+    ),
+    key(
+        "prepare_concurrency",
+        App,
+        Restart,
+        None,
+        Some("the number of cores"),
+        "0-1024: requests prepared at once (body parsing, tool schemas, grammars, tokenizing), \
+         each on a blocking thread, so the async threads never do this work",
+    ),
+    key(
+        "prepare_waiting_max",
+        App,
+        Restart,
+        None,
+        None,
+        "1-100000: requests that may wait for a preparation place; one more gets 429 \
+         `server_busy`",
+    ),
+    key(
+        "max_tools",
+        App,
+        Restart,
+        None,
+        None,
+        "1-4096: `tools` one request may offer (Claude Code sends about 20); more is a 400 \
+         naming `tools`",
+    ),
+    key(
+        "max_tool_schema_kib",
+        App,
+        Restart,
+        None,
+        None,
+        "1-65536: one tool's parameter schema as JSON text; larger is a 400 naming the tool",
+    ),
+    key(
+        "max_stop_strings",
+        App,
+        Restart,
+        None,
+        None,
+        "1-256: strings in `stop` / `stop_sequences` (each is matched against every token's \
+         text)",
+    ),
+    key(
+        "max_stop_string_bytes",
+        App,
+        Restart,
+        None,
+        None,
+        "1-65536: the longest stop string",
+    ),
+    key(
+        "header_read_timeout_secs",
+        App,
+        Restart,
+        None,
+        None,
+        "1-3600: a client must send a request's headers within this, else the connection is \
+         closed (an idle keep-alive connection likewise: clients open a new one, as they do \
+         with servers that close idle connections after a few seconds)",
+    ),
+    key(
+        "body_read_timeout_secs",
+        App,
+        Restart,
+        None,
+        None,
+        "1-3600: a client must send the whole body within this, else 408 `request_timeout`",
+    ),
+    key(
+        "event_subscribers_max",
+        App,
+        Restart,
+        None,
+        None,
+        "1-1024: clients of `/v1/scheduler/events` at once; one more gets 429 `server_busy`",
+    ),
+    key(
+        "tool_call_format",
+        App,
+        NewEngine,
+        None,
+        None,
+        "`\"auto\"` (the family the chat template shows), or one of `\"hermes\"`, \
+         `\"qwen3_coder\"`, `\"harmony\"`, `\"mistral\"`, `\"llama3\"`, `\"glm4\"`, \
+         `\"deepseek_v3\"`, `\"deepseek_v32\"`, `\"kimi_k2\"`, `\"granite\"`: the form tool \
+         calls are parsed in and constrained to (docs/API.md, \"Tools\")",
+    ),
+    key(
+        "allowed_hosts",
+        App,
+        Restart,
+        None,
+        None,
+        "extra `Host` header names to accept (section 5)",
+    ),
+    key(
+        "cors_origins",
+        App,
+        Restart,
+        None,
+        None,
+        "web origins allowed at all (CORS, every route, the control routes); any other \
+         `Origin` is a 403",
+    ),
+    key(
+        "renderer",
+        App,
+        Restart,
+        Some("--renderer"),
+        None,
+        "`\"glow\"`, `\"wgpu\"` (needs a `--features wgpu` build); window only",
+    ),
+    key(
+        "close_to_tray",
+        App,
+        Restart,
+        None,
+        None,
+        "window only: closing the window keeps the server and the engine running in the tray \
+         (Quit in the tray ends the app); `false`, or no tray (Linux without a session bus), \
+         and closing quits",
+    ),
+    key(
+        "recent_models",
+        App,
+        Live,
+        None,
+        None,
+        "paths; the window's model picker writes up to 8, newest first",
+    ),
+    key(
+        "solo_priority",
+        Scheduler,
+        Live,
+        Some("--solo-priority"),
+        None,
+        "preemption (R7): a short or higher-priority request may pause a long stream, which \
+         resumes with nothing lost; needs `parallel: 1`. The rollback switch",
+    ),
+    key(
+        "chunk_tokens",
+        Scheduler,
+        NewEngine,
+        Some("--chunk-tokens"),
+        Some(
+            "measured by the engine at load, about a quarter second of prompt reading (64 \
+             tokens on two CPU cores), a multiple of 64",
+        ),
+        "64-8192",
+    ),
+    key(
+        "yields_max",
+        Scheduler,
+        Restart,
+        None,
+        None,
+        "at most 16: how many times one read may give way",
+    ),
+    key(
+        "min_run_quantum_secs",
+        Scheduler,
+        Restart,
+        None,
+        None,
+        "0-3600: a decode runs at least this long before `solo_priority` pauses it",
+    ),
+    key(
+        "aging_interval_secs",
+        Scheduler,
+        Restart,
+        None,
+        None,
+        "0 (aging off), or 0.001-86400: +1 effective priority per interval waited",
+    ),
+    key(
+        "small_request_tokens",
+        Scheduler,
+        Restart,
+        None,
+        None,
+        "at most 1000000: with `solo_priority`, a request with no priority and at most this \
+         much left to read gets +1",
+    ),
+    key(
+        "queue_max",
+        Scheduler,
+        Restart,
+        None,
+        None,
+        "1-1000000: waiting requests beyond it get 429",
+    ),
+    key(
+        "priority_range",
+        Scheduler,
+        Restart,
+        None,
+        None,
+        "`min <= max`, both within -1000000..1000000",
+    ),
+    key(
+        "priority_order",
+        Scheduler,
+        Restart,
+        None,
+        None,
+        "`\"higher_first\"` or `\"lower_first\"` (vLLM's convention: the number is negated at \
+         the edge)",
+    ),
+    key(
+        "give_way",
+        Scheduler,
+        Live,
+        None,
+        None,
+        "`\"left\"` (by tokens left to read), `\"whole\"` (by whole prompt length), `\"off\"` \
+         (never): how a long prompt read gives way to a shorter request at a chunk boundary",
+    ),
+    key(
+        "max_tokens_over_context",
+        Scheduler,
+        Restart,
+        None,
+        None,
+        "`\"clamp\"` (ends with `length`) or `\"reject\"` (400)",
+    ),
+    key(
+        "max_output_tokens_default",
+        Scheduler,
+        Restart,
+        Some("--max-output-tokens-default"),
+        Some("the rest of the context"),
+        "1-10000000: the output limit of a request that names none",
+    ),
+    key(
+        "max_output_tokens_cap",
+        Scheduler,
+        Restart,
+        Some("--max-output-tokens-cap"),
+        Some("no cap"),
+        "1-10000000: the most output tokens any request gets, whatever it asks; a larger limit \
+         is cut silently and the request ends with `length`",
+    ),
+    key(
+        "output_reserve_tokens",
+        Scheduler,
+        Restart,
+        None,
+        None,
+        "1-1000000: output cells reserved at admission",
+    ),
+    key(
+        "host_cache_conversations_max",
+        Scheduler,
+        Restart,
+        None,
+        None,
+        "at most 4096",
+    ),
+    key(
+        "restart_attempts_max",
+        Scheduler,
+        Restart,
+        None,
+        None,
+        "1-100: failed engine starts in a row before waiting requests get 503 (for the first \
+         start, when nothing waits: after them the next arrival gets 503 \
+         `engine_unavailable` and starts it again)",
+    ),
+    key(
+        "restart_backoff_secs",
+        Scheduler,
+        Restart,
+        None,
+        None,
+        "0-600: the wait before the second attempt; doubles for each further one",
+    ),
+    key(
+        "retry_after_secs",
+        Scheduler,
+        Restart,
+        None,
+        None,
+        "at most 3600: the `Retry-After` of a 429 (a 503 `engine_starting` always says 5)",
+    ),
+];

@@ -1,0 +1,161 @@
+//! The control plane over HTTP: applying a new engine never takes the HTTP server down (a
+//! client polling `/health` never sees a refused connection, the event stream follows the new
+//! engine), and `GET /v1/settings` shows every key in force with its default and what it
+//! takes.
+
+use crate::support::{until, worker_exe};
+use futures_util::StreamExt;
+use serde_json::Value;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+use strata_desk::config::{Config, Overrides};
+use strata_desk::control::RestartSettings;
+use strata_desk::service::EngineStatus;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn applying_a_new_engine_keeps_the_listener_and_the_clients_that_only_watch() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("config.json");
+    std::fs::write(&path, r#"{"engine": "sim", "ctx": 4096}"#).unwrap();
+    let config = Config::load(Some(&path), &Overrides::default()).unwrap();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let running =
+        strata_desk::server::start_on(listener, &config, Some(path.clone()), worker_exe()).unwrap();
+    let control = running.control.clone();
+    until("ready", || {
+        control.service().snapshot().engine.status == EngineStatus::Ready
+    })
+    .await;
+
+    // a watcher on the event stream, and a poller of /health
+    let events = reqwest::get(format!("http://{addr}/v1/scheduler/events"))
+        .await
+        .unwrap();
+    assert_eq!(events.status(), 200);
+    let mut events = events.bytes_stream();
+    let (refused, answered) = (Arc::new(AtomicU64::new(0)), Arc::new(AtomicU64::new(0)));
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let poller = tokio::spawn({
+        let (refused, answered, stop) = (refused.clone(), answered.clone(), stop.clone());
+        async move {
+            let client = reqwest::Client::new();
+            while !stop.load(Ordering::SeqCst) {
+                match client.get(format!("http://{addr}/health")).send().await {
+                    Ok(_) => answered.fetch_add(1, Ordering::SeqCst),
+                    Err(_) => refused.fetch_add(1, Ordering::SeqCst),
+                };
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+        }
+    });
+
+    let mut settings = RestartSettings::of(&control.config());
+    settings.ctx = 8192;
+    let applied = control.apply(&settings).await.unwrap();
+    assert!(applied.not_saved.is_none(), "{:?}", applied.not_saved);
+    until("the new engine is ready", || {
+        control.service().snapshot().engine.status == EngineStatus::Ready
+    })
+    .await;
+    assert_eq!(control.unit().generation, 2);
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    stop.store(true, Ordering::SeqCst);
+    poller.await.unwrap();
+    assert_eq!(
+        refused.load(Ordering::SeqCst),
+        0,
+        "a /health poll found the port closed"
+    );
+    assert!(answered.load(Ordering::SeqCst) > 10);
+
+    // the event stream is still open, and now shows the new engine's context
+    let followed = tokio::time::timeout(Duration::from_secs(10), async {
+        while let Some(chunk) = events.next().await {
+            if String::from_utf8_lossy(&chunk.unwrap()).contains("\"context_tokens\":8192") {
+                return true;
+            }
+        }
+        false
+    })
+    .await;
+    assert_eq!(
+        followed,
+        Ok(true),
+        "the event stream did not follow the new engine"
+    );
+
+    // and the same address serves a completion from the new engine
+    let answer = reqwest::Client::new()
+        .post(format!("http://{addr}/v1/chat/completions"))
+        .json(
+            &serde_json::json!({"messages": [{"role": "user", "content": "hi"}], "max_tokens": 3}),
+        )
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(answer.status(), 200);
+    let saved: Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    assert_eq!(saved["ctx"], 8192);
+    running.stop().await;
+}
+
+#[tokio::test]
+async fn get_settings_shows_every_key_in_force_with_its_default_and_what_it_takes() {
+    let server = crate::api_fake::server(crate::api_fake::Setup {
+        app: strata_desk::config::AppSettings {
+            api_keys: vec![strata_desk::config::ApiKeyEntry::Plain(
+                "a-secret-key-1".into(),
+            )],
+            ..strata_desk::config::AppSettings::default()
+        },
+        ..crate::api_fake::Setup::default()
+    })
+    .await;
+    let v: Value = reqwest::Client::new()
+        .get(format!("{}/v1/settings", server.base))
+        .bearer_auth("a-secret-key-1")
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let settings = &v["settings"];
+    assert_eq!(settings["solo_priority"], false, "{v}");
+    assert_eq!(settings["give_way"], "left", "{v}");
+    assert_eq!(settings["queue_max"], 1024, "{v}");
+    // the keys' names only, never the keys
+    assert_eq!(settings["api_keys"], serde_json::json!(["key 1"]));
+    assert!(!v.to_string().contains("a-secret-key-1"), "{v}");
+    let keys = v["keys"].as_array().unwrap();
+    let defaults = strata_desk::config::schema::defaults();
+    assert_eq!(keys.len(), defaults.len());
+    let solo = keys.iter().find(|k| k["name"] == "solo_priority").unwrap();
+    assert_eq!(solo["applies"], "live");
+    assert_eq!(solo["flag"], "--solo-priority");
+    assert_eq!(solo["default"], false);
+    let ctx = keys.iter().find(|k| k["name"] == "ctx").unwrap();
+    assert_eq!(ctx["applies"], "new_engine");
+    assert_eq!(ctx["part"], "app");
+    // a live change shows at once
+    let changed = reqwest::Client::new()
+        .patch(format!("{}/v1/settings", server.base))
+        .bearer_auth("a-secret-key-1")
+        .json(&serde_json::json!({"give_way": "whole"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(changed.status(), 200);
+    let v: Value = reqwest::Client::new()
+        .get(format!("{}/v1/settings", server.base))
+        .bearer_auth("a-secret-key-1")
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(v["settings"]["give_way"], "whole", "{v}");
+}
