@@ -14,10 +14,16 @@ use strata_desk::control::RestartSettings;
 use strata_desk::service::EngineStatus;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn applying_a_new_engine_keeps_the_listener_and_the_clients_that_only_watch() {
+async fn applying_a_new_model_keeps_the_listener_and_the_clients_that_only_watch() {
+    let _serial = crate::support::real_model();
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("config.json");
-    std::fs::write(&path, r#"{"engine": "sim", "ctx": 4096}"#).unwrap();
+    // the real engine; the new model is the test model under another file name
+    let model = crate::support::model_path();
+    let other = dir.path().join("other-model.gguf");
+    std::os::unix::fs::symlink(&model, &other).unwrap();
+    let file = serde_json::json!({"model": model, "ctx": 2048, "threads": 1});
+    std::fs::write(&path, file.to_string()).unwrap();
     let config = Config::load(Some(&path), &Overrides::default()).unwrap();
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
@@ -52,7 +58,8 @@ async fn applying_a_new_engine_keeps_the_listener_and_the_clients_that_only_watc
     });
 
     let mut settings = RestartSettings::of(&control.config());
-    settings.ctx = 8192;
+    settings.model = Some(other.clone());
+    settings.ctx = 4096;
     let applied = control.apply(&settings).await.unwrap();
     assert!(applied.not_saved.is_none(), "{:?}", applied.not_saved);
     until("the new engine is ready", || {
@@ -73,7 +80,7 @@ async fn applying_a_new_engine_keeps_the_listener_and_the_clients_that_only_watc
     // the event stream is still open, and now shows the new engine's context
     let followed = tokio::time::timeout(Duration::from_secs(10), async {
         while let Some(chunk) = events.next().await {
-            if String::from_utf8_lossy(&chunk.unwrap()).contains("\"context_tokens\":8192") {
+            if String::from_utf8_lossy(&chunk.unwrap()).contains("\"context_tokens\":4096") {
                 return true;
             }
         }
@@ -97,7 +104,8 @@ async fn applying_a_new_engine_keeps_the_listener_and_the_clients_that_only_watc
         .unwrap();
     assert_eq!(answer.status(), 200);
     let saved: Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
-    assert_eq!(saved["ctx"], 8192);
+    assert_eq!(saved["ctx"], 4096);
+    assert_eq!(saved["model"], other.display().to_string());
     running.stop().await;
 }
 

@@ -286,9 +286,9 @@ fn the_http_rollback_from_every_state_turns_solo_priority_off_keeps_give_way_and
 /// `--headless` with its config file, a process as a service runs it: the rollback over HTTP
 /// is saved to that file, so the next start keeps it.
 #[test]
-fn a_headless_rollback_is_saved_to_its_config_file() {
+fn a_headless_rollback_from_every_state_is_saved_to_its_config_file() {
     let rt = runtime();
-    for state in [(true, GiveWay::Whole), (false, GiveWay::Left)] {
+    for state in STATES {
         let path = config_file("headless", state.0, state.1);
         let port = {
             let probe = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
