@@ -130,6 +130,10 @@ fn choice(raw: Option<&Value>, has_tools: bool) -> Result<Choice, ApiError> {
             }
         },
     };
+    // `auto` with nothing to choose from asks for nothing (agents send it with no tools)
+    if !has_tools && choice == Choice::Auto {
+        return Ok(Choice::None);
+    }
     if !has_tools && matches!(choice, Choice::Required | Choice::Named(_)) {
         return Err(bad(
             "`tool_choice` asks for a tool call, but no `tools` were given".into(),
@@ -219,6 +223,16 @@ pub fn output_spec(
                 &param,
             ));
         }
+        if let Some(remote) = grammar::remote_ref(&parameters) {
+            return Err(bad(
+                format!(
+                    "`{param}` of the tool {:?} refers to {remote:?}, another document: only \
+                     refs within the schema (`#/$defs/...`, `#/definitions/...`) are resolved",
+                    f.name
+                ),
+                &param,
+            ));
+        }
         grammar::for_json_schema(&parameters)
             .map_err(|e| bad(format!("`{param}`: {e}"), &param))?;
         let mut function = json!({"name": f.name, "parameters": parameters});
@@ -252,6 +266,15 @@ pub fn output_spec(
                 if !schema.is_object() {
                     return Err(bad(
                         format!("`{param}` must be a JSON schema object"),
+                        param,
+                    ));
+                }
+                if let Some(remote) = grammar::remote_ref(&schema) {
+                    return Err(bad(
+                        format!(
+                            "`{param}` refers to {remote:?}, another document: only refs \
+                             within the schema are resolved"
+                        ),
                         param,
                     ));
                 }

@@ -32,6 +32,20 @@ pub enum CallForm {
     Dsml,
 }
 
+impl CallForm {
+    /// Every native form, for tests that go through them all.
+    pub const ALL: [CallForm; 8] = [
+        CallForm::Mistral,
+        CallForm::Kimi,
+        CallForm::DeepSeek,
+        CallForm::Harmony,
+        CallForm::Llama3,
+        CallForm::Xml,
+        CallForm::Glm,
+        CallForm::Dsml,
+    ];
+}
+
 /// A GBNF string literal of `text`.
 fn lit(text: &str) -> String {
     let mut out = String::from("\"");
@@ -128,7 +142,9 @@ fn pairs_rule(
                     None => "free-text".to_owned(),
                 }
             } else {
-                let (start, value_rules) = json_rule(schema, &format!("{prefix}p{j}-"))?;
+                // converted on its own: the tool's `$defs` go with it
+                let schema = super::refs::with_defs_of(schema, &tool.parameters);
+                let (start, value_rules) = json_rule(&schema, &format!("{prefix}p{j}-"))?;
                 rules.push_str(&value_rules);
                 rules.push('\n');
                 start

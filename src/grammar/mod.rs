@@ -7,7 +7,9 @@ use crate::protocol::Grammar;
 use serde_json::{Value, json};
 
 mod forms;
+mod refs;
 pub use forms::{CallForm, for_native_calls};
+pub use refs::remote_ref;
 
 /// What opens a Hermes tool call (the lazy grammar's trigger).
 pub const TOOL_CALL_TRIGGER: &str = "<tool_call>";
@@ -38,12 +40,23 @@ pub struct ToolSpec {
 /// appears (for `tool_choice: auto`); else the output must be a call (`required`, a named
 /// function).
 pub fn for_tool_calls(tools: &[ToolSpec], lazy: bool) -> Result<Grammar, GrammarError> {
+    let one = tools.len() == 1;
     let calls: Vec<Value> = tools
         .iter()
-        .map(|t| {
+        .enumerate()
+        .map(|(i, t)| {
+            // where the arguments' schema sits in the whole: its local refs are read there
+            let at = if one {
+                "/properties/arguments".to_owned()
+            } else {
+                format!("/oneOf/{i}/properties/arguments")
+            };
             json!({
                 "type": "object",
-                "properties": {"name": {"const": t.name}, "arguments": t.parameters},
+                "properties": {
+                    "name": {"const": t.name},
+                    "arguments": refs::rebased(&t.parameters, &at),
+                },
                 "required": ["name", "arguments"],
                 "additionalProperties": false,
             })
@@ -155,5 +168,41 @@ mod tests {
         let err =
             for_json_schema(&json!({"type": "object", "properties": {"a": {"$ref": "#/nowhere"}}}));
         assert!(err.is_err(), "{err:?}");
+    }
+}
+
+#[cfg(test)]
+mod ref_tests {
+    use super::*;
+
+    /// The tool an MCP server made with the official Python SDK lists (a capture:
+    /// tests/fixtures/schemas/make-mcp-tool.py): Pydantic's `$defs` and `#/$defs/...` refs,
+    /// one of them recursive.
+    fn mcp_tool() -> ToolSpec {
+        let text = include_str!("../../tests/fixtures/schemas/mcp-create-issue-tool.json");
+        let tool: Value = serde_json::from_str(text).unwrap();
+        ToolSpec {
+            name: tool["name"].as_str().unwrap().to_owned(),
+            parameters: tool["inputSchema"].clone(),
+        }
+    }
+
+    #[test]
+    fn a_pydantic_tool_with_defs_and_refs_gets_a_call_grammar_in_every_form() {
+        let other = ToolSpec {
+            name: "read_file".into(),
+            parameters: json!({"type": "object", "properties": {"path": {"type": "string"}}}),
+        };
+        // alone and beside another tool (its refs then sit under `oneOf`)
+        for tools in [vec![mcp_tool()], vec![other.clone(), mcp_tool()]] {
+            for lazy in [true, false] {
+                let g = for_tool_calls(&tools, lazy);
+                assert!(g.is_ok(), "{} tool(s): {g:?}", tools.len());
+            }
+            for form in CallForm::ALL {
+                let g = for_native_calls(form, &tools, false);
+                assert!(g.is_ok(), "{form:?}: {g:?}");
+            }
+        }
     }
 }

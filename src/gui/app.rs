@@ -2,6 +2,7 @@
 //! drains them once per frame, and keeps an event log from what changed between snapshots.
 
 use super::commands::{CommandQueue, Outcome};
+use super::controls;
 use super::history::{LogFilter, length_refusal_ui, scheduler_log_ui};
 use super::panels;
 use super::preemption::GiveWayMemory;
@@ -267,7 +268,7 @@ impl Dashboard {
             panels::engine_ui(ui, &s, &mut self.confirm_restart, &mut self.commands);
             length_refusal_ui(ui, &s, &mut self.refusal_dismissed_at);
             self.give_way_memory.observe(&s);
-            panels::controls_ui(ui, &s, self.give_way_memory, &mut self.commands);
+            controls::controls_ui(ui, &s, self.give_way_memory, &mut self.commands);
             if let Some(control) = &self.control {
                 ui.horizontal(|ui| {
                     let settings =

@@ -4,7 +4,8 @@
 //! - `app`: [`Dashboard`], the window's state and frame;
 //! - `panels`: one `*_ui` function per panel, reading the snapshot;
 //! - `history`: the scheduler's log with request ids, and the too-long-prompt banner;
-//! - `preemption`: the rollback switch (`solo_priority`) and the give-way switch;
+//! - `controls`: the Preemption and give-way switches and the expert `give_way` values;
+//! - `preemption`: those switches' labels and what a click on them sends;
 //! - `requests`: the requests table (one row per live request, with its "why");
 //! - `settings`: the settings view (restart-only settings, the model picker);
 //! - `timeline`: who held the read lane and each slot, the last minutes;
@@ -20,6 +21,7 @@
 
 mod app;
 mod commands;
+mod controls;
 mod history;
 mod panels;
 mod preemption;

@@ -22,16 +22,7 @@ fn every_native_call_grammar_compiles_against_the_test_model_s_vocabulary() {
         name: "get_weather".into(),
         parameters: weather(),
     }];
-    for form in [
-        CallForm::Mistral,
-        CallForm::Kimi,
-        CallForm::DeepSeek,
-        CallForm::Harmony,
-        CallForm::Llama3,
-        CallForm::Xml,
-        CallForm::Glm,
-        CallForm::Dsml,
-    ] {
+    for form in CallForm::ALL {
         for lazy in [true, false] {
             let grammar = for_native_calls(form, &tools, lazy).unwrap();
             tokenizer()

@@ -22,6 +22,7 @@ mod api_pipeline;
 mod api_real;
 mod api_requests;
 mod api_room;
+mod api_schemas;
 mod api_tools;
 mod bench;
 mod chat_corpus;

@@ -276,16 +276,25 @@ fn function_tools(tools: Vec<Value>) -> Result<Vec<ToolDto>, ApiError> {
 }
 
 /// `tool_choice` in Chat's shape; a hosted tool's choice counts as `auto`.
-fn chat_tool_choice(choice: Option<Value>) -> Option<Value> {
-    match choice? {
-        Value::String(s) => Some(Value::String(s)),
-        v if v.get("type").and_then(Value::as_str) == Some("function") => {
-            Some(json!({"type": "function", "function": {"name": v.get("name")}}))
-        }
-        other => {
-            tracing::warn!("responses: tool_choice {other} taken as auto");
-            Some(json!("auto"))
-        }
+/// Responses' `tool_choice` in Chat's shape: a string as it is, `{"type": "function",
+/// "name"}` as Chat's named function; anything else (a number, another object) is a 400
+/// naming the field (it was once taken as `auto`, and then failed on the grammar).
+fn chat_tool_choice(choice: Option<Value>) -> Result<Option<Value>, ApiError> {
+    let Some(choice) = choice else {
+        return Ok(None);
+    };
+    match choice {
+        Value::String(s) => Ok(Some(Value::String(s))),
+        v if v.get("type").and_then(Value::as_str) == Some("function") => Ok(Some(
+            json!({"type": "function", "function": {"name": v.get("name")}}),
+        )),
+        other => Err(bad(
+            format!(
+                "`tool_choice` must be none, auto, required or {{\"type\": \"function\", \
+                 \"name\": ...}}, got {other}"
+            ),
+            "tool_choice",
+        )),
     }
 }
 
@@ -336,7 +345,7 @@ impl ResponsesRequest {
             });
         let tools_given = dto.tools.clone().unwrap_or_default();
         let tools = function_tools(tools_given.clone())?;
-        let choice = chat_tool_choice(dto.tool_choice.clone());
+        let choice = chat_tool_choice(dto.tool_choice.clone())?;
         let output = tools::output_spec(
             Some(tools),
             choice.as_ref(),
