@@ -51,7 +51,19 @@ fn model_of(config: &Config) -> Result<PathBuf, ServerError> {
 /// template and tool-call format; the simulated engine's byte vocabulary.
 pub fn prepare_prompts(config: &Config) -> Result<Prompts, ServerError> {
     let tokenizer = match config.app.engine {
-        EngineKind::Llama => Tokenizer::load(&model_of(config)?)?,
+        EngineKind::Llama => {
+            let model = model_of(config)?;
+            let tokenizer = Tokenizer::load(&model)?;
+            if tokenizer.chat_template().is_none() {
+                // said at load: otherwise only the window's model list would say it
+                tracing::warn!(
+                    "{} has no chat template: prompts use ChatML (<|im_start|>), which this \
+                     model may not know; its answers may be poor and tool calls unparsed",
+                    model.display()
+                );
+            }
+            tokenizer
+        }
         EngineKind::Sim => Tokenizer::simulated(),
     };
     Ok(Prompts::new(tokenizer)?.with_tool_call_format(config.app.tool_call_format))
@@ -83,6 +95,7 @@ pub fn worker_launch(config: &Config, exe: PathBuf) -> Result<WorkerLaunch, Serv
         flash_attn: a.flash_attn,
         kv_type: a.kv_type,
         conversation_cache_mib: a.conversation_cache_mib,
+        grammar_ms_per_token: a.grammar_ms_per_token,
         ..options
     };
     Ok(WorkerLaunch::new(exe, options))

@@ -23,7 +23,7 @@ pub enum TokenizerError {
 }
 
 /// llama.cpp's backend may be initialised once per process.
-fn backend() -> Result<&'static LlamaBackend, TokenizerError> {
+pub(crate) fn backend() -> Result<&'static LlamaBackend, TokenizerError> {
     static BACKEND: OnceLock<Result<LlamaBackend, String>> = OnceLock::new();
     BACKEND
         .get_or_init(|| {

@@ -118,10 +118,19 @@ fn may_act_on(state: &ApiState, access: Access, id: RequestId) -> Result<(), Api
     }
 }
 
-/// `{id}` as the scheduler counts it (`7`) or as a response names it (`chatcmpl-7`).
+/// `{id}` as the scheduler counts it (`7`) or as a response names it (`chatcmpl-7`, `resp_7`,
+/// `msg_7`).
 fn request_id(raw: &str) -> Result<RequestId, ApiError> {
-    let digits = raw.rsplit('-').next().unwrap_or(raw);
-    digits.parse().map(RequestId).map_err(|_| {
+    // digits, bare or after the prefix of the id a response carries; `-1` is no id (it once
+    // read as 1)
+    let digits = ["chatcmpl-", "resp_", "msg_"]
+        .iter()
+        .find_map(|prefix| raw.strip_prefix(prefix))
+        .unwrap_or(raw);
+    let parsed = (!digits.is_empty() && digits.bytes().all(|b| b.is_ascii_digit()))
+        .then(|| digits.parse().ok())
+        .flatten();
+    parsed.map(RequestId).ok_or_else(|| {
         ApiError::bad(
             format!("`id` must be a request id such as 7 or chatcmpl-7, got {raw:?}"),
             Some("id"),
@@ -342,7 +351,10 @@ mod tests {
     fn a_request_id_is_taken_bare_or_as_a_response_names_it() {
         assert_eq!(request_id("7").unwrap(), RequestId(7));
         assert_eq!(request_id("chatcmpl-12").unwrap(), RequestId(12));
-        assert!(request_id("chatcmpl-").is_err());
-        assert!(request_id("abc").is_err());
+        assert_eq!(request_id("resp_3").unwrap(), RequestId(3));
+        assert_eq!(request_id("msg_4").unwrap(), RequestId(4));
+        for bad in ["chatcmpl-", "abc", "-1", "+1", "x-1", "1-", ""] {
+            assert!(request_id(bad).is_err(), "{bad:?}");
+        }
     }
 }

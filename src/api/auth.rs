@@ -8,10 +8,12 @@ use axum::response::{IntoResponse, Response};
 use subtle::ConstantTimeEq;
 
 pub fn presented_key(headers: &HeaderMap) -> Option<&str> {
+    // the scheme is case-insensitive (RFC 9110 §11.1): `bearer KEY` is a key too
     if let Some(bearer) = headers
         .get(header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.strip_prefix("Bearer "))
+        .and_then(|v| v.trim_start().split_once(' '))
+        .and_then(|(scheme, key)| scheme.eq_ignore_ascii_case("bearer").then_some(key))
     {
         return Some(bearer.trim());
     }
@@ -38,8 +40,14 @@ pub fn same_key(expected: &str, presented: &str) -> bool {
 }
 
 fn host_allowed(state: &ApiState, headers: &HeaderMap) -> Result<(), ApiError> {
-    let Some(host) = headers.get(header::HOST).and_then(|v| v.to_str().ok()) else {
+    let Some(value) = headers.get(header::HOST) else {
         return Ok(()); // HTTP/1.0 clients send none; nothing to rebind
+    };
+    // a name with bytes outside visible ASCII is no loopback name nor an allowed one
+    let Ok(host) = value.to_str() else {
+        return Err(ApiError::HostNotAllowed(
+            String::from_utf8_lossy(value.as_bytes()).into_owned(),
+        ));
     };
     let name = match host.rsplit_once(':') {
         Some((name, port)) if port.chars().all(|c| c.is_ascii_digit()) => name,
@@ -83,4 +91,22 @@ pub async fn guard(State(state): State<ApiState>, request: Request, next: Next) 
         }
     }
     next.run(request).await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::presented_key;
+    use axum::http::{HeaderMap, HeaderValue, header};
+
+    #[test]
+    fn the_bearer_scheme_is_read_in_any_case() {
+        for value in ["Bearer k1", "bearer k1", "BEARER  k1 ", " Bearer k1"] {
+            let mut headers = HeaderMap::new();
+            headers.insert(header::AUTHORIZATION, HeaderValue::from_static(value));
+            assert_eq!(presented_key(&headers), Some("k1"), "{value:?}");
+        }
+        let mut headers = HeaderMap::new();
+        headers.insert(header::AUTHORIZATION, HeaderValue::from_static("Basic k1"));
+        assert_eq!(presented_key(&headers), None);
+    }
 }

@@ -29,7 +29,7 @@ pub fn body_bytes(
 /// Parses the body: malformed JSON and wrong types name the field.
 pub fn parse_body<T: serde::de::DeserializeOwned>(body: &[u8]) -> Result<T, ApiError> {
     let mut de = serde_json::Deserializer::from_slice(body);
-    serde_path_to_error::deserialize(&mut de).map_err(|e| {
+    let value = serde_path_to_error::deserialize(&mut de).map_err(|e| {
         let path = e.path().to_string();
         let inner = e.into_inner();
         if inner.is_syntax() || inner.is_eof() {
@@ -39,7 +39,11 @@ pub fn parse_body<T: serde::de::DeserializeOwned>(body: &[u8]) -> Result<T, ApiE
         } else {
             ApiError::bad(format!("`{path}`: {inner}"), Some(&path))
         }
-    })
+    })?;
+    // one JSON value and nothing after it but whitespace
+    de.end()
+        .map_err(|e| ApiError::bad(format!("the body is not valid JSON: {e}"), None))?;
+    Ok(value)
 }
 
 /// Stop strings within `max_stop_strings` and `max_stop_string_bytes` (each is matched
@@ -127,6 +131,19 @@ mod tests {
             assert!(
                 matches!(&err, ApiError::BadRequest { param: Some(p), message } if p == "priority" && message.contains(&v.to_string())),
                 "{v}: {err:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn bytes_after_the_json_body_are_a_400_and_whitespace_is_not() {
+        let ok: Value = parse_body(b"{\"a\": 1}\n  ").unwrap();
+        assert_eq!(ok, json!({"a": 1}));
+        for trailing in [&b"{\"a\": 1}x"[..], b"{\"a\": 1}{\"b\": 2}", b"{} []"] {
+            let err = parse_body::<Value>(trailing).unwrap_err();
+            assert!(
+                matches!(&err, ApiError::BadRequest { message, .. } if message.contains("trailing")),
+                "{err:?}"
             );
         }
     }

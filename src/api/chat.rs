@@ -317,11 +317,10 @@ pub async fn chat_completions(
             );
             let request = ChatRequest::try_from(dto)?;
             check_stops("stop", &request.stop, &prep.app)?;
-            let output = tools::output_spec(
+            let output = tools::output_plan(
                 tools,
                 tool_choice.as_ref(),
                 format,
-                prep.prompts().tokenizer(),
                 prep.prompts().tool_format(),
                 &prep.app,
             )?;
@@ -334,6 +333,7 @@ pub async fn chat_completions(
                 stop: request.stop,
                 ignore_eos: request.ignore_eos,
                 priority: request.priority,
+                rename: std::convert::identity,
             };
             let prepared = generation::tokenize(&prep, generation)?;
             Ok((prepared, model, stream, include_usage))

@@ -61,6 +61,9 @@ pub enum ApiError {
     /// The engine failed this request alone (it is up and serving others).
     #[error("{0}")]
     RequestFailed(String),
+    /// The client left while its request was prepared (the work stopped; nobody reads this).
+    #[error("the client closed the connection while its request was prepared")]
+    ClientGone,
 }
 
 impl ApiError {
@@ -88,6 +91,8 @@ impl ApiError {
             Self::MethodNotAllowed { .. } => StatusCode::METHOD_NOT_ALLOWED,
             Self::UnsupportedMediaType(_) => StatusCode::UNSUPPORTED_MEDIA_TYPE,
             Self::Internal(_) | Self::RequestFailed(_) => StatusCode::INTERNAL_SERVER_ERROR,
+            // nginx's "client closed request": logged, never read
+            Self::ClientGone => StatusCode::from_u16(499).unwrap_or(StatusCode::BAD_REQUEST),
         }
     }
 
@@ -114,6 +119,7 @@ impl ApiError {
             }
             Self::Internal(_) => ("server_error", None),
             Self::RequestFailed(_) => ("server_error", Some("request_failed")),
+            Self::ClientGone => ("invalid_request_error", Some("client_closed_request")),
         }
     }
 

@@ -3,7 +3,8 @@
 //! back as a [`Started`] stream with the output parser that sits above every pause.
 
 use super::body::header_priority;
-use super::tools::OutputSpec;
+use super::grammars::{self, Source};
+use super::tools::{OutputPlan, OutputSpec, Wanted};
 use super::{ApiError, ApiState, auth};
 use crate::chat::{ChatMessage, OutputParser, ParserOptions};
 use crate::ids::RequestId;
@@ -18,13 +19,17 @@ pub const KEEP_ALIVE: Duration = Duration::from_secs(10);
 #[derive(Debug)]
 pub struct Generation {
     pub messages: Vec<ChatMessage>,
-    pub output: OutputSpec,
+    /// The tools offered and the grammar wanted (built in [`submit`], once the prompt fits).
+    pub output: OutputPlan,
     pub sampling: Sampling,
     pub max_tokens: Option<u32>,
     pub stop: Vec<String>,
     pub ignore_eos: bool,
     /// The body's `priority`, if it gave one (the header and the key's default come next).
     pub priority: Option<i64>,
+    /// Puts an error about the output's fields in the front end's own names (Messages:
+    /// `input_schema`; Responses: `text.format`).
+    pub rename: fn(ApiError) -> ApiError,
 }
 
 /// A submitted request: its events and the parser for its text.
@@ -89,6 +94,50 @@ pub fn tokenize(state: &ApiState, mut generation: Generation) -> Result<Prepared
     Ok(Prepared { generation, prompt })
 }
 
+/// The output's grammar, built on a preparation place (or taken from the model's cache);
+/// none when `skip` (the prompt is refused anyway).
+async fn output_of(
+    state: &ApiState,
+    plan: OutputPlan,
+    rename: fn(ApiError) -> ApiError,
+    skip: bool,
+) -> Result<OutputSpec, ApiError> {
+    if skip || plan.wanted == Wanted::Nothing {
+        return Ok(OutputSpec {
+            tools: plan.tools,
+            parse_calls: plan.parse_calls,
+            grammar: None,
+        });
+    }
+    let prep = state.clone();
+    let started = std::time::Instant::now();
+    let (output, source) = state
+        .limits
+        .prepare(move || {
+            let prompts = prep.prompts();
+            grammars::build(
+                plan,
+                prompts.tokenizer(),
+                prompts.tool_format(),
+                &prep.app,
+                Some(prompts.grammars()),
+            )
+        })
+        .await
+        .map_err(rename)?;
+    let cached = source == Source::Cached;
+    state.service().metrics().note_grammar(cached);
+    let ms = started.elapsed().as_millis();
+    if cached {
+        tracing::debug!(
+            "output grammar from the cache (built for an earlier request with the same tools) in {ms} ms"
+        );
+    } else {
+        tracing::debug!("output grammar built in {ms} ms");
+    }
+    Ok(output)
+}
+
 /// Who sent a request: the presented API key's `name`, else the User-Agent's product.
 fn client_of(state: &ApiState, headers: &HeaderMap) -> String {
     let named = auth::presented_entry(&state.app, headers).and_then(|(_, key)| key.name());
@@ -113,8 +162,14 @@ pub async fn submit(
 ) -> Result<Started, ApiError> {
     let Prepared { generation, prompt } = prepared;
     let (priority, priority_given) = priority_of(state, headers, generation.priority)?;
+    let context_tokens = state.service().context_tokens() as usize;
+    // a prompt the context cannot take is refused by the scheduler (and logged there) without
+    // its grammar ever being built
+    let too_long = context_tokens > 0 && prompt.tokens.len() >= context_tokens;
+    let unbuilt = too_long && generation.output.wanted != Wanted::Nothing;
+    let output = output_of(state, generation.output, generation.rename, too_long).await?;
     let mut sampling = generation.sampling;
-    sampling.grammar = generation.output.grammar.clone();
+    sampling.grammar = output.grammar.clone();
     if prompt.starts_in_reasoning
         && let Some(grammar) = &mut sampling.grammar
     {
@@ -135,12 +190,19 @@ pub async fn submit(
     };
     let prompt_tokens = submission.prompt.len();
     let stream = state.service().submit(submission).await?;
+    if unbuilt {
+        // taken after all: the engine changed meanwhile; the grammar it needs was not built
+        drop(stream);
+        return Err(ApiError::EngineStarting {
+            retry_after_secs: 1,
+        });
+    }
     let id = stream.id;
     let owner = auth::presented_entry(&state.app, headers).map(|(index, _)| index);
     let owned = owner.map(|key| state.owners.record(id, key));
     let parser = OutputParser::new(
         ParserOptions {
-            tools: generation.output.parse_calls,
+            tools: output.parse_calls,
             starts_in_reasoning: prompt.starts_in_reasoning,
             format: state.prompts().tool_format(),
         },

@@ -12,7 +12,7 @@ use axum::middleware::Next;
 use axum::response::Response;
 use futures_util::StreamExt;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Duration;
 use tokio::sync::Semaphore;
 
@@ -41,8 +41,9 @@ impl Limits {
     }
 
     /// Runs `work` on a blocking thread once a place is free; a 429 `server_busy` when
-    /// `prepare_waiting_max` requests already wait. The place is held until `work` returns,
-    /// even when the client goes away meanwhile (the thread cannot be stopped).
+    /// `prepare_waiting_max` requests already wait. The place is held until `work` returns;
+    /// when the client goes away meanwhile, [`client_gone`] turns true inside `work`, which
+    /// stops where it can (between grammar conversions; a running one cannot be stopped).
     pub async fn prepare<T: Send + 'static>(
         &self,
         work: impl FnOnce() -> Result<T, ApiError> + Send + 'static,
@@ -62,9 +63,17 @@ impl Limits {
                 permit.map_err(|e| ApiError::Internal(e.to_string()))?
             }
         };
+        let gone = Arc::new(AtomicBool::new(false));
+        // dropped with this future: when the client leaves, axum drops it
+        let _leaving = SetOnDrop(gone.clone());
         tokio::task::spawn_blocking(move || {
             let _place = permit;
-            work()
+            GONE.with(|flag| *flag.borrow_mut() = Some(gone));
+            super::omitted::clear();
+            let result = work();
+            super::omitted::report();
+            GONE.with(|flag| *flag.borrow_mut() = None);
+            result
         })
         .await
         .map_err(|e| ApiError::Internal(e.to_string()))?
@@ -89,6 +98,31 @@ impl Limits {
                 limit: u32::try_from(self.subscribers_max).unwrap_or(u32::MAX),
                 retry_after_secs: 5,
             })
+    }
+}
+
+thread_local! {
+    /// Set by [`Limits::prepare`] on the thread that runs a request's preparation: true once
+    /// its client has left.
+    static GONE: std::cell::RefCell<Option<Arc<AtomicBool>>> = const { std::cell::RefCell::new(None) };
+}
+
+/// Whether the client of the request prepared on this thread has left (false outside
+/// [`Limits::prepare`]).
+pub fn client_gone() -> bool {
+    GONE.with(|flag| {
+        flag.borrow()
+            .as_ref()
+            .is_some_and(|gone| gone.load(Ordering::SeqCst))
+    })
+}
+
+/// Sets its flag when dropped.
+struct SetOnDrop(Arc<AtomicBool>);
+
+impl Drop for SetOnDrop {
+    fn drop(&mut self) {
+        self.0.store(true, Ordering::SeqCst);
     }
 }
 
@@ -209,6 +243,44 @@ mod tests {
         assert_eq!(waiter.await.unwrap().unwrap(), 2);
         assert_eq!(limits.preparing(), (0, 0));
         assert_eq!(limits.prepare(|| Ok(4)).await.unwrap(), 4);
+    }
+
+    #[tokio::test]
+    async fn preparation_sees_its_client_leave_and_its_place_comes_back() {
+        let limits = limits(1, 1);
+        let (started, seen_start) = std::sync::mpsc::channel::<()>();
+        let (saw, seen_gone) = std::sync::mpsc::channel::<bool>();
+        let request = {
+            let limits = limits.clone();
+            tokio::spawn(async move {
+                limits
+                    .prepare(move || {
+                        assert!(!client_gone());
+                        started.send(()).ok();
+                        let t = std::time::Instant::now();
+                        while !client_gone() && t.elapsed() < Duration::from_secs(10) {
+                            std::thread::sleep(Duration::from_millis(5));
+                        }
+                        saw.send(client_gone()).ok();
+                        Err::<(), _>(ApiError::ClientGone)
+                    })
+                    .await
+            })
+        };
+        tokio::task::spawn_blocking(move || seen_start.recv().unwrap())
+            .await
+            .unwrap();
+        // the client leaves: axum drops the handler's future
+        request.abort();
+        let gone = tokio::task::spawn_blocking(move || seen_gone.recv().unwrap())
+            .await
+            .unwrap();
+        assert!(gone, "the work never saw its client leave");
+        while limits.preparing().0 > 0 {
+            tokio::task::yield_now().await;
+        }
+        assert!(!client_gone(), "outside a preparation nobody has left");
+        assert_eq!(limits.prepare(|| Ok(5)).await.unwrap(), 5);
     }
 
     #[test]

@@ -21,6 +21,8 @@ pub struct Prompts {
     template: ChatTemplate,
     /// The format forced by `tool_call_format`, if any.
     forced: Option<ToolFormat>,
+    /// Output grammars built for this model's recent requests.
+    grammars: super::grammars::GrammarCache,
 }
 
 impl Prompts {
@@ -34,6 +36,7 @@ impl Prompts {
             tokenizer,
             template,
             forced: None,
+            grammars: super::grammars::GrammarCache::default(),
         })
     }
 
@@ -95,5 +98,9 @@ impl Prompts {
 
     pub fn tokenizer(&self) -> &Tokenizer {
         &self.tokenizer
+    }
+
+    pub fn grammars(&self) -> &super::grammars::GrammarCache {
+        &self.grammars
     }
 }

@@ -7,7 +7,6 @@ use crate::chat::ToolFormat;
 use crate::config::AppSettings;
 use crate::grammar::{self, ToolSpec};
 use crate::service::Grammar;
-use crate::tokenizer::Tokenizer;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
@@ -77,6 +76,33 @@ pub struct OutputSpec {
     pub grammar: Option<Grammar>,
 }
 
+/// The output's tools and formats validated, before any grammar is built: what the prompt
+/// offers is known (so the prompt can be tokenized and its length checked first), the
+/// grammar is only described ([`super::grammars`] builds it).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct OutputPlan {
+    /// Tools offered in the prompt, OpenAI-shaped (empty: none).
+    pub tools: Vec<Value>,
+    /// Parse the output for tool calls.
+    pub parse_calls: bool,
+    pub wanted: Wanted,
+}
+
+/// The grammar a request wants.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub enum Wanted {
+    #[default]
+    Nothing,
+    /// Calls to `tools` (each with the index it has in the request's `tools`), from their
+    /// opening marker on (`lazy`: `tool_choice: auto`) or from the first token.
+    Calls {
+        tools: Vec<(usize, ToolSpec)>,
+        lazy: bool,
+    },
+    /// Output that follows a JSON schema; `param` names it in errors.
+    Schema { schema: Value, param: &'static str },
+}
+
 /// How the model may use the tools.
 #[derive(Debug, Clone, PartialEq, Eq)]
 enum Choice {
@@ -143,18 +169,17 @@ fn choice(raw: Option<&Value>, has_tools: bool) -> Result<Choice, ApiError> {
     Ok(choice)
 }
 
-/// Validates the tools, the choice and the format; builds the grammar and checks that the
-/// engine's vocabulary takes it.
+/// Validates the tools, the choice and the format (no grammar is built: that is
+/// [`super::grammars::build`], after the prompt's length is checked).
 /// Calls are constrained by a grammar in the model's own call form (Hermes, or a native form
 /// of `grammar::CallForm`); a form no parser reads (`Other`) is neither parsed nor enforced.
-pub fn output_spec(
+pub fn output_plan(
     tools: Option<Vec<ToolDto>>,
     tool_choice: Option<&Value>,
     response_format: Option<ResponseFormatDto>,
-    tokenizer: &Tokenizer,
     format: ToolFormat,
     app: &AppSettings,
-) -> Result<OutputSpec, ApiError> {
+) -> Result<OutputPlan, ApiError> {
     let tools = tools.unwrap_or_default();
     if tools.len() > app.max_tools as usize {
         return Err(bad(
@@ -169,7 +194,7 @@ pub fn output_spec(
     // names seen so far: a set, so many tools cost no more than their count
     let mut names = std::collections::HashSet::with_capacity(tools.len());
     let schema_max_bytes = app.max_tool_schema_kib as usize * 1024;
-    let mut specs: Vec<ToolSpec> = Vec::with_capacity(tools.len());
+    let mut specs: Vec<(usize, ToolSpec)> = Vec::with_capacity(tools.len());
     let mut offered = Vec::with_capacity(tools.len());
     for (i, tool) in tools.into_iter().enumerate() {
         if tool.kind != "function" {
@@ -233,8 +258,6 @@ pub fn output_spec(
                 &param,
             ));
         }
-        grammar::for_json_schema(&parameters)
-            .map_err(|e| bad(format!("`{param}`: {e}"), &param))?;
         let mut function = json!({"name": f.name, "parameters": parameters});
         if let Some(d) = f.description {
             function["description"] = json!(d);
@@ -243,20 +266,20 @@ pub fn output_spec(
             function["strict"] = json!(strict);
         }
         offered.push(json!({"type": "function", "function": function}));
-        specs.push(ToolSpec {
-            name: f.name,
-            parameters,
-        });
+        specs.push((
+            i,
+            ToolSpec {
+                name: f.name,
+                parameters,
+            },
+        ));
     }
     let choice = choice(tool_choice, !specs.is_empty())?;
-    let format_grammar = match response_format {
+    let format_schema = match response_format {
         None => None,
         Some(f) => match f.kind.as_str() {
             "text" => None,
-            "json_object" => Some(
-                grammar::for_json_schema(&json!({"type": "object"}))
-                    .map_err(|e| bad(e.to_string(), "response_format"))?,
-            ),
+            "json_object" => Some((json!({"type": "object"}), "response_format")),
             "json_schema" => {
                 let param = "response_format.json_schema.schema";
                 let schema = f
@@ -269,6 +292,16 @@ pub fn output_spec(
                         param,
                     ));
                 }
+                let schema_bytes = schema.to_string().len();
+                if schema_bytes > schema_max_bytes {
+                    return Err(bad(
+                        format!(
+                            "`{param}` is {schema_bytes} bytes of JSON; a schema may be at most {} KiB (`max_tool_schema_kib`)",
+                            app.max_tool_schema_kib
+                        ),
+                        param,
+                    ));
+                }
                 if let Some(remote) = grammar::remote_ref(&schema) {
                     return Err(bad(
                         format!(
@@ -278,10 +311,7 @@ pub fn output_spec(
                         param,
                     ));
                 }
-                Some(
-                    grammar::for_json_schema(&schema)
-                        .map_err(|e| bad(format!("`{param}`: {e}"), param))?,
-                )
+                Some((schema, param))
             }
             other => {
                 return Err(bad(
@@ -293,26 +323,7 @@ pub fn output_spec(
             }
         },
     };
-    // the grammar of calls in the model's own form (none for a form no grammar writes)
-    let native = match format {
-        ToolFormat::Hermes | ToolFormat::Other => None,
-        ToolFormat::Xml => Some(grammar::CallForm::Xml),
-        ToolFormat::Harmony => Some(grammar::CallForm::Harmony),
-        ToolFormat::Mistral => Some(grammar::CallForm::Mistral),
-        ToolFormat::Llama3 => Some(grammar::CallForm::Llama3),
-        ToolFormat::Glm => Some(grammar::CallForm::Glm),
-        ToolFormat::DeepSeek => Some(grammar::CallForm::DeepSeek),
-        ToolFormat::DeepSeekDsml => Some(grammar::CallForm::Dsml),
-        ToolFormat::Kimi => Some(grammar::CallForm::Kimi),
-    };
-    let call_grammar = |only: &[ToolSpec], lazy: bool| {
-        match native {
-            Some(form) => grammar::for_native_calls(form, only, lazy),
-            None => grammar::for_tool_calls(only, lazy),
-        }
-        .map_err(|e| bad(e.to_string(), "tools"))
-    };
-    let (grammar, param) = match (&choice, format_grammar) {
+    let wanted = match (&choice, format_schema) {
         (Choice::Required | Choice::Named(_), Some(_)) => {
             return Err(bad(
                 "`response_format` and a required tool call cannot both constrain the output"
@@ -320,43 +331,56 @@ pub fn output_spec(
                 "response_format",
             ));
         }
-        (_, Some(g)) => (Some(g), "response_format"),
-        (Choice::None, None) => (None, "tools"),
-        (_, None) if format == ToolFormat::Other => (None, "tools"),
-        (Choice::Auto, None) => (Some(call_grammar(&specs, true)?), "tools"),
-        (Choice::Required, None) => (Some(call_grammar(&specs, false)?), "tools"),
+        (_, Some((schema, param))) => Wanted::Schema { schema, param },
+        (Choice::None, None) => Wanted::Nothing,
+        // a form no parser reads is not enforced either
+        (_, None) if format == ToolFormat::Other => Wanted::Nothing,
+        (Choice::Auto, None) => Wanted::Calls {
+            tools: specs,
+            lazy: true,
+        },
+        (Choice::Required, None) => Wanted::Calls {
+            tools: specs,
+            lazy: false,
+        },
         (Choice::Named(name), None) => {
-            let Some(spec) = specs.iter().find(|s| &s.name == name) else {
+            let Some(named) = specs.into_iter().find(|(_, s)| &s.name == name) else {
                 return Err(bad(
                     format!("`tool_choice.function.name` {name:?} is not one of the `tools`"),
                     "tool_choice.function.name",
                 ));
             };
-            (
-                Some(call_grammar(std::slice::from_ref(spec), false)?),
-                "tools",
-            )
+            Wanted::Calls {
+                tools: vec![named],
+                lazy: false,
+            }
         }
     };
-    if let Some(g) = &grammar {
-        tokenizer.check_grammar(&g.gbnf).map_err(|e| {
-            bad(
-                format!("the engine refuses the grammar of `{param}`: {e}"),
-                param,
-            )
-        })?;
-    }
     let parse_calls = choice != Choice::None;
-    Ok(OutputSpec {
+    Ok(OutputPlan {
         tools: if parse_calls { offered } else { Vec::new() },
         parse_calls,
-        grammar,
+        wanted,
     })
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::tokenizer::Tokenizer;
+
+    /// The plan and its grammar, as a request gets them.
+    fn output_spec(
+        tools: Option<Vec<ToolDto>>,
+        tool_choice: Option<&Value>,
+        response_format: Option<ResponseFormatDto>,
+        tokenizer: &Tokenizer,
+        format: ToolFormat,
+        app: &AppSettings,
+    ) -> Result<OutputSpec, ApiError> {
+        let plan = output_plan(tools, tool_choice, response_format, format, app)?;
+        super::super::grammars::build(plan, tokenizer, format, app, None).map(|(spec, _)| spec)
+    }
 
     fn tool(name: &str, parameters: Value) -> ToolDto {
         ToolDto {

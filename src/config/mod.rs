@@ -77,6 +77,10 @@ pub enum Renderer {
 /// Most models the dashboard's picker remembers.
 pub const RECENT_MODELS_MAX: usize = 8;
 
+/// `max_grammar_build_steps`' default: about a second of llama.cpp's converter on the
+/// machine docs/BENCHMARKS.md measured ("Grammars: building one").
+pub const DEFAULT_GRAMMAR_BUILD_STEPS: u32 = 50_000_000;
+
 /// An API key: a plain string, or an object with `key` and optionally `name` (shown in the
 /// dashboard and logs), `priority` (its requests' default), `max_priority` (a cap on what
 /// their body or header asks) and `admin` (may use the control routes; absent means true, so
@@ -187,6 +191,8 @@ pub struct AppSettings {
     /// The KV cache's element type: `f16` or `q8_0` (about half the memory).
     pub kv_type: KvType,
     pub conversation_cache_mib: u64,
+    /// Most milliseconds a request's grammar may spend choosing one token.
+    pub grammar_ms_per_token: u64,
     pub api_keys: Vec<ApiKeyEntry>,
     /// Model names `/v1/models` lists besides the loaded model's (any name is served by the
     /// loaded model; the values are not read).
@@ -202,6 +208,9 @@ pub struct AppSettings {
     pub max_tools: u32,
     /// The largest parameter schema of one tool (its JSON text), in KiB.
     pub max_tool_schema_kib: u32,
+    /// The most estimated steps of llama.cpp's schema converter a request's grammar may take
+    /// (`grammar::estimate`); more is a 400 before any work.
+    pub max_grammar_build_steps: u32,
     /// The most stop strings (`stop`, `stop_sequences`) one request may give.
     pub max_stop_strings: u32,
     /// The longest stop string, in bytes.
@@ -242,6 +251,7 @@ impl Default for AppSettings {
             flash_attn: FlashAttn::Auto,
             kv_type: KvType::F16,
             conversation_cache_mib: 1024,
+            grammar_ms_per_token: crate::protocol::DEFAULT_GRAMMAR_MS_PER_TOKEN,
             api_keys: Vec::new(),
             model_aliases: BTreeMap::new(),
             body_limit_mib: 32,
@@ -249,6 +259,7 @@ impl Default for AppSettings {
             prepare_waiting_max: 256,
             max_tools: 256,
             max_tool_schema_kib: 64,
+            max_grammar_build_steps: DEFAULT_GRAMMAR_BUILD_STEPS,
             max_stop_strings: 16,
             max_stop_string_bytes: 1024,
             header_read_timeout_secs: 30,

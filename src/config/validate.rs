@@ -50,6 +50,12 @@ impl Config {
             a.conversation_cache_mib.to_string(),
         )?;
         bound(
+            "grammar_ms_per_token",
+            (1..=5_000).contains(&a.grammar_ms_per_token),
+            "between 1 and 5000 (the host gives a step 10 s and up)",
+            a.grammar_ms_per_token.to_string(),
+        )?;
+        bound(
             "body_limit_mib",
             (1..=1024).contains(&a.body_limit_mib),
             "between 1 and 1024",
@@ -60,6 +66,11 @@ impl Config {
             ("prepare_waiting_max", a.prepare_waiting_max, 1..=100_000),
             ("max_tools", a.max_tools, 1..=4096),
             ("max_tool_schema_kib", a.max_tool_schema_kib, 1..=65_536),
+            (
+                "max_grammar_build_steps",
+                a.max_grammar_build_steps,
+                1_000..=4_000_000_000,
+            ),
             ("max_stop_strings", a.max_stop_strings, 1..=256),
             ("max_stop_string_bytes", a.max_stop_string_bytes, 1..=65_536),
             (

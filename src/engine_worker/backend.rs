@@ -66,12 +66,13 @@ pub trait Backend {
     /// `to` (cleared first) shares positions `0..tokens` of `from`.
     fn copy_prefix(&mut self, from: SeqId, to: SeqId, tokens: u32) -> Result<(), Refusal>;
     /// Runs one step's batch and samples: the chunk's request (if `sample`) first, then each
-    /// decoding request in order.
+    /// decoding request in order. A request whose sampling fails (its grammar took too long)
+    /// fails alone: its entry is the refusal; the batch's own failure fails the step.
     fn run(
         &mut self,
         chunk: Option<&ChunkRun<'_>>,
         decodes: &[DecodeRun],
-    ) -> Result<Vec<TokenId>, Refusal>;
+    ) -> Result<Vec<Result<TokenId, Refusal>>, Refusal>;
     fn piece(&self, token: TokenId) -> Vec<u8>;
     fn is_eog(&self, token: TokenId) -> bool;
     /// Copies `seq`'s state to host RAM (the sequence is cleared by the caller).

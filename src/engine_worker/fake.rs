@@ -311,7 +311,7 @@ impl Backend for FakeEngine {
         &mut self,
         chunk: Option<&ChunkRun<'_>>,
         decodes: &[DecodeRun],
-    ) -> Result<Vec<TokenId>, Refusal> {
+    ) -> Result<Vec<Result<TokenId, Refusal>>, Refusal> {
         let mut secs = 0.0;
         let mut sampled = Vec::with_capacity(decodes.len() + 1);
         if let Some(run) = chunk {
@@ -336,7 +336,7 @@ impl Backend for FakeEngine {
         if secs > 0.0 {
             std::thread::sleep(Duration::from_secs_f64(secs));
         }
-        Ok(sampled)
+        Ok(sampled.into_iter().map(Ok).collect())
     }
 
     fn piece(&self, token: TokenId) -> Vec<u8> {

@@ -2,6 +2,7 @@
 //! every sequence, one sampler per request.
 
 use super::backend::{Backend, ChunkRun, DecodeRun, Refusal, SamplerCheckpoint};
+use super::sampler::{GRAMMARS_PER_STEP, GrammarCounts, TokenSampler, VocabBytes};
 use super::{FlashAttn, KvType, WorkerError, WorkerOptions};
 use crate::ids::{RequestId, SeqId, TokenId};
 use crate::protocol::{DeviceFacts, ErrorKind, Handshake, ModelFacts, PROTOCOL_VERSION, Sampling};
@@ -11,7 +12,6 @@ use llama_cpp_2::context::session::{LlamaStateSeqFlags, SeqState};
 use llama_cpp_2::llama_backend::LlamaBackend;
 use llama_cpp_2::llama_batch::LlamaBatch;
 use llama_cpp_2::model::LlamaModel;
-use llama_cpp_2::sampling::LlamaSampler;
 use llama_cpp_2::token::LlamaToken;
 use std::collections::HashMap;
 use std::num::NonZeroU32;
@@ -93,10 +93,16 @@ pub struct LlamaEngine<'m> {
     n_batch: u32,
     handshake: Handshake,
     /// One sampler object per request, kept from open to close whatever sequence it is on.
-    samplers: HashMap<RequestId, LlamaSampler>,
+    samplers: HashMap<RequestId, TokenSampler>,
     /// Sampler states before a step ahead (undone by a rewind): `llama_sampler_clone` copies
     /// each sampler's state (the seeded generator, the grammar's stacks, the penalties' window).
-    sampler_checkpoint: SamplerCheckpoint<LlamaSampler>,
+    sampler_checkpoint: SamplerCheckpoint<TokenSampler>,
+    /// What grammars cost so far.
+    grammar_counts: GrammarCounts,
+    /// A request's grammar work for one token at most (`grammar_ms_per_token`).
+    grammar_per_token: std::time::Duration,
+    /// Read from the vocabulary when the first request with a grammar samples.
+    vocab_bytes: Option<VocabBytes>,
 }
 
 impl<'m> LlamaEngine<'m> {
@@ -138,6 +144,9 @@ impl<'m> LlamaEngine<'m> {
             },
             samplers: HashMap::new(),
             sampler_checkpoint: SamplerCheckpoint::default(),
+            grammar_counts: GrammarCounts::default(),
+            vocab_bytes: None,
+            grammar_per_token: std::time::Duration::from_millis(options.grammar_ms_per_token),
         };
         let speed = engine.measure_prompt_speed()?;
         engine.handshake.prompt_tokens_per_sec = speed;
@@ -209,12 +218,28 @@ impl<'m> LlamaEngine<'m> {
             .map_err(|e| (ErrorKind::Engine, format!("llama.cpp decode failed: {e}")))
     }
 
-    fn sample(&mut self, request: RequestId, index: i32) -> Result<TokenId, Refusal> {
+    /// The token for `request` from the batch's output `index`; its grammar's work (if any)
+    /// ends by `until`, or the request fails alone.
+    fn sample(
+        &mut self,
+        request: RequestId,
+        index: i32,
+        until: Instant,
+    ) -> Result<TokenId, Refusal> {
         let sampler = self
             .samplers
             .get_mut(&request)
             .ok_or_else(|| (ErrorKind::Invalid, format!("{request} has no sampler")))?;
-        Ok(sampler.sample(&self.ctx, index).0)
+        let vocab = match sampler {
+            TokenSampler::Plain(_) => &VocabBytes::default(),
+            TokenSampler::Constrained(_) => self
+                .vocab_bytes
+                .get_or_insert_with(|| VocabBytes::new(self.model)),
+        };
+        sampler
+            .sample(&self.ctx, index, vocab, until, &mut self.grammar_counts)
+            .map(|t| t.0)
+            .map_err(|e| (ErrorKind::Invalid, format!("sampling for {request}: {e}")))
     }
 }
 
@@ -226,7 +251,7 @@ impl Backend for LlamaEngine<'_> {
     }
 
     fn new_sampler(&mut self, request: RequestId, sampling: &Sampling) -> Result<(), Refusal> {
-        let sampler = make_sampler(self.model, sampling)
+        let sampler = TokenSampler::new(self.model, sampling)
             .map_err(|e| (ErrorKind::Invalid, format!("sampler for {request}: {e}")))?;
         self.samplers.insert(request, sampler);
         Ok(())
@@ -269,7 +294,7 @@ impl Backend for LlamaEngine<'_> {
         &mut self,
         chunk: Option<&ChunkRun<'_>>,
         decodes: &[DecodeRun],
-    ) -> Result<Vec<TokenId>, Refusal> {
+    ) -> Result<Vec<Result<TokenId, Refusal>>, Refusal> {
         let room_with_decodes = self.n_batch.saturating_sub(decodes.len() as u32) as usize;
         if chunk.is_some() && room_with_decodes == 0 {
             return Err((
@@ -311,9 +336,14 @@ impl Backend for LlamaEngine<'_> {
         if self.batch.n_tokens() > 0 {
             self.decode_batch()?;
         }
+        // Each request's grammar has its own budget, and all of them together a step's, well
+        // within the host's step deadline: a slow grammar fails its request, not the step.
+        let sampling_started = Instant::now();
+        let step_until = sampling_started + GRAMMARS_PER_STEP;
         let mut sampled = Vec::with_capacity(decodes.len() + 1);
         for (request, index) in chunk_logits_at.into_iter().chain(decode_at) {
-            sampled.push(self.sample(request, index)?);
+            let until = (Instant::now() + self.grammar_per_token).min(step_until);
+            sampled.push(self.sample(request, index, until));
         }
         Ok(sampled)
     }
@@ -349,57 +379,6 @@ impl Backend for LlamaEngine<'_> {
             .state_seq_set(saved, seq.0 as i32)
             .map_err(|e| (ErrorKind::Engine, format!("restoring into {seq}: {e}")))
     }
-}
-
-/// The sampler chain: grammar (it masks what may not come next), penalties, then greedy or
-/// top-k / top-p / min-p / temperature / seeded draw.
-fn make_sampler(model: &LlamaModel, sampling: &Sampling) -> Result<LlamaSampler, String> {
-    let n_vocab = model.n_vocab();
-    let mut chain = Vec::new();
-    if let Some(grammar) = &sampling.grammar {
-        let sampler = match (&grammar.lazy_trigger, &grammar.lazy_pattern) {
-            (_, Some(pattern)) => LlamaSampler::grammar_lazy_patterns(
-                model,
-                &grammar.gbnf,
-                "root",
-                std::slice::from_ref(pattern),
-                &[],
-            ),
-            (Some(word), None) => {
-                LlamaSampler::grammar_lazy(model, &grammar.gbnf, "root", [word], &[])
-            }
-            (None, None) => LlamaSampler::grammar(model, &grammar.gbnf, "root"),
-        };
-        chain.push(sampler.map_err(|e| format!("the grammar was refused: {e}"))?);
-    }
-    if sampling.has_penalties() {
-        chain.push(LlamaSampler::penalties(
-            n_vocab,
-            sampling.penalty_last_n,
-            sampling.repeat_penalty,
-            sampling.frequency_penalty,
-            sampling.presence_penalty,
-        ));
-    }
-    if sampling.temperature <= 0.0 {
-        chain.push(LlamaSampler::greedy());
-    } else {
-        if sampling.top_k > 0 {
-            chain.push(LlamaSampler::top_k(sampling.top_k));
-        }
-        if sampling.top_p < 1.0 {
-            chain.push(LlamaSampler::top_p(sampling.top_p, 1));
-        }
-        if sampling.min_p > 0.0 {
-            chain.push(LlamaSampler::min_p(sampling.min_p, 1));
-        }
-        chain.push(LlamaSampler::temp(sampling.temperature));
-        chain.push(LlamaSampler::dist(sampling.seed));
-    }
-    if chain.len() == 1 {
-        return Ok(chain.remove(0));
-    }
-    Ok(LlamaSampler::chain_simple(chain))
 }
 
 /// Seconds of prompt reading per chunk: the longest a short request waits for a long read to

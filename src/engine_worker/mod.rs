@@ -16,11 +16,16 @@ mod cache;
 mod fake;
 mod llama;
 mod load;
+mod sampler;
+#[cfg(test)]
+mod sampler_tests;
 #[cfg(test)]
 mod step_ahead_tests;
 mod worker;
 
-pub use crate::protocol::{FakeOptions, FlashAttn, KvType, WorkerOptions};
+pub use crate::protocol::{
+    DEFAULT_GRAMMAR_MS_PER_TOKEN, FakeOptions, FlashAttn, KvType, WorkerOptions,
+};
 pub use backend::{Backend, Fault};
 pub use fake::{FakeEngine, FakeRule, FakeScript, FakeSetupError};
 pub use worker::Worker;

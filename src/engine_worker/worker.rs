@@ -299,6 +299,17 @@ impl<B: Backend> Worker<B> {
         }
         self.tokens_decoded += decodes.len() as u64;
         for (request, token) in sampled_for.into_iter().zip(sampled_tokens) {
+            let token = match token {
+                Ok(token) => token,
+                Err((kind, message)) => {
+                    done.failed.push(RequestFailure {
+                        request,
+                        kind,
+                        message,
+                    });
+                    continue;
+                }
+            };
             if let Some(open) = self.requests.get_mut(&request) {
                 open.pending = Some(token);
             }

@@ -6,8 +6,10 @@
 use crate::protocol::Grammar;
 use serde_json::{Value, json};
 
+mod cost;
 mod forms;
 mod refs;
+pub use cost::{Cost, estimate};
 pub use forms::{CallForm, for_native_calls};
 pub use refs::remote_ref;
 

@@ -330,6 +330,12 @@ pub fn counters_ui(ui: &mut Ui, s: &ServiceSnapshot) {
             "requests cancelled by their client or here",
         ),
         (
+            "cut by the output cap",
+            c.output_cap_cuts,
+            "requests that ended at a limit max_output_tokens_cap lowered (agents take that as \
+             a failed turn: raise the cap)",
+        ),
+        (
             "engine restarts",
             c.engine_restarts,
             "engine workers started again, after a crash or the Restart button",

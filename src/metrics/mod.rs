@@ -96,6 +96,9 @@ struct Families {
     generation_tokens: Counter,
     cache_hits: Counter,
     cache_misses: Counter,
+    grammars_built: Counter,
+    output_cap_cuts: Counter,
+    grammar_cache_hits: Counter,
     vllm_waiting: Family<ModelLabel, Gauge>,
     vllm_running: Family<ModelLabel, Gauge>,
     vllm_preemptions: Family<ModelLabel, Counter>,
@@ -261,6 +264,21 @@ impl Metrics {
             f.cache_misses.clone(),
         );
         r.register(
+            "strata_output_cap_cuts",
+            "Requests that ended at a limit max_output_tokens_cap had lowered",
+            f.output_cap_cuts.clone(),
+        );
+        r.register(
+            "strata_grammars_built",
+            "Output grammars built from a request's tools or schema",
+            f.grammars_built.clone(),
+        );
+        r.register(
+            "strata_grammar_cache_hits",
+            "Output grammars taken from the cache (the same tools as an earlier request)",
+            f.grammar_cache_hits.clone(),
+        );
+        r.register(
             "vllm:num_requests_waiting",
             "Requests waiting (vLLM name)",
             f.vllm_waiting.clone(),
@@ -300,6 +318,15 @@ impl Metrics {
     /// The engine's pool differed from the scheduler's after a step.
     pub fn note_pool_mismatch(&self) {
         self.f.kv_pool_mismatches.inc();
+    }
+
+    /// A request's output grammar was taken from the cache (`cached`) or built.
+    pub fn note_grammar(&self, cached: bool) {
+        if cached {
+            self.f.grammar_cache_hits.inc();
+        } else {
+            self.f.grammars_built.inc();
+        }
     }
 
     pub fn observe_ttft(&self, priority: i32, secs: f64) {
@@ -385,6 +412,11 @@ impl Metrics {
         );
         up(&self.f.failed, counters.failed, old.failed);
         up(&self.f.refused, counters.refusals, old.refusals);
+        up(
+            &self.f.output_cap_cuts,
+            counters.output_cap_cuts,
+            old.output_cap_cuts,
+        );
         let give_ways = [
             (
                 "higher_priority",

@@ -303,6 +303,11 @@ impl ServiceHandle {
     }
 
     /// The latest snapshot.
+    /// The engine's context in tokens (0 before an engine was ready).
+    pub fn context_tokens(&self) -> u32 {
+        self.snapshots.borrow().engine.context_tokens
+    }
+
     pub fn snapshot(&self) -> ServiceSnapshot {
         self.snapshots.borrow().clone()
     }

@@ -112,6 +112,8 @@ pub struct CountersView {
     pub refusals: u64,
     pub finished: u64,
     pub failed: u64,
+    /// Requests that ended at a limit `max_output_tokens_cap` had lowered.
+    pub output_cap_cuts: u64,
 }
 
 impl From<&scheduler::Counters> for CountersView {
@@ -138,6 +140,7 @@ impl From<&scheduler::Counters> for CountersView {
             refusals: c.refusals,
             finished: c.finished,
             failed: c.failed,
+            output_cap_cuts: c.output_cap_cuts,
         }
     }
 }

@@ -54,6 +54,51 @@ async fn api_keys_are_required_when_configured_and_foreign_hosts_are_refused() {
         .await
         .unwrap();
     assert_eq!(rebound.status(), 403);
+    // a name with non-ASCII bytes is no allowed name either (it once passed as no Host)
+    let non_ascii = server
+        .post(&chat("hi", 2))
+        .bearer_auth("secret-key-1")
+        .header(
+            "host",
+            reqwest::header::HeaderValue::from_bytes(b"\xc3\xa9vil.example").unwrap(),
+        )
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(non_ascii.status(), 403);
+    // the scheme is case-insensitive
+    let lowercase = server
+        .post(&chat("hi", 2))
+        .header("authorization", "bearer secret-key-1")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(lowercase.status(), 200);
+    // `-1` names no request (it once read as request 1)
+    let minus_one = reqwest::Client::new()
+        .delete(format!("{}/v1/requests/-1", server.base))
+        .bearer_auth("secret-key-1")
+        .header("content-type", "application/json")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(minus_one.status(), 400);
+    // one JSON value and nothing after it
+    let trailing = server
+        .post_raw(format!("{}x", chat("hi", 2)))
+        .bearer_auth("secret-key-1")
+        .send()
+        .await
+        .unwrap();
+    let (status, error) = error_of(trailing).await;
+    assert_eq!(status, 400, "{error}");
+    assert!(
+        error["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("trailing"),
+        "{error}"
+    );
 }
 
 #[tokio::test]

@@ -27,6 +27,14 @@ pub enum KvType {
     Q8_0,
 }
 
+/// A grammar's work for one token at most, by default: well within the host's step deadline
+/// (10 s and up), and far above what a grammar costs (docs/BENCHMARKS.md, "Grammars").
+pub const DEFAULT_GRAMMAR_MS_PER_TOKEN: u64 = 2_000;
+
+fn default_grammar_ms_per_token() -> u64 {
+    DEFAULT_GRAMMAR_MS_PER_TOKEN
+}
+
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 #[cfg_attr(feature = "cli", derive(clap::Args))]
 pub struct WorkerOptions {
@@ -64,6 +72,11 @@ pub struct WorkerOptions {
     /// Bound of the host-RAM conversation cache, in MiB.
     #[cfg_attr(feature = "cli", arg(long, default_value_t = 1024))]
     pub conversation_cache_mib: u64,
+    /// Most milliseconds a request's grammar may spend choosing one token: past it that
+    /// request fails alone (the step and the other requests go on).
+    #[cfg_attr(feature = "cli", arg(long, default_value_t = DEFAULT_GRAMMAR_MS_PER_TOKEN))]
+    #[serde(default = "default_grammar_ms_per_token")]
+    pub grammar_ms_per_token: u64,
     /// Run the simulated engine instead of llama.cpp (tests and `--engine sim`).
     #[cfg_attr(feature = "cli", command(flatten))]
     pub fake: FakeOptions,
@@ -130,6 +143,7 @@ impl WorkerOptions {
             kv_type: KvType::F16,
             n_batch: 2048,
             conversation_cache_mib: 1024,
+            grammar_ms_per_token: DEFAULT_GRAMMAR_MS_PER_TOKEN,
             fake: FakeOptions::default(),
         }
     }

@@ -82,6 +82,10 @@ impl Scheduler {
             (None, Some(cap)) => Some(cap),
             (a, None) => a,
         };
+        let cut_by_cap = self
+            .settings
+            .max_output_tokens_cap
+            .is_some_and(|cap| cap < asked.unwrap_or(room).min(room));
         let mut max_tokens = capped.unwrap_or(room).max(1);
         if max_tokens > room {
             if self.settings.max_tokens_over_context == MaxTokensOverContext::Reject {
@@ -125,6 +129,7 @@ impl Scheduler {
             last_token_fed: false,
             prefix_memo: HashMap::new(),
             held_at_admission: 0,
+            cut_by_cap,
             admitted_at: None,
             prompt_tokens_read: 0,
             read_high: 0,
@@ -258,6 +263,7 @@ impl Scheduler {
         r.tokens_since_resume += 1;
         let index = r.generated() - 1;
         let at_max = r.generated() >= r.max_tokens;
+        let cut_by_cap = r.cut_by_cap;
         self.out.actions.push(Action::Deliver {
             request: id,
             token,
@@ -266,6 +272,9 @@ impl Scheduler {
         if let Some(reason) = finished {
             self.finish_in_seq(id, reason, now);
         } else if at_max {
+            if cut_by_cap {
+                self.counters.output_cap_cuts += 1;
+            }
             self.finish_in_seq(id, FinishReason::Length, now);
         }
     }

@@ -210,6 +210,9 @@ pub(crate) struct Request {
     /// Usable prefix per conversation key (memo; conversations are immutable per key).
     pub prefix_memo: HashMap<u64, u32>,
     pub held_at_admission: u32,
+    /// `max_output_tokens_cap` lowered its limit (below what it asked and the room left): an
+    /// end at that limit is counted as a cut by the cap.
+    pub cut_by_cap: bool,
     pub admitted_at: Option<Duration>,
     pub prompt_tokens_read: u32,
     /// The furthest prompt position any chunk of this request ever read (across parks,

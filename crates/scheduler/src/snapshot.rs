@@ -147,6 +147,9 @@ pub struct Counters {
     pub refusals: u64,
     pub finished: u64,
     pub failed: u64,
+    /// Requests that ended at a limit `max_output_tokens_cap` had lowered (agents take such
+    /// an end as a failed turn).
+    pub output_cap_cuts: u64,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize)]

@@ -80,7 +80,8 @@ fn error_kind(error: &ApiError) -> &'static str {
         | ApiError::ContextLengthExceeded { .. }
         | ApiError::UnsupportedMediaType(_)
         | ApiError::MethodNotAllowed { .. }
-        | ApiError::BodyTimeout { .. } => "invalid_request_error",
+        | ApiError::BodyTimeout { .. }
+        | ApiError::ClientGone => "invalid_request_error",
         ApiError::PayloadTooLarge { .. } => "request_too_large",
         ApiError::QueueFull { .. } | ApiError::Busy { .. } => "rate_limit_error",
         ApiError::EngineStarting { .. } | ApiError::EngineUnavailable(_) => "overloaded_error",
@@ -178,7 +179,10 @@ fn result_text(content: Option<&Value>, param: &str) -> Result<String, ApiError>
                             .to_owned(),
                     ),
                     Some("image" | "document") => {
-                        tracing::warn!("messages: {param}[{k}] is not text and was left out");
+                        super::omitted::note(
+                            "image or document block",
+                            format_args!("{param}[{k}]"),
+                        );
                         text.push("[image omitted]".to_owned());
                     }
                     other => {
@@ -258,7 +262,7 @@ pub fn to_messages(
                 Some("redacted_thinking") => {}
                 // A screenshot in an agent's history: this engine reads text only.
                 Some("image" | "document") => {
-                    tracing::warn!("messages: {param} is not text and was left out");
+                    super::omitted::note("image or document block", format_args!("{param}"));
                     texts.push("[image omitted]".into());
                 }
                 Some("tool_use") if role == "assistant" => {
@@ -348,7 +352,7 @@ fn custom_tools(tools: Vec<Value>) -> Result<Vec<ToolDto>, ApiError> {
     for (i, tool) in tools.into_iter().enumerate() {
         let kind = tool.get("type").and_then(Value::as_str).unwrap_or("custom");
         if kind != "custom" {
-            tracing::warn!("messages: tools[{i}] of type {kind:?} ignored");
+            super::omitted::note("server tool", format_args!("tools[{i}] of type {kind:?}"));
             continue;
         }
         out.push(tools::tool_from_json(i, &tool, "input_schema")?);
@@ -413,11 +417,10 @@ fn generation_of(dto: MessagesDto, state: &ApiState) -> Result<(Generation, bool
     }
     let tools = custom_tools(dto.tools.unwrap_or_default())?;
     let choice = chat_tool_choice(dto.tool_choice.as_ref())?;
-    let output = tools::output_spec(
+    let output = tools::output_plan(
         Some(tools),
         choice.as_ref(),
         None,
-        state.prompts().tokenizer(),
         state.prompts().tool_format(),
         &state.app,
     )
@@ -433,6 +436,7 @@ fn generation_of(dto: MessagesDto, state: &ApiState) -> Result<(Generation, bool
             stop,
             ignore_eos: false,
             priority: body_priority(dto.priority.as_ref())?,
+            rename,
         },
         dto.stream,
     ))
@@ -484,11 +488,11 @@ pub async fn count_tokens(
                 let dto: CountDto = parse_body(&body)?;
                 let messages = to_messages(dto.system.as_ref(), &dto.messages)?;
                 let tools = custom_tools(dto.tools.unwrap_or_default())?;
-                let output = tools::output_spec(
+                // the tools as the prompt offers them; no grammar is built to count tokens
+                let output = tools::output_plan(
                     Some(tools),
                     None,
                     None,
-                    prep.prompts().tokenizer(),
                     prep.prompts().tool_format(),
                     &prep.app,
                 )

@@ -94,7 +94,7 @@ fn text_of(value: &Value, param: &str) -> Result<String, ApiError> {
                     Some("refusal") => {}
                     // An agent's history may hold screenshots: this engine reads text only.
                     Some("input_image" | "input_file") => {
-                        tracing::warn!("responses: an {param} part that is not text was left out");
+                        super::omitted::note("image or file part", format_args!("{param}"));
                         text.push_str("[image omitted]");
                     }
                     other => {
@@ -174,8 +174,9 @@ pub fn items_to_messages(items: &[Value]) -> Result<Vec<ChatMessage>, ApiError> 
                     .ok()
                     .filter(Value::is_object)
                     .unwrap_or_else(|| {
-                        tracing::warn!(
-                            "responses: input[{i}].arguments is not a JSON object; replayed as {{}}"
+                        super::omitted::note(
+                            "call's arguments that are not a JSON object (replayed as {})",
+                            format_args!("input[{i}].arguments"),
                         );
                         json!({})
                     });
@@ -233,9 +234,9 @@ pub fn items_to_messages(items: &[Value]) -> Result<Vec<ChatMessage>, ApiError> 
                 }
             }
             other => {
-                tracing::warn!(
-                    "responses: input item {i} of type {:?} ignored",
-                    other.unwrap_or("none")
+                super::omitted::note(
+                    "input item of another type",
+                    format_args!("input[{i}] of type {:?}", other.unwrap_or("none")),
                 );
             }
         }
@@ -267,7 +268,10 @@ fn function_tools(tools: Vec<Value>) -> Result<Vec<ToolDto>, ApiError> {
     for (i, tool) in flat {
         let kind = tool.get("type").and_then(Value::as_str).unwrap_or("");
         if kind != "function" {
-            tracing::warn!("responses: tools[{i}] of type {kind:?} ignored");
+            super::omitted::note(
+                "tool of another type",
+                format_args!("tools[{i}] of type {kind:?}"),
+            );
             continue;
         }
         out.push(tools::tool_from_json(i, &tool, "parameters")?);
@@ -346,15 +350,14 @@ impl ResponsesRequest {
         let tools_given = dto.tools.clone().unwrap_or_default();
         let tools = function_tools(tools_given.clone())?;
         let choice = chat_tool_choice(dto.tool_choice.clone())?;
-        let output = tools::output_spec(
+        let output = tools::output_plan(
             Some(tools),
             choice.as_ref(),
             format,
-            state.prompts().tokenizer(),
             state.prompts().tool_format(),
             &state.app,
         )
-        .map_err(|e| rename_param(e, "response_format", "text.format"))?;
+        .map_err(text_format)?;
         let echo = json!({
             "instructions": dto.instructions,
             "max_output_tokens": dto.max_output_tokens,
@@ -374,6 +377,7 @@ impl ResponsesRequest {
                 stop: Vec::new(),
                 ignore_eos: false,
                 priority: body_priority(dto.priority.as_ref())?,
+                rename: text_format,
             },
             stream: dto.stream,
             echo,
@@ -382,6 +386,10 @@ impl ResponsesRequest {
 }
 
 /// Errors about `response_format` are about `text.format` here.
+fn text_format(e: ApiError) -> ApiError {
+    rename_param(e, "response_format", "text.format")
+}
+
 fn rename_param(e: ApiError, from: &str, to: &str) -> ApiError {
     match e {
         ApiError::BadRequest { message, param } => ApiError::BadRequest {

@@ -116,6 +116,15 @@ pub const KEYS: &[Key] = &[
         "at most 1048576: the host-RAM conversation cache's bound in MiB",
     ),
     key(
+        "grammar_ms_per_token",
+        App,
+        NewEngine,
+        None,
+        None,
+        "between 1 and 5000: the most a request's grammar (tools, `response_format`) may spend \
+         choosing one token; past it that request fails alone with a 500 saying so",
+    ),
+    key(
         "api_keys",
         App,
         Restart,
@@ -179,7 +188,19 @@ pub const KEYS: &[Key] = &[
         Restart,
         None,
         None,
-        "1-65536: one tool's parameter schema as JSON text; larger is a 400 naming the tool",
+        "1-65536: one tool's parameter schema, or a `response_format` / `text.format` schema, \
+         as JSON text; larger is a 400 naming the field",
+    ),
+    key(
+        "max_grammar_build_steps",
+        App,
+        Restart,
+        None,
+        None,
+        "1000-4000000000: the estimated work of turning a request's schemas into a grammar \
+         (llama.cpp's converter; an object with k optional properties costs about k³/6 steps; \
+         the default is about a second here); more is a 400 naming the costliest schema, \
+         before any work",
     ),
     key(
         "max_stop_strings",
@@ -388,7 +409,11 @@ pub const KEYS: &[Key] = &[
         Some("--max-output-tokens-cap"),
         Some("no cap"),
         "1-10000000: the most output tokens any request gets, whatever it asks; a larger limit \
-         is cut silently and the request ends with `length`",
+         is cut silently and the request ends with `length`. Agents treat that cut as a failed \
+         turn: Codex CLI stops it (\"Incomplete response returned, reason: \
+         max_output_tokens\"), Claude Code asks the model to go on, several times over. Set it \
+         above what your agents ask (Claude Code asks 32,000), or leave it unset; cuts are \
+         counted (`strata_output_cap_cuts` in `/metrics`, the window's counters)",
     ),
     key(
         "output_reserve_tokens",

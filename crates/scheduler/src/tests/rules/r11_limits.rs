@@ -94,6 +94,28 @@ fn a_request_that_names_no_limit_gets_the_server_default_and_every_request_the_c
         assert_eq!(sim.rec(id).delivered.len(), n, "request {id}");
         assert_eq!(sim.rec(id).finish_reason(), Some(FinishReason::Length));
     }
+    // only the request the cap cut is counted (agents take that end as a failed turn)
+    assert_eq!(sim.s.snapshot(sim.now).counters.output_cap_cuts, 1);
+}
+
+#[test]
+fn a_request_the_cap_cut_is_counted_only_when_it_ends_at_the_cap() {
+    let s = SchedulerSettings {
+        max_output_tokens_cap: Some(20),
+        ..SchedulerSettings::default()
+    };
+    let mut f = facts(1, 256);
+    f.context_tokens = 400;
+    let mut sim = with(s, f);
+    sim.arrive(Arrival::new(1, p(300, 1)).output(1000)); // names none: the cap cuts it
+    sim.arrive(Arrival::new(2, p(300, 2)).output(5).max_tokens(500)); // stops before the cap
+    sim.arrive(Arrival::new(3, p(390, 3)).output(1000)); // the room (10) is below the cap
+    sim.run(200.0);
+    sim.check_end();
+    assert_eq!(sim.rec(1).delivered.len(), 20);
+    assert_eq!(sim.rec(2).finish_reason(), Some(FinishReason::Stop));
+    assert_eq!(sim.rec(3).delivered.len(), 10);
+    assert_eq!(sim.s.snapshot(sim.now).counters.output_cap_cuts, 1);
 }
 
 #[test]
