@@ -13,7 +13,7 @@ use super::ApiError;
 use super::tools::{OutputPlan, OutputSpec, Wanted};
 use crate::chat::ToolFormat;
 use crate::config::AppSettings;
-use crate::grammar::{self, CallForm, ToolSpec};
+use crate::grammar::{self, CallForm, JsonForm, ToolSpec};
 use crate::service::Grammar;
 use crate::tokenizer::Tokenizer;
 use serde_json::Value;
@@ -73,6 +73,14 @@ fn native_form(format: ToolFormat) -> Option<CallForm> {
         ToolFormat::DeepSeek => Some(CallForm::DeepSeek),
         ToolFormat::DeepSeekDsml => Some(CallForm::Dsml),
         ToolFormat::Kimi => Some(CallForm::Kimi),
+        ToolFormat::Apriel => Some(CallForm::Json(JsonForm::Apriel)),
+        ToolFormat::Nemotron => Some(CallForm::Json(JsonForm::Nemotron)),
+        ToolFormat::Cohere => Some(CallForm::Json(JsonForm::Cohere)),
+        ToolFormat::Apertus => Some(CallForm::Json(JsonForm::Apertus)),
+        ToolFormat::Granite3 => Some(CallForm::Json(JsonForm::Granite3)),
+        ToolFormat::MiniMaxM1 => Some(CallForm::Json(JsonForm::MiniMaxM1)),
+        ToolFormat::GigaChat3 => Some(CallForm::Json(JsonForm::GigaChat3)),
+        ToolFormat::GigaChat31 => Some(CallForm::Json(JsonForm::GigaChat31)),
     }
 }
 

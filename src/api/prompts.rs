@@ -54,6 +54,14 @@ impl Prompts {
             ToolCallFormat::DeepseekV3 => Some(ToolFormat::DeepSeek),
             ToolCallFormat::DeepseekV32 => Some(ToolFormat::DeepSeekDsml),
             ToolCallFormat::KimiK2 => Some(ToolFormat::Kimi),
+            ToolCallFormat::Apriel => Some(ToolFormat::Apriel),
+            ToolCallFormat::NemotronV2 => Some(ToolFormat::Nemotron),
+            ToolCallFormat::Cohere => Some(ToolFormat::Cohere),
+            ToolCallFormat::Apertus => Some(ToolFormat::Apertus),
+            ToolCallFormat::Granite3 => Some(ToolFormat::Granite3),
+            ToolCallFormat::MinimaxM1 => Some(ToolFormat::MiniMaxM1),
+            ToolCallFormat::Gigachat3 => Some(ToolFormat::GigaChat3),
+            ToolCallFormat::Gigachat31 => Some(ToolFormat::GigaChat31),
         };
         if self.tool_format() == ToolFormat::Other {
             tracing::warn!(

@@ -83,7 +83,8 @@ impl NativeRewriter {
             | ToolFormat::DeepSeekDsml
             | ToolFormat::Glm => Mode::Text,
             ToolFormat::Llama3 => Mode::Start,
-            ToolFormat::Hermes | ToolFormat::Xml | ToolFormat::Other => return None,
+            f if array::family(f).is_some() => Mode::Text,
+            _ => return None,
         };
         Some(Self {
             format,
@@ -140,7 +141,7 @@ impl NativeRewriter {
             ToolFormat::Hermes | ToolFormat::Xml => {
                 &["<tool_call>", "</tool_call>", "<think>", "</think>"]
             }
-            ToolFormat::Other => &[],
+            f => array::family(f).map_or(&[], |family| family.markers),
         }
     }
 
@@ -237,10 +238,13 @@ impl NativeRewriter {
             ToolFormat::Glm => self.step_glm(out, ended),
             ToolFormat::DeepSeekDsml => self.step_dsml(out, ended),
             ToolFormat::Llama3 => self.step_llama(out, ended),
-            ToolFormat::Hermes | ToolFormat::Xml | ToolFormat::Other => {
-                self.pass(out, 0, true);
-                false
-            }
+            f => match array::family(f) {
+                Some(family) => self.step_json_family(out, ended, family),
+                None => {
+                    self.pass(out, 0, true);
+                    false
+                }
+            },
         }
     }
 
@@ -503,6 +507,7 @@ fn json_end(text: &str) -> Option<usize> {
     None
 }
 
+mod array;
 mod dsml;
 mod harmony;
 mod mistral;

@@ -103,6 +103,23 @@ pub enum ToolFormat {
     DeepSeekDsml,
     /// Kimi K2: `<|tool_call_begin|>functions.name:0<|tool_call_argument_begin|>{...}`.
     Kimi,
+    /// Apriel 1.5 / 1.6: `<tool_calls>[{"name", "arguments"}, ...]</tool_calls>`.
+    Apriel,
+    /// NVIDIA Nemotron Nano v2: `<TOOLCALL>[{"name", "arguments"}, ...]</TOOLCALL>`.
+    Nemotron,
+    /// Cohere Command R7B and Command A: `<|START_ACTION|>[{"tool_call_id", "tool_name",
+    /// "parameters"}, ...]<|END_ACTION|>`.
+    Cohere,
+    /// Apertus: `<|tools_prefix|>[{"NAME": {...}}, ...]<|tools_suffix|>`.
+    Apertus,
+    /// IBM Granite 3.x: `<|tool_call|>[{"name", "arguments"}, ...]`.
+    Granite3,
+    /// MiniMax-M1: `<tool_calls>` and one `{"name", "arguments"}` per line, `</tool_calls>`.
+    MiniMaxM1,
+    /// GigaChat 3: `function call<|role_sep|>` then one `{"name", "arguments"}`.
+    GigaChat3,
+    /// GigaChat 3.1: `<|function_call|>{"name", "arguments"}`.
+    GigaChat31,
     /// Something else: calls are not parsed.
     Other,
 }
@@ -126,6 +143,8 @@ impl ToolFormat {
             Self::Mistral
         } else if has("<function=") && has("<parameter=") {
             Self::Xml
+        } else if let Some(format) = Self::of_json_family(source) {
+            format
         } else if has("<arg_key>") {
             Self::Glm
         } else if has("<|start_header_id|>") && has("\"parameters\": ") {
@@ -135,6 +154,33 @@ impl ToolFormat {
         } else {
             Self::Other
         }
+    }
+}
+
+impl ToolFormat {
+    /// The families whose calls are JSON objects after a marker, by a marker only their
+    /// templates hold (checked against the corpus of 71 templates).
+    fn of_json_family(source: &str) -> Option<Self> {
+        let has = |s: &str| source.contains(s);
+        Some(if has("<tool_calls>[") {
+            Self::Apriel
+        } else if has("<TOOLCALL>") {
+            Self::Nemotron
+        } else if has("<|START_ACTION|>") {
+            Self::Cohere
+        } else if has("<|tools_prefix|>") {
+            Self::Apertus
+        } else if has("<|tool_call|>") {
+            Self::Granite3
+        } else if has("<beginning_of_sentence>") && has("<tool_calls>") {
+            Self::MiniMaxM1
+        } else if has("<|function_call|>") {
+            Self::GigaChat31
+        } else if has("<|role_sep|>") && has("function call") {
+            Self::GigaChat3
+        } else {
+            return None;
+        })
     }
 }
 

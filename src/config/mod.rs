@@ -62,6 +62,24 @@ pub enum ToolCallFormat {
     KimiK2,
     /// Granite 4 (the Hermes form).
     Granite,
+    /// Apriel 1.5 / 1.6: `<tool_calls>[...]</tool_calls>`.
+    Apriel,
+    /// NVIDIA Nemotron Nano v2: `<TOOLCALL>[...]</TOOLCALL>`.
+    NemotronV2,
+    /// Cohere Command R7B and Command A: `<|START_ACTION|>[...]<|END_ACTION|>`.
+    Cohere,
+    /// Apertus: `<|tools_prefix|>[{"NAME": {...}}]<|tools_suffix|>`.
+    Apertus,
+    /// Granite 3.x: `<|tool_call|>[...]`.
+    #[serde(rename = "granite_3")]
+    Granite3,
+    /// MiniMax-M1: `<tool_calls>` with a call per line.
+    MinimaxM1,
+    /// GigaChat 3: `function call<|role_sep|>{...}`.
+    Gigachat3,
+    /// GigaChat 3.1: `<|function_call|>{...}`.
+    #[serde(rename = "gigachat3_1")]
+    Gigachat31,
 }
 
 /// How the window is drawn: glow (OpenGL, the default: under software rendering it costs about

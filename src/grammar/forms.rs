@@ -5,6 +5,7 @@
 //! GLM's and Qwen3-Coder's arguments are key and value pairs: a string parameter's value is
 //! free text (anything but `</`), any other follows its schema as JSON.
 
+use super::json_forms::JsonForm;
 use super::{GrammarError, ToolSpec, schema_gbnf};
 use crate::protocol::Grammar;
 use serde_json::Value;
@@ -30,11 +31,13 @@ pub enum CallForm {
     /// DeepSeek V3.2's DSML: `<｜DSML｜function_calls>` of `<｜DSML｜invoke name="NAME">` with
     /// `<｜DSML｜parameter name="K" string="true|false">V</｜DSML｜parameter>`.
     Dsml,
+    /// Calls as JSON objects after a marker (Apriel, Nemotron Nano v2, Cohere, ...).
+    Json(JsonForm),
 }
 
 impl CallForm {
     /// Every native form, for tests that go through them all.
-    pub const ALL: [CallForm; 8] = [
+    pub const ALL: [CallForm; 16] = [
         CallForm::Mistral,
         CallForm::Kimi,
         CallForm::DeepSeek,
@@ -43,11 +46,19 @@ impl CallForm {
         CallForm::Xml,
         CallForm::Glm,
         CallForm::Dsml,
+        CallForm::Json(JsonForm::ALL[0]),
+        CallForm::Json(JsonForm::ALL[1]),
+        CallForm::Json(JsonForm::ALL[2]),
+        CallForm::Json(JsonForm::ALL[3]),
+        CallForm::Json(JsonForm::ALL[4]),
+        CallForm::Json(JsonForm::ALL[5]),
+        CallForm::Json(JsonForm::ALL[6]),
+        CallForm::Json(JsonForm::ALL[7]),
     ];
 }
 
 /// A GBNF string literal of `text`.
-fn lit(text: &str) -> String {
+pub(super) fn lit(text: &str) -> String {
     let mut out = String::from("\"");
     for c in text.chars() {
         match c {
@@ -217,6 +228,12 @@ pub fn for_native_calls(
                     ),
                 }
             }
+            CallForm::Json(json) => {
+                let (args, arg_rules) = json_rule(&tool.parameters, &prefix)?;
+                rules.push_str(&arg_rules);
+                rules.push('\n');
+                json.call(name, &args)
+            }
             _ => {
                 let (args, arg_rules) = json_rule(&tool.parameters, &prefix)?;
                 rules.push_str(&arg_rules);
@@ -282,6 +299,7 @@ pub fn for_native_calls(
             ),
             "<｜DSML｜function_calls>",
         ),
+        CallForm::Json(json) => (json.root(&call), json.trigger()),
     };
     let gbnf = format!("{root}\nfree-text ::= ([^<] | \"<\" [^/])*\n{rules}");
     Ok(Grammar {

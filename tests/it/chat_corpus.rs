@@ -216,6 +216,36 @@ const MODEL_WRITES: &[(&str, ToolFormat, &str)] = &[
         ToolFormat::Kimi,
         "<|tool_calls_section_begin|><|tool_call_begin|>functions.get_weather:0<|tool_call_argument_begin|>{\"city\": \"Paris\", \"unit\": \"celsius\"}<|tool_call_end|><|tool_calls_section_end|>",
     ),
+    (
+        "Apriel-1.6-15b-Thinker-fixed",
+        ToolFormat::Apriel,
+        "<tool_calls>[{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\", \"unit\": \"celsius\"}}]</tool_calls>",
+    ),
+    (
+        "NVIDIA-Nemotron-Nano-v2",
+        ToolFormat::Nemotron,
+        "<TOOLCALL>[{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\", \"unit\": \"celsius\"}}]</TOOLCALL>",
+    ),
+    (
+        "CohereForAI-c4ai-command-r7b-12-2024-tool_use",
+        ToolFormat::Cohere,
+        "<|START_ACTION|>[\n    {\"tool_call_id\": \"0\", \"tool_name\": \"get_weather\", \"parameters\": {\"city\": \"Paris\", \"unit\": \"celsius\"}}\n]<|END_ACTION|>",
+    ),
+    (
+        "Apertus-8B-Instruct",
+        ToolFormat::Apertus,
+        "<|tools_prefix|>[{\"get_weather\": {\"city\": \"Paris\", \"unit\": \"celsius\"}}]<|tools_suffix|>",
+    ),
+    (
+        "MiniMax-M1",
+        ToolFormat::MiniMaxM1,
+        "<tool_calls>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\", \"unit\": \"celsius\"}}\n</tool_calls>",
+    ),
+    (
+        "GigaChat3.1-10B-A1.8B",
+        ToolFormat::GigaChat31,
+        "<|function_call|>{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\", \"unit\": \"celsius\"}}",
+    ),
 ];
 
 /// The calls (name, arguments) our parser finds in `text` for `format`.
@@ -275,6 +305,12 @@ fn each_family_parses_back_the_call_its_own_template_renders_into_history_and_sa
             .zip(history.chars())
             .find(|((_, a), b)| a != b)
             .map_or(prompt.len().min(history.len()), |((i, _), _)| i);
+        // a prompt ending in `<think>` and a turn opening `<TOOLCALL>` share the `<`
+        let common = if history[..common].ends_with('<') {
+            common - 1
+        } else {
+            common
+        };
         let turn = &history[common..];
         assert_eq!(
             calls_in(turn, *format),
@@ -319,6 +355,18 @@ fn each_family_parses_back_the_call_its_own_template_renders_into_history_and_sa
                 "after the reasoning block's close"
             ),
             ("moonshotai-Kimi-K2", "exactly as the model wrote it"),
+            (
+                "Apriel-1.6-15b-Thinker-fixed",
+                "after whitespace the model did not write"
+            ),
+            ("NVIDIA-Nemotron-Nano-v2", "exactly as the model wrote it"),
+            (
+                "CohereForAI-c4ai-command-r7b-12-2024-tool_use",
+                "exactly as the model wrote it"
+            ),
+            ("Apertus-8B-Instruct", "exactly as the model wrote it"),
+            ("MiniMax-M1", "exactly as the model wrote it"),
+            ("GigaChat3.1-10B-A1.8B", "exactly as the model wrote it"),
         ],
         "which families' templates render a call exactly as the model wrote it"
     );

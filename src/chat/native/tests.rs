@@ -268,3 +268,105 @@ proptest! {
         }
     }
 }
+
+#[test]
+fn json_array_families_parse_each_call_after_content_and_reasoning() {
+    let two = "{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}, {\"name\": \"get_time\", \"arguments\": {\"tz\": \"CET\"}}";
+    for (format, text) in [
+        (
+            ToolFormat::Apriel,
+            format!("Here is my plan.[BEGIN FINAL RESPONSE]Sure.\n<tool_calls>[{two}]</tool_calls>"),
+        ),
+        (
+            ToolFormat::Nemotron,
+            format!(
+                "<think>plan</think>Sure.\n{}[{two}]{}",
+                marked("<TOOLCALL>"),
+                marked("</TOOLCALL>")
+            ),
+        ),
+        (
+            ToolFormat::Cohere,
+            format!(
+                "{}plan{}Sure.{}[\n    {{\"tool_call_id\": \"0\", \"tool_name\": \"get_weather\", \"parameters\": {{\"city\": \"Paris\"}}}},\n    {{\"tool_call_id\": \"1\", \"tool_name\": \"get_time\", \"parameters\": {{\"tz\": \"CET\"}}}}\n]{}",
+                marked("<|START_THINKING|>"),
+                marked("<|END_THINKING|>"),
+                marked("<|START_ACTION|>"),
+                marked("<|END_ACTION|>")
+            ),
+        ),
+        (
+            ToolFormat::Apertus,
+            format!(
+                "{}plan{}Sure.{}[{{\"get_weather\": {{\"city\": \"Paris\"}}}}, {{\"get_time\": {{\"tz\": \"CET\"}}}}]{}",
+                marked("<|inner_prefix|>"),
+                marked("<|inner_suffix|>"),
+                marked("<|tools_prefix|>"),
+                marked("<|tools_suffix|>")
+            ),
+        ),
+        (
+            ToolFormat::Granite3,
+            format!("<think>plan</think>Sure.{}[{two}]", marked("<|tool_call|>")),
+        ),
+        (
+            ToolFormat::MiniMaxM1,
+            "<think>plan</think>Sure.\n<tool_calls>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}\n{\"name\": \"get_time\", \"arguments\": {\"tz\": \"CET\"}}\n</tool_calls>".to_owned(),
+        ),
+    ] {
+        let mut options = options(format);
+        options.starts_in_reasoning = format == ToolFormat::Apriel;
+        let whole = parse_with(options, &[&text]);
+        for cut in (0..=text.len()).filter(|&i| text.is_char_boundary(i)) {
+            assert_eq!(
+                parse_with(options, &[&text[..cut], &text[cut..]]),
+                whole,
+                "{format:?} split at {cut}"
+            );
+        }
+        assert_eq!(
+            (whole.reasoning.as_str(), whole.content.as_str()),
+            (if format == ToolFormat::Apriel { "Here is my plan." } else { "plan" }, "Sure."),
+            "{format:?}: {whole:?}"
+        );
+        assert_eq!(call(&whole, 0), ("get_weather", &json!({"city": "Paris"})), "{format:?}");
+        assert_eq!(call(&whole, 1), ("get_time", &json!({"tz": "CET"})), "{format:?}");
+        assert!(whole.ending.all_calls_closed(), "{format:?}: {whole:?}");
+    }
+}
+
+#[test]
+fn gigachat_s_single_call_in_both_versions_and_text_after_a_marker_that_opens_no_call() {
+    for (format, text) in [
+        (
+            ToolFormat::GigaChat3,
+            format!(
+                "Sure.{}\n\nfunction call{}{{\"name\": \"get_weather\", \"arguments\": {{\"city\": \"Paris\"}}}}",
+                marked("<|message_sep|>\n\n"),
+                marked("<|role_sep|>\n")
+            ),
+        ),
+        (
+            ToolFormat::GigaChat31,
+            format!(
+                "Sure.{}{{\"name\": \"get_weather\", \"arguments\": {{\"city\": \"Paris\"}}}}",
+                marked("<|function_call|>")
+            ),
+        ),
+    ] {
+        let p = parse(format, &text);
+        assert_eq!(p.content, "Sure.", "{format:?}: {p:?}");
+        assert_eq!(call(&p, 0), ("get_weather", &json!({"city": "Paris"})));
+        assert!(p.ending.all_calls_closed(), "{format:?}: {p:?}");
+    }
+    // a block marker followed by prose: the prose is content, no call
+    let p = parse(ToolFormat::Granite3, "<|tool_call|> I cannot call tools.");
+    assert!(p.calls.is_empty(), "{p:?}");
+    assert_eq!(p.content, "I cannot call tools.");
+    // cut inside a call: reported cut
+    let p = parse(
+        ToolFormat::Nemotron,
+        "<TOOLCALL>[{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Pa",
+    );
+    assert!(p.ending.cut_call && !p.ending.all_calls_closed(), "{p:?}");
+}

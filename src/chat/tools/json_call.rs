@@ -61,7 +61,8 @@ pub fn valid_name(name: &str) -> bool {
             .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
 }
 
-/// Scans the top level of a JSON object for `name` and `arguments` (or `parameters`).
+/// Scans the top level of a JSON object for `name` (or `tool_name`) and `arguments` (or
+/// `parameters`).
 fn scan_json(raw: &str) -> JsonScan {
     let bytes = raw.as_bytes();
     let mut scan = JsonScan::default();
@@ -89,7 +90,8 @@ fn scan_json(raw: &str) -> JsonScan {
         }
         let value_end = value_end(bytes, i);
         match key.as_deref() {
-            Some("name") => {
+            // Cohere's calls name the tool `tool_name`
+            Some("name" | "tool_name") => {
                 if let Some(end) = value_end {
                     scan.name = serde_json::from_str(&raw[i..end]).ok();
                 }
@@ -172,7 +174,11 @@ fn value_end(bytes: &[u8], i: usize) -> Option<usize> {
 /// `arguments` (or a string that holds one).
 pub(super) fn finish_json(raw: &str) -> Option<Finished> {
     let value: Value = serde_json::from_str(raw.trim()).ok()?;
-    let name = value.get("name")?.as_str()?.to_owned();
+    let name = value
+        .get("name")
+        .or_else(|| value.get("tool_name"))?
+        .as_str()?
+        .to_owned();
     if !valid_name(&name) {
         return None;
     }

@@ -253,8 +253,10 @@ pub const KEYS: &[Key] = &[
         None,
         "`\"auto\"` (the family the chat template shows), or one of `\"hermes\"`, \
          `\"qwen3_coder\"`, `\"harmony\"`, `\"mistral\"`, `\"llama3\"`, `\"glm4\"`, \
-         `\"deepseek_v3\"`, `\"deepseek_v32\"`, `\"kimi_k2\"`, `\"granite\"`: the form tool \
-         calls are parsed in and constrained to (docs/API.md, \"Tools\")",
+         `\"deepseek_v3\"`, `\"deepseek_v32\"`, `\"kimi_k2\"`, `\"granite\"`, `\"apriel\"`, \
+         `\"nemotron_v2\"`, `\"cohere\"`, `\"apertus\"`, `\"granite_3\"`, `\"minimax_m1\"`, \
+         `\"gigachat3\"`, `\"gigachat3_1\"`: the form tool calls are parsed in and \
+         constrained to (docs/API.md, \"Tools\")",
     ),
     key(
         "allowed_hosts",
