@@ -87,9 +87,11 @@ impl Prompts {
                 }
                 other => ApiError::bad(other.to_string(), Some("messages")),
             })?;
-        // A generation prompt that opens `<think>` (reasoning models) starts the output inside it.
+        // A generation prompt that opens reasoning (`<think>`, or the family's own opener)
+        // starts the output inside it.
+        let format = self.tool_format();
         let starts_in_reasoning = segments.iter().rev().find_map(|s| match s {
-            Segment::Markup(m) => Some(m.trim_end().ends_with("<think>")),
+            Segment::Markup(m) => Some(format.opens_reasoning(m)),
             Segment::Text(_) => None,
         }) == Some(true)
             && matches!(segments.last(), Some(Segment::Markup(_)));

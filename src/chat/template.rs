@@ -158,6 +158,19 @@ impl ToolFormat {
 }
 
 impl ToolFormat {
+    /// Whether a generation prompt ending in `markup` leaves the output inside the model's
+    /// reasoning: `<think>` in most families, the family's own opener in the others.
+    pub fn opens_reasoning(self, markup: &str) -> bool {
+        let opener = match self {
+            Self::Apriel => "Here are my reasoning steps:",
+            Self::Cohere => "<|START_THINKING|>",
+            Self::Apertus => "<|inner_prefix|>",
+            _ => "<think>",
+        };
+        let markup = markup.trim_end();
+        markup.ends_with(opener) || markup.ends_with("<think>")
+    }
+
     /// The families whose calls are JSON objects after a marker, by a marker only their
     /// templates hold (checked against the corpus of 71 templates).
     fn of_json_family(source: &str) -> Option<Self> {

@@ -228,16 +228,14 @@ pub fn for_native_calls(
                     ),
                 }
             }
-            CallForm::Json(json) => {
-                let (args, arg_rules) = json_rule(&tool.parameters, &prefix)?;
-                rules.push_str(&arg_rules);
-                rules.push('\n');
-                json.call(name, &args)
-            }
             _ => {
                 let (args, arg_rules) = json_rule(&tool.parameters, &prefix)?;
                 rules.push_str(&arg_rules);
                 rules.push('\n');
+                if let CallForm::Json(json) = form {
+                    calls.push(format!("( {} )", json.call(name, &args)));
+                    continue;
+                }
                 let (open, close) = match form {
                     CallForm::Mistral => (format!("[TOOL_CALLS]{name}[ARGS]"), String::new()),
                     CallForm::Kimi => (

@@ -397,3 +397,29 @@ fn an_assistant_turn_s_reasoning_reaches_the_template_which_renders_it_where_the
         assert!(prompt.contains(expected), "{name}: {prompt}");
     }
 }
+
+#[test]
+fn a_generation_prompt_that_opens_the_family_s_own_reasoning_starts_the_output_in_reasoning() {
+    let dir = corpus();
+    let asked = &conversation()[..2];
+    for (name, opens) in [
+        // Apriel's generation prompt ends "Here are my reasoning steps:"
+        ("Apriel-1.6-15b-Thinker-fixed", true),
+        // Cohere2MoE's ends `<|START_THINKING|>` (with reasoning off it would close it at once)
+        ("Cohere2MoE", true),
+        ("Qwen-Qwen3-0.6B", false),
+    ] {
+        let source = std::fs::read_to_string(dir.join(format!("{name}.jinja"))).unwrap();
+        let template = ChatTemplate::new(Some(&source), "<s>", "</s>").unwrap();
+        let prompt = render(&template, asked, true);
+        assert_eq!(
+            template.tool_format().opens_reasoning(&prompt),
+            opens,
+            "{name}: {:?}",
+            &prompt[prompt.len().saturating_sub(60)..]
+        );
+    }
+    assert!(ToolFormat::Cohere.opens_reasoning("<|CHATBOT_TOKEN|><|START_THINKING|>"));
+    assert!(ToolFormat::Apertus.opens_reasoning("<|inner_prefix|>"));
+    assert!(ToolFormat::Hermes.opens_reasoning("<|im_start|>assistant\n<think>\n"));
+}

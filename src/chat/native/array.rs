@@ -169,7 +169,8 @@ impl NativeRewriter {
                         if !family.short {
                             out.push(c);
                         }
-                        if json_end(element).is_some() {
+                        // only a closing bracket can end it: the scan is not rerun per character
+                        if matches!(c, '}' | ']') && json_end(element).is_some() {
                             *depth = 0;
                             if !family.short {
                                 out.push_str("</tool_call>");

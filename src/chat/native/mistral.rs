@@ -75,7 +75,8 @@ impl NativeRewriter {
                     }
                     element.push(c);
                     out.push(c);
-                    if json_end(element).is_some() {
+                    // only a closing bracket can end it: the scan is not rerun per character
+                    if matches!(c, '}' | ']') && json_end(element).is_some() {
                         *depth = 0;
                         out.push_str("</tool_call>");
                     }
