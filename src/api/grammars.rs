@@ -13,7 +13,7 @@ use super::ApiError;
 use super::tools::{OutputPlan, OutputSpec, Wanted};
 use crate::chat::ToolFormat;
 use crate::config::AppSettings;
-use crate::grammar::{self, CallForm, JsonForm, ToolSpec};
+use crate::grammar::{self, CallForm, JsonForm, PairForm, ToolSpec};
 use crate::service::Grammar;
 use crate::tokenizer::Tokenizer;
 use serde_json::Value;
@@ -81,6 +81,13 @@ fn native_form(format: ToolFormat) -> Option<CallForm> {
         ToolFormat::MiniMaxM1 => Some(CallForm::Json(JsonForm::MiniMaxM1)),
         ToolFormat::GigaChat3 => Some(CallForm::Json(JsonForm::GigaChat3)),
         ToolFormat::GigaChat31 => Some(CallForm::Json(JsonForm::GigaChat31)),
+        ToolFormat::DeepSeekR1 => Some(CallForm::DeepSeekR1),
+        ToolFormat::Solar => Some(CallForm::Solar),
+        ToolFormat::Functionary => Some(CallForm::Functionary),
+        ToolFormat::MiniMaxM2 => Some(CallForm::Pairs(PairForm::MiniMaxM2)),
+        ToolFormat::Glimmer => Some(CallForm::Pairs(PairForm::Glimmer)),
+        ToolFormat::MiniCpm5 => Some(CallForm::Pairs(PairForm::MiniCpm5)),
+        ToolFormat::Hy3 => Some(CallForm::Pairs(PairForm::Hy3)),
     }
 }
 

@@ -62,6 +62,13 @@ impl Prompts {
             ToolCallFormat::MinimaxM1 => Some(ToolFormat::MiniMaxM1),
             ToolCallFormat::Gigachat3 => Some(ToolFormat::GigaChat3),
             ToolCallFormat::Gigachat31 => Some(ToolFormat::GigaChat31),
+            ToolCallFormat::DeepseekR1 => Some(ToolFormat::DeepSeekR1),
+            ToolCallFormat::MinimaxM2 => Some(ToolFormat::MiniMaxM2),
+            ToolCallFormat::MuseGlimmer => Some(ToolFormat::Glimmer),
+            ToolCallFormat::MiniCpm5 => Some(ToolFormat::MiniCpm5),
+            ToolCallFormat::Hy3 => Some(ToolFormat::Hy3),
+            ToolCallFormat::SolarOpen => Some(ToolFormat::Solar),
+            ToolCallFormat::FunctionaryV31 => Some(ToolFormat::Functionary),
         };
         if self.tool_format() == ToolFormat::Other {
             tracing::warn!(

@@ -8,6 +8,7 @@ mod jinja;
 mod native;
 mod stop;
 mod template;
+mod tool_format;
 mod tool_text;
 mod tools;
 mod utf8;

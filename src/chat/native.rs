@@ -33,8 +33,9 @@ enum Mode {
     Header { raw: String },
     /// Harmony: a message's body.
     Body(Body),
-    /// DSML: a parameter's value (a string argument is JSON-escaped on its way).
-    Quoted { quoted: bool },
+    /// An invoke's parameter value up to `close` (a string argument is JSON-escaped on its
+    /// way).
+    Quoted { quoted: bool, close: &'static str },
     /// Llama 3: nothing but whitespace yet (a call is the whole output).
     Start,
 }
@@ -44,6 +45,34 @@ enum Body {
     Reasoning,
     Content,
     Call { json: String },
+}
+
+/// The families whose syntax is a table of markers read by one shared rewriter.
+#[derive(Debug, Clone, Copy)]
+enum Table {
+    Array(&'static array::JsonFamily),
+    Invoke(&'static invoke::InvokeFamily),
+    Tags(&'static glm::TagFamily),
+    Sections(&'static sections::SectionFamily),
+}
+
+impl Table {
+    fn of(format: ToolFormat) -> Option<Self> {
+        array::family(format)
+            .map(Self::Array)
+            .or_else(|| invoke::family(format).map(Self::Invoke))
+            .or_else(|| glm::family(format).map(Self::Tags))
+            .or_else(|| sections::family(format).map(Self::Sections))
+    }
+
+    fn markers(self) -> &'static [&'static str] {
+        match self {
+            Self::Array(family) => family.markers,
+            Self::Invoke(family) => family.markers,
+            Self::Tags(family) => family.markers,
+            Self::Sections(family) => family.markers,
+        }
+    }
 }
 
 #[derive(Debug, Clone)]
@@ -76,14 +105,9 @@ impl NativeRewriter {
     /// A rewriter for `format`, or `None` when the parser reads the format as it is.
     pub fn new(format: ToolFormat) -> Option<Self> {
         let mode = match format {
-            ToolFormat::Harmony
-            | ToolFormat::Mistral
-            | ToolFormat::Kimi
-            | ToolFormat::DeepSeek
-            | ToolFormat::DeepSeekDsml
-            | ToolFormat::Glm => Mode::Text,
+            ToolFormat::Harmony | ToolFormat::Mistral => Mode::Text,
             ToolFormat::Llama3 => Mode::Start,
-            f if array::family(f).is_some() => Mode::Text,
+            f if Table::of(f).is_some() => Mode::Text,
             _ => return None,
         };
         Some(Self {
@@ -108,40 +132,11 @@ impl NativeRewriter {
                 "<|return|>",
             ],
             ToolFormat::Mistral => &["[TOOL_CALLS]", "[ARGS]", "[CALL_ID]", "[THINK]", "[/THINK]"],
-            ToolFormat::Kimi => &[
-                "<|tool_calls_section_begin|>",
-                "<|tool_calls_section_end|>",
-                "<|tool_call_begin|>",
-                "<|tool_call_argument_begin|>",
-                "<|tool_call_end|>",
-                "<think>",
-                "</think>",
-            ],
-            ToolFormat::DeepSeek => &[
-                "<｜tool▁calls▁begin｜>",
-                "<｜tool▁calls▁end｜>",
-                "<｜tool▁call▁begin｜>",
-                "<｜tool▁sep｜>",
-                "<｜tool▁call▁end｜>",
-                "<think>",
-                "</think>",
-            ],
-            ToolFormat::Glm => &[
-                "<tool_call>",
-                "</tool_call>",
-                "<arg_key>",
-                "</arg_key>",
-                "<arg_value>",
-                "</arg_value>",
-                "<think>",
-                "</think>",
-            ],
-            ToolFormat::DeepSeekDsml => &["｜DSML｜", "<think>", "</think>"],
             ToolFormat::Llama3 => &["<|python_tag|>"],
             ToolFormat::Hermes | ToolFormat::Xml => {
                 &["<tool_call>", "</tool_call>", "<think>", "</think>"]
             }
-            f => array::family(f).map_or(&[], |family| family.markers),
+            f => Table::of(f).map_or(&[], Table::markers),
         }
     }
 
@@ -208,215 +203,28 @@ impl NativeRewriter {
         text
     }
 
+    /// Takes the pending text but a possible marker start (its last `hold` bytes).
+    fn take_unheld(&mut self, hold: usize) -> String {
+        let cut = self.pending.len() - hold;
+        self.pending.drain(..cut).collect()
+    }
+
     /// One move; false when nothing more can be decided without more text.
     fn step(&mut self, out: &mut String, ended: bool) -> bool {
         match self.format {
             ToolFormat::Harmony => self.step_harmony(out, ended),
             ToolFormat::Mistral => self.step_mistral(out, ended),
-            ToolFormat::Kimi => self.step_sections(
-                out,
-                ended,
-                &[
-                    "<|tool_calls_section_begin|>",
-                    "<|tool_calls_section_end|>",
-                    "<|tool_call_begin|>",
-                ],
-                "<|tool_call_argument_begin|>",
-                "<|tool_call_end|>",
-            ),
-            ToolFormat::DeepSeek => self.step_sections(
-                out,
-                ended,
-                &[
-                    "<｜tool▁calls▁begin｜>",
-                    "<｜tool▁calls▁end｜>",
-                    "<｜tool▁call▁begin｜>",
-                ],
-                "<｜tool▁sep｜>",
-                "<｜tool▁call▁end｜>",
-            ),
-            ToolFormat::Glm => self.step_glm(out, ended),
-            ToolFormat::DeepSeekDsml => self.step_dsml(out, ended),
             ToolFormat::Llama3 => self.step_llama(out, ended),
-            f => match array::family(f) {
-                Some(family) => self.step_json_family(out, ended, family),
+            f => match Table::of(f) {
+                Some(Table::Array(family)) => self.step_json_family(out, ended, family),
+                Some(Table::Invoke(family)) => self.step_invoke(out, ended, family),
+                Some(Table::Tags(family)) => self.step_tags(out, ended, family),
+                Some(Table::Sections(family)) => self.step_sections(out, ended, family),
                 None => {
                     self.pass(out, 0, true);
                     false
                 }
             },
-        }
-    }
-
-    /// Kimi K2 and DeepSeek V3.1: `SECTION_BEGIN (CALL_BEGIN name SEP {args} CALL_END)*
-    /// SECTION_END`. `text_markers` are the section begin and end (dropped) and the call begin.
-    fn step_sections(
-        &mut self,
-        out: &mut String,
-        ended: bool,
-        text_markers: &[&str; 3],
-        separator: &str,
-        call_end: &str,
-    ) -> bool {
-        match &mut self.mode {
-            Mode::Text => match self.find(text_markers) {
-                Ok((at, i)) => {
-                    out.push_str(&self.pending[..at]);
-                    self.pending.drain(..at + text_markers[i].len());
-                    if i == 2 {
-                        self.mode = Mode::Name { raw: String::new() };
-                    }
-                    true
-                }
-                Err(hold) => {
-                    self.pass(out, hold, ended);
-                    false
-                }
-            },
-            Mode::Name { .. } => match self.find(&[separator]) {
-                Ok((at, _)) => {
-                    let mut name: String = self.pending.drain(..at).collect();
-                    self.pending.drain(..separator.len());
-                    if let Mode::Name { raw } = &self.mode {
-                        name.insert_str(0, raw);
-                    }
-                    // Kimi names a call `functions.NAME:INDEX`
-                    let name = name.trim();
-                    let name = name.strip_prefix("functions.").unwrap_or(name);
-                    let name = name.rsplit_once(':').map_or(name, |(n, i)| {
-                        if i.chars().all(|c| c.is_ascii_digit()) {
-                            n
-                        } else {
-                            name
-                        }
-                    });
-                    out.push_str(&json_call_open(name));
-                    self.mode = Mode::Args {
-                        body: String::new(),
-                    };
-                    true
-                }
-                // the marker may still be arriving: wait for it with the text whole
-                Err(_) => false,
-            },
-            Mode::Args { .. } => match self.find(&[call_end]) {
-                Ok((at, _)) => {
-                    let args: String = self.pending.drain(..at).collect();
-                    self.pending.drain(..call_end.len());
-                    out.push_str(args.trim_end());
-                    out.push_str(JSON_CALL_CLOSE);
-                    self.mode = Mode::Text;
-                    true
-                }
-                Err(hold) => {
-                    let text = self.pass(out, hold, false);
-                    if let Mode::Args { body } = &mut self.mode {
-                        body.push_str(&text);
-                    }
-                    false
-                }
-            },
-            _ => {
-                self.mode = Mode::Text;
-                true
-            }
-        }
-    }
-
-    /// GLM 4.x: `<tool_call>NAME<arg_key>K</arg_key><arg_value>V</arg_value>…</tool_call>`
-    /// (whitespace between the tags ignored), rewritten to the key-and-value form.
-    fn step_glm(&mut self, out: &mut String, ended: bool) -> bool {
-        match &mut self.mode {
-            Mode::Text => match self.find(&["<tool_call>"]) {
-                Ok((at, _)) => {
-                    out.push_str(&self.pending[..at]);
-                    self.pending.drain(..at + "<tool_call>".len());
-                    self.mode = Mode::Name { raw: String::new() };
-                    true
-                }
-                Err(hold) => {
-                    self.pass(out, hold, ended);
-                    false
-                }
-            },
-            Mode::Name { .. } => match self.find(&["<arg_key>", "</tool_call>"]) {
-                Ok((at, i)) => {
-                    let mut name: String = self.pending.drain(..at).collect();
-                    if let Mode::Name { raw } = &self.mode {
-                        name.insert_str(0, raw);
-                    }
-                    out.push_str(&format!("<tool_call><function={}>", name.trim()));
-                    if i == 0 {
-                        self.pending.drain(.."<arg_key>".len());
-                        self.mode = Mode::Key { raw: String::new() };
-                    } else {
-                        self.pending.drain(.."</tool_call>".len());
-                        out.push_str("</function></tool_call>");
-                        self.mode = Mode::Text;
-                    }
-                    true
-                }
-                // the marker may still be arriving: wait for it with the text whole
-                Err(_) => false,
-            },
-            Mode::Key { .. } => match self.find(&["</arg_key>"]) {
-                Ok((at, _)) => {
-                    let mut key: String = self.pending.drain(..at).collect();
-                    self.pending.drain(.."</arg_key>".len());
-                    if let Mode::Key { raw } = &self.mode {
-                        key.insert_str(0, raw);
-                    }
-                    out.push_str(&format!("<parameter={}>", key.trim()));
-                    self.mode = Mode::Params;
-                    true
-                }
-                // the marker may still be arriving: wait for it with the text whole
-                Err(_) => false,
-            },
-            // between a key and its value, or after a value: tags decide, whitespace is dropped
-            Mode::Params => match self.find(&["<arg_value>", "<arg_key>", "</tool_call>"]) {
-                Ok((at, i)) => {
-                    self.pending.drain(..at);
-                    match i {
-                        0 => {
-                            self.pending.drain(.."<arg_value>".len());
-                            self.mode = Mode::Value;
-                        }
-                        1 => {
-                            self.pending.drain(.."<arg_key>".len());
-                            self.mode = Mode::Key { raw: String::new() };
-                        }
-                        _ => {
-                            self.pending.drain(.."</tool_call>".len());
-                            out.push_str("</function></tool_call>");
-                            self.mode = Mode::Text;
-                        }
-                    }
-                    true
-                }
-                Err(hold) => {
-                    let cut = self.pending.len() - hold;
-                    self.pending.drain(..cut);
-                    false
-                }
-            },
-            Mode::Value => match self.find(&["</arg_value>"]) {
-                Ok((at, _)) => {
-                    out.push_str(&self.pending[..at]);
-                    self.pending.drain(..at + "</arg_value>".len());
-                    out.push_str("</parameter>");
-                    self.mode = Mode::Params;
-                    true
-                }
-                Err(hold) => {
-                    self.pass(out, hold, false);
-                    false
-                }
-            },
-            _ => {
-                self.mode = Mode::Text;
-                true
-            }
         }
     }
 
@@ -508,9 +316,11 @@ fn json_end(text: &str) -> Option<usize> {
 }
 
 mod array;
-mod dsml;
+mod glm;
 mod harmony;
+mod invoke;
 mod mistral;
+mod sections;
 
 #[cfg(test)]
 mod tests;

@@ -14,6 +14,7 @@
 //! conversation's prefix renders the same on every turn.
 
 pub(super) use super::jinja::python_json;
+pub use super::tool_format::ToolFormat;
 use minijinja::{Environment, context};
 use serde::Serialize;
 use serde_json::{Value, json};
@@ -78,122 +79,6 @@ impl ChatMessage {
             tool_call_id: None,
             reasoning_content: None,
         }
-    }
-}
-
-/// How the loaded template asks the model to write tool calls.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ToolFormat {
-    /// `<tool_call>{"name": ..., "arguments": ...}</tool_call>` (Hermes, Qwen, and this
-    /// module's convention for templates that know no tools).
-    Hermes,
-    /// `<function=NAME><parameter=P>…</parameter></function>` (Qwen3-Coder and others).
-    Xml,
-    /// gpt-oss's harmony messages: `<|channel|>analysis` reasoning, `to=functions.NAME` calls.
-    Harmony,
-    /// Mistral's `[TOOL_CALLS]name[ARGS]{...}` (and the `[CALL_ID]` and JSON-array forms).
-    Mistral,
-    /// Llama 3.x: the whole output a JSON `{"name": ..., "parameters": ...}`.
-    Llama3,
-    /// GLM 4.x: `<tool_call>name<arg_key>k</arg_key><arg_value>v</arg_value></tool_call>`.
-    Glm,
-    /// DeepSeek V3.1: `<｜tool▁call▁begin｜>name<｜tool▁sep｜>{...}<｜tool▁call▁end｜>`.
-    DeepSeek,
-    /// DeepSeek V3.2 / V4: DSML `<｜DSML｜invoke name="f">` with `<｜DSML｜parameter>`s.
-    DeepSeekDsml,
-    /// Kimi K2: `<|tool_call_begin|>functions.name:0<|tool_call_argument_begin|>{...}`.
-    Kimi,
-    /// Apriel 1.5 / 1.6: `<tool_calls>[{"name", "arguments"}, ...]</tool_calls>`.
-    Apriel,
-    /// NVIDIA Nemotron Nano v2: `<TOOLCALL>[{"name", "arguments"}, ...]</TOOLCALL>`.
-    Nemotron,
-    /// Cohere Command R7B and Command A: `<|START_ACTION|>[{"tool_call_id", "tool_name",
-    /// "parameters"}, ...]<|END_ACTION|>`.
-    Cohere,
-    /// Apertus: `<|tools_prefix|>[{"NAME": {...}}, ...]<|tools_suffix|>`.
-    Apertus,
-    /// IBM Granite 3.x: `<|tool_call|>[{"name", "arguments"}, ...]`.
-    Granite3,
-    /// MiniMax-M1: `<tool_calls>` and one `{"name", "arguments"}` per line, `</tool_calls>`.
-    MiniMaxM1,
-    /// GigaChat 3: `function call<|role_sep|>` then one `{"name", "arguments"}`.
-    GigaChat3,
-    /// GigaChat 3.1: `<|function_call|>{"name", "arguments"}`.
-    GigaChat31,
-    /// Something else: calls are not parsed.
-    Other,
-}
-
-impl ToolFormat {
-    /// The family a template's source shows (first match wins: some markers appear in several
-    /// families' templates); a template that knows no tools gets the Hermes convention.
-    pub fn of_template(source: &str) -> Self {
-        let has = |s: &str| source.contains(s);
-        if !has("tools") {
-            Self::Hermes
-        } else if has("<|channel|>") && has("<|message|>") && !has("chat_format=llm-jp-harmony") {
-            Self::Harmony
-        } else if has("dsml_token") && has("DSML") {
-            Self::DeepSeekDsml
-        } else if has("<|tool_calls_section_begin|>") {
-            Self::Kimi
-        } else if has("<｜tool▁calls▁begin｜>") && !has("```json") {
-            Self::DeepSeek
-        } else if has("[TOOL_CALLS]") {
-            Self::Mistral
-        } else if has("<function=") && has("<parameter=") {
-            Self::Xml
-        } else if let Some(format) = Self::of_json_family(source) {
-            format
-        } else if has("<arg_key>") {
-            Self::Glm
-        } else if has("<|start_header_id|>") && has("\"parameters\": ") {
-            Self::Llama3
-        } else if has("<tool_call>") {
-            Self::Hermes
-        } else {
-            Self::Other
-        }
-    }
-}
-
-impl ToolFormat {
-    /// Whether a generation prompt ending in `markup` leaves the output inside the model's
-    /// reasoning: `<think>` in most families, the family's own opener in the others.
-    pub fn opens_reasoning(self, markup: &str) -> bool {
-        let opener = match self {
-            Self::Apriel => "Here are my reasoning steps:",
-            Self::Cohere => "<|START_THINKING|>",
-            Self::Apertus => "<|inner_prefix|>",
-            _ => "<think>",
-        };
-        let markup = markup.trim_end();
-        markup.ends_with(opener) || markup.ends_with("<think>")
-    }
-
-    /// The families whose calls are JSON objects after a marker, by a marker only their
-    /// templates hold (checked against the corpus of 71 templates).
-    fn of_json_family(source: &str) -> Option<Self> {
-        let has = |s: &str| source.contains(s);
-        Some(if has("<tool_calls>[") {
-            Self::Apriel
-        } else if has("<TOOLCALL>") {
-            Self::Nemotron
-        } else if has("<|START_ACTION|>") {
-            Self::Cohere
-        } else if has("<|tools_prefix|>") {
-            Self::Apertus
-        } else if has("<|tool_call|>") {
-            Self::Granite3
-        } else if has("<beginning_of_sentence>") && has("<tool_calls>") {
-            Self::MiniMaxM1
-        } else if has("<|function_call|>") {
-            Self::GigaChat31
-        } else if has("<|role_sep|>") && has("function call") {
-            Self::GigaChat3
-        } else {
-            return None;
-        })
     }
 }
 

@@ -80,6 +80,22 @@ pub enum ToolCallFormat {
     /// GigaChat 3.1: `<|function_call|>{...}`.
     #[serde(rename = "gigachat3_1")]
     Gigachat31,
+    /// DeepSeek R1 (llama.cpp's template): calls with their arguments in a JSON fence.
+    DeepseekR1,
+    /// MiniMax-M2: `<minimax:tool_call>` of `<invoke>`s.
+    MinimaxM2,
+    /// Muse Glimmer: `<atem:function_calls>` of `<atem:invoke>`s.
+    MuseGlimmer,
+    /// MiniCPM5: `<function name="f"><param name="k">`.
+    #[serde(rename = "minicpm5")]
+    MiniCpm5,
+    /// Hy3: `<tool_call:opensource>` with key and value tags.
+    Hy3,
+    /// Solar Open: `<|tool_call:begin|>ID<|tool_call:name|>NAME<|tool_call:args|>{...}`.
+    SolarOpen,
+    /// functionary v3.1: `<function=NAME>{...}</function>`.
+    #[serde(rename = "functionary_v3_1")]
+    FunctionaryV31,
 }
 
 /// How the window is drawn: glow (OpenGL, the default: under software rendering it costs about

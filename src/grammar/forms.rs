@@ -6,6 +6,7 @@
 //! free text (anything but `</`), any other follows its schema as JSON.
 
 use super::json_forms::JsonForm;
+use super::pair_forms::PairForm;
 use super::{GrammarError, ToolSpec, schema_gbnf};
 use crate::protocol::Grammar;
 use serde_json::Value;
@@ -31,13 +32,23 @@ pub enum CallForm {
     /// DeepSeek V3.2's DSML: `<｜DSML｜function_calls>` of `<｜DSML｜invoke name="NAME">` with
     /// `<｜DSML｜parameter name="K" string="true|false">V</｜DSML｜parameter>`.
     Dsml,
+    /// DeepSeek R1 (llama.cpp's template): `<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function
+    /// <｜tool▁sep｜>NAME\n```json\n{...}\n```<｜tool▁call▁end｜>…<｜tool▁calls▁end｜>`.
+    DeepSeekR1,
+    /// Solar Open: `<|tool_calls|><|tool_call:begin|>ID<|tool_call:name|>NAME<|tool_call:args|>
+    /// {...}<|tool_call:end|>…<|calls|>`.
+    Solar,
+    /// functionary v3.1: `<function=NAME>{...}</function>`.
+    Functionary,
     /// Calls as JSON objects after a marker (Apriel, Nemotron Nano v2, Cohere, ...).
     Json(JsonForm),
+    /// Invokes or tags with one element per argument (MiniMax-M2, MiniCPM5, Hy3, ...).
+    Pairs(PairForm),
 }
 
 impl CallForm {
     /// Every native form, for tests that go through them all.
-    pub const ALL: [CallForm; 16] = [
+    pub const ALL: [CallForm; 23] = [
         CallForm::Mistral,
         CallForm::Kimi,
         CallForm::DeepSeek,
@@ -54,6 +65,13 @@ impl CallForm {
         CallForm::Json(JsonForm::ALL[5]),
         CallForm::Json(JsonForm::ALL[6]),
         CallForm::Json(JsonForm::ALL[7]),
+        CallForm::DeepSeekR1,
+        CallForm::Solar,
+        CallForm::Functionary,
+        CallForm::Pairs(PairForm::ALL[0]),
+        CallForm::Pairs(PairForm::ALL[1]),
+        CallForm::Pairs(PairForm::ALL[2]),
+        CallForm::Pairs(PairForm::ALL[3]),
     ];
 }
 
@@ -162,6 +180,7 @@ fn pairs_rule(
             };
             let is_string = value.ends_with("text");
             let pair = match form {
+                CallForm::Pairs(pairs) => pairs.pair(key, &value),
                 CallForm::Dsml => format!(
                     "{} {value} {}",
                     lit(&format!(
@@ -208,9 +227,10 @@ pub fn for_native_calls(
         let prefix = format!("t{i}-");
         let name = &tool.name;
         let call = match form {
-            CallForm::Xml | CallForm::Glm | CallForm::Dsml => {
+            CallForm::Xml | CallForm::Glm | CallForm::Dsml | CallForm::Pairs(_) => {
                 let args = pairs_rule(tool, &prefix, form, &mut rules)?;
                 match form {
+                    CallForm::Pairs(pairs) => pairs.call(name, &args),
                     CallForm::Dsml => format!(
                         "{} {args} {}",
                         lit(&format!("<｜DSML｜invoke name=\"{name}\">\n")),
@@ -254,6 +274,23 @@ pub fn for_native_calls(
                         ),
                         String::new(),
                     ),
+                    CallForm::DeepSeekR1 => (
+                        format!("<｜tool▁call▁begin｜>function<｜tool▁sep｜>{name}\n```json\n"),
+                        "\n```<｜tool▁call▁end｜>".to_owned(),
+                    ),
+                    CallForm::Functionary => {
+                        (format!("<function={name}>"), "</function>".to_owned())
+                    }
+                    CallForm::Solar => {
+                        // the call's id, which the model makes up, before its name
+                        let open = format!("<|tool_call:name|>{name}<|tool_call:args|>");
+                        calls.push(format!(
+                            "( \"<|tool_call:begin|>\" [a-zA-Z0-9_-]{{1,40}} {} {args} {} )",
+                            lit(&open),
+                            lit("<|tool_call:end|>")
+                        ));
+                        continue;
+                    }
                     _ => (
                         format!("{{\"name\": \"{name}\", \"parameters\": "),
                         "}".to_owned(),
@@ -297,7 +334,19 @@ pub fn for_native_calls(
             ),
             "<｜DSML｜function_calls>",
         ),
+        CallForm::DeepSeekR1 => (
+            format!(
+                "root ::= \"<｜tool▁calls▁begin｜>\" call (\"\\n\" call)* \"<｜tool▁calls▁end｜>\"\ncall ::= {call}"
+            ),
+            "<｜tool▁calls▁begin｜>",
+        ),
+        CallForm::Solar => (
+            format!("root ::= \"<|tool_calls|>\" call+ \"<|calls|>\"\ncall ::= {call}"),
+            "<|tool_calls|>",
+        ),
+        CallForm::Functionary => (format!("root ::= call+\ncall ::= {call}"), "<function="),
         CallForm::Json(json) => (json.root(&call), json.trigger()),
+        CallForm::Pairs(pairs) => (pairs.root(&call), pairs.trigger()),
     };
     let gbnf = format!("{root}\nfree-text ::= ([^<] | \"<\" [^/])*\n{rules}");
     Ok(Grammar {

@@ -9,10 +9,12 @@ use serde_json::{Value, json};
 mod cost;
 mod forms;
 mod json_forms;
+mod pair_forms;
 mod refs;
 pub use cost::{Cost, estimate};
 pub use forms::{CallForm, for_native_calls};
 pub use json_forms::JsonForm;
+pub use pair_forms::PairForm;
 pub use refs::remote_ref;
 
 /// What opens a Hermes tool call (the lazy grammar's trigger).

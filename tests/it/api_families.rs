@@ -44,6 +44,21 @@ async fn a_required_call_on_the_real_model_comes_back_as_a_call_in_every_forced_
         ToolCallFormat::Qwen3Coder,
         ToolCallFormat::Glm4,
         ToolCallFormat::DeepseekV32,
+        ToolCallFormat::Apriel,
+        ToolCallFormat::NemotronV2,
+        ToolCallFormat::Cohere,
+        ToolCallFormat::Apertus,
+        ToolCallFormat::Granite3,
+        ToolCallFormat::MinimaxM1,
+        ToolCallFormat::Gigachat3,
+        ToolCallFormat::Gigachat31,
+        ToolCallFormat::DeepseekR1,
+        ToolCallFormat::SolarOpen,
+        ToolCallFormat::FunctionaryV31,
+        ToolCallFormat::MinimaxM2,
+        ToolCallFormat::MuseGlimmer,
+        ToolCallFormat::MiniCpm5,
+        ToolCallFormat::Hy3,
     ] {
         let server = server(Setup {
             real: Some(WorkerOptions {

@@ -246,6 +246,46 @@ const MODEL_WRITES: &[(&str, ToolFormat, &str)] = &[
         ToolFormat::GigaChat31,
         "<|function_call|>{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\", \"unit\": \"celsius\"}}",
     ),
+    (
+        "llm-jp-llm-jp-4.1-8b-thinking",
+        ToolFormat::Harmony,
+        "<|start|>assistant to=functions.get_weather<|channel|>commentary <|constrain|> json<|message|>{\"city\": \"Paris\", \"unit\": \"celsius\"}",
+    ),
+    (
+        "llama-cpp-deepseek-r1",
+        ToolFormat::DeepSeekR1,
+        "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>get_weather\n```json\n{\"city\": \"Paris\", \"unit\": \"celsius\"}\n```<｜tool▁call▁end｜><｜tool▁calls▁end｜>",
+    ),
+    (
+        "upstage-Solar-Open-100B",
+        ToolFormat::Solar,
+        "<|tool_calls|><|tool_call:begin|>abcDEF123<|tool_call:name|>get_weather<|tool_call:args|>{\"city\": \"Paris\", \"unit\": \"celsius\"}<|tool_call:end|><|calls|>",
+    ),
+    (
+        "meetkai-functionary-medium-v3.1",
+        ToolFormat::Functionary,
+        "<function=get_weather>{\"city\": \"Paris\", \"unit\": \"celsius\"}</function>",
+    ),
+    (
+        "MiniMax-M2",
+        ToolFormat::MiniMaxM2,
+        "<minimax:tool_call>\n<invoke name=\"get_weather\">\n<parameter name=\"city\">Paris</parameter>\n<parameter name=\"unit\">celsius</parameter>\n</invoke>\n</minimax:tool_call>",
+    ),
+    (
+        "muse-glimmer",
+        ToolFormat::Glimmer,
+        "<atem:function_calls>\n<atem:invoke name=\"get_weather\">\n<atem:parameter name=\"city\">Paris</atem:parameter>\n<atem:parameter name=\"unit\">celsius</atem:parameter>\n</atem:invoke>\n</atem:function_calls>",
+    ),
+    (
+        "openbmb-MiniCPM5-1B",
+        ToolFormat::MiniCpm5,
+        "<function name=\"get_weather\"><param name=\"city\">Paris</param><param name=\"unit\">celsius</param></function>",
+    ),
+    (
+        "tencent-Hy3",
+        ToolFormat::Hy3,
+        "<tool_calls:opensource>\n<tool_call:opensource>get_weather<tool_sep:opensource>\n<arg_key:opensource>city</arg_key:opensource>\n<arg_value:opensource>Paris</arg_value:opensource>\n<arg_key:opensource>unit</arg_key:opensource>\n<arg_value:opensource>celsius</arg_value:opensource>\n</tool_call:opensource>\n</tool_calls:opensource>",
+    ),
 ];
 
 /// The calls (name, arguments) our parser finds in `text` for `format`.
@@ -367,6 +407,18 @@ fn each_family_parses_back_the_call_its_own_template_renders_into_history_and_sa
             ("Apertus-8B-Instruct", "exactly as the model wrote it"),
             ("MiniMax-M1", "exactly as the model wrote it"),
             ("GigaChat3.1-10B-A1.8B", "exactly as the model wrote it"),
+            // like gpt-oss, its history names the recipient in the role header
+            ("llm-jp-llm-jp-4.1-8b-thinking", "differently"),
+            ("llama-cpp-deepseek-r1", "exactly as the model wrote it"),
+            ("upstage-Solar-Open-100B", "exactly as the model wrote it"),
+            (
+                "meetkai-functionary-medium-v3.1",
+                "exactly as the model wrote it"
+            ),
+            ("MiniMax-M2", "after whitespace the model did not write"),
+            ("muse-glimmer", "after the reasoning block's close"),
+            ("openbmb-MiniCPM5-1B", "exactly as the model wrote it"),
+            ("tencent-Hy3", "exactly as the model wrote it"),
         ],
         "which families' templates render a call exactly as the model wrote it"
     );
@@ -421,5 +473,9 @@ fn a_generation_prompt_that_opens_the_family_s_own_reasoning_starts_the_output_i
     }
     assert!(ToolFormat::Cohere.opens_reasoning("<|CHATBOT_TOKEN|><|START_THINKING|>"));
     assert!(ToolFormat::Apertus.opens_reasoning("<|inner_prefix|>"));
+    // Hy3 with `reasoning_effort` low or high, Solar's model opening its reasoning itself
+    assert!(ToolFormat::Hy3.opens_reasoning("<｜hy_Assistant:opensource｜><think:opensource>"));
+    assert!(ToolFormat::Solar.opens_reasoning("<|begin|>assistant<|think|>"));
+    assert!(!ToolFormat::Solar.opens_reasoning("<|begin|>assistant"));
     assert!(ToolFormat::Hermes.opens_reasoning("<|im_start|>assistant\n<think>\n"));
 }

@@ -370,3 +370,160 @@ fn gigachat_s_single_call_in_both_versions_and_text_after_a_marker_that_opens_no
     );
     assert!(p.ending.cut_call && !p.ending.all_calls_closed(), "{p:?}");
 }
+
+#[test]
+fn invoke_families_parse_each_call_with_string_and_json_values_after_content_and_reasoning() {
+    let cdata = "<![CDATA[a < b\n&c]]>";
+    for (format, text) in [
+        (
+            ToolFormat::MiniMaxM2,
+            format!(
+                "<think>plan</think>\n\nSure.\n{}\n<invoke name=\"get_weather\">\n<parameter name=\"city\">Paris \"centre\"</parameter>\n<parameter name=\"days\">2</parameter>\n</invoke>\n<invoke name=\"get_time\">\n<parameter name=\"tz\">CET</parameter>\n</invoke>\n{}",
+                marked("<minimax:tool_call>"),
+                marked("</minimax:tool_call>")
+            ),
+        ),
+        (
+            ToolFormat::Glimmer,
+            "<think>plan</think>Sure.\n<atem:function_calls>\n<atem:invoke name=\"get_weather\">\n<atem:parameter name=\"city\">Paris \"centre\"</atem:parameter>\n<atem:parameter name=\"days\">2</atem:parameter>\n</atem:invoke>\n</atem:function_calls><atem:function_calls>\n<atem:invoke name=\"get_time\">\n<atem:parameter name=\"tz\">CET</atem:parameter>\n</atem:invoke>\n</atem:function_calls>".to_owned(),
+        ),
+        (
+            ToolFormat::MiniCpm5,
+            format!(
+                "<think>plan</think>Sure.<function name=\"get_weather\"><param name=\"city\">Paris \"centre\"</param><param name=\"days\">2</param><param name=\"note\">{cdata}</param><param name=\"list\"><![CDATA[[1, 2]]]></param></function><function name=\"get_time\"><param name=\"tz\">CET</param></function>"
+            ),
+        ),
+    ] {
+        let p = parse(format, &text);
+        assert_eq!(
+            (p.reasoning.as_str(), p.content.as_str()),
+            ("plan", "Sure."),
+            "{format:?}: {p:?}"
+        );
+        let mut weather = json!({"city": "Paris \"centre\"", "days": 2});
+        if format == ToolFormat::MiniCpm5 {
+            // in CDATA a value is a string, whatever it looks like
+            weather["note"] = json!("a < b\n&c");
+            weather["list"] = json!("[1, 2]");
+        }
+        assert_eq!(call(&p, 0), ("get_weather", &weather), "{format:?}");
+        assert_eq!(call(&p, 1), ("get_time", &json!({"tz": "CET"})), "{format:?}");
+        assert!(p.ending.all_calls_closed(), "{format:?}: {p:?}");
+    }
+}
+
+#[test]
+fn hy3_s_tagged_pairs_after_its_own_reasoning_markers() {
+    let text = format!(
+        "{}plan{}Sure.{}\n{}get_weather{}\n{}city{}\n{}Paris{}\n{}days{}\n{}2{}\n{}\n{}get_time{}\n{}\n{}",
+        marked("<think:opensource>"),
+        marked("</think:opensource>"),
+        marked("<tool_calls:opensource>"),
+        marked("<tool_call:opensource>"),
+        marked("<tool_sep:opensource>"),
+        marked("<arg_key:opensource>"),
+        marked("</arg_key:opensource>"),
+        marked("<arg_value:opensource>"),
+        marked("</arg_value:opensource>"),
+        marked("<arg_key:opensource>"),
+        marked("</arg_key:opensource>"),
+        marked("<arg_value:opensource>"),
+        marked("</arg_value:opensource>"),
+        marked("</tool_call:opensource>"),
+        marked("<tool_call:opensource>"),
+        marked("<tool_sep:opensource>"),
+        marked("</tool_call:opensource>"),
+        marked("</tool_calls:opensource>"),
+    );
+    let p = parse(ToolFormat::Hy3, &text);
+    assert_eq!(
+        (p.reasoning.as_str(), p.content.as_str()),
+        ("plan", "Sure."),
+        "{p:?}"
+    );
+    assert_eq!(
+        call(&p, 0),
+        ("get_weather", &json!({"city": "Paris", "days": 2}))
+    );
+    assert_eq!(call(&p, 1), ("get_time", &json!({})));
+    assert!(p.ending.all_calls_closed(), "{p:?}");
+}
+
+#[test]
+fn named_call_families_parse_json_arguments_between_their_markers() {
+    let args = "{\"city\": \"Paris\"}";
+    let time = "{\"tz\": \"CET\"}";
+    // (reasoning, content) expected
+    for (format, text, said) in [
+        (
+            ToolFormat::DeepSeekR1,
+            format!(
+                "<think>plan</think>Sure.<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>get_weather\n```json\n{args}\n```<｜tool▁call▁end｜>\n<｜tool▁call▁begin｜>function<｜tool▁sep｜>get_time\n```json\n{time}\n```\n<｜tool▁call▁end｜><｜tool▁calls▁end｜>"
+            ),
+            ("plan", "Sure."),
+        ),
+        (
+            ToolFormat::Solar,
+            format!(
+                "{}plan{}{}assistant{}{}call_1{}get_weather{}{args}{}{}7{}get_time{}{time}{}{}",
+                marked("<|think|>"),
+                marked("<|end|>"),
+                marked("<|begin|>"),
+                marked("<|tool_calls|>"),
+                marked("<|tool_call:begin|>"),
+                marked("<|tool_call:name|>"),
+                marked("<|tool_call:args|>"),
+                marked("<|tool_call:end|>"),
+                marked("<|tool_call:begin|>"),
+                marked("<|tool_call:name|>"),
+                marked("<|tool_call:args|>"),
+                marked("<|tool_call:end|>"),
+                marked("<|calls|>"),
+            ),
+            ("plan", ""),
+        ),
+        (
+            ToolFormat::Functionary,
+            format!(
+                "Sure.<function=get_weather>{args}</function>\n<function=get_time>{time}</function>"
+            ),
+            ("", "Sure."),
+        ),
+    ] {
+        let p = parse(format, &text);
+        assert_eq!(
+            (p.reasoning.as_str(), p.content.trim_end()),
+            said,
+            "{format:?}: {p:?}"
+        );
+        assert_eq!(
+            call(&p, 0),
+            ("get_weather", &json!({"city": "Paris"})),
+            "{format:?}"
+        );
+        assert_eq!(
+            call(&p, 1),
+            ("get_time", &json!({"tz": "CET"})),
+            "{format:?}"
+        );
+        assert!(p.ending.all_calls_closed(), "{format:?}: {p:?}");
+    }
+}
+
+#[test]
+fn llm_jp_s_harmony_parallel_calls_each_in_its_own_message() {
+    let text = format!(
+        "{s}analysis{m}plan{e}{s}assistant to=functions.get_weather{c}commentary {k} json{m}{{\"city\": \"Paris\"}}{e}{s}assistant to=functions.get_time{c}commentary {k} json{m}{{\"tz\": \"CET\"}}{call}",
+        s = format!("{}assistant{}", marked("<|start|>"), marked("<|channel|>")),
+        m = marked("<|message|>"),
+        e = marked("<|end|>"),
+        c = marked("<|channel|>"),
+        k = marked("<|constrain|>"),
+        call = marked("<|call|>"),
+    );
+    let p = parse(ToolFormat::Harmony, &text);
+    assert_eq!(p.reasoning, "plan", "{p:?}");
+    assert_eq!(call(&p, 0), ("get_weather", &json!({"city": "Paris"})));
+    assert_eq!(call(&p, 1), ("get_time", &json!({"tz": "CET"})));
+    assert!(p.content.is_empty() && p.ending.all_calls_closed(), "{p:?}");
+}

@@ -255,7 +255,9 @@ pub const KEYS: &[Key] = &[
          `\"qwen3_coder\"`, `\"harmony\"`, `\"mistral\"`, `\"llama3\"`, `\"glm4\"`, \
          `\"deepseek_v3\"`, `\"deepseek_v32\"`, `\"kimi_k2\"`, `\"granite\"`, `\"apriel\"`, \
          `\"nemotron_v2\"`, `\"cohere\"`, `\"apertus\"`, `\"granite_3\"`, `\"minimax_m1\"`, \
-         `\"gigachat3\"`, `\"gigachat3_1\"`: the form tool calls are parsed in and \
+         `\"gigachat3\"`, `\"gigachat3_1\"`, `\"deepseek_r1\"`, `\"minimax_m2\"`, \
+         `\"muse_glimmer\"`, `\"minicpm5\"`, `\"hy3\"`, `\"solar_open\"`, \
+         `\"functionary_v3_1\"`: the form tool calls are parsed in and \
          constrained to (docs/API.md, \"Tools\")",
     ),
     key(

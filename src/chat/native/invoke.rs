@@ -1,0 +1,257 @@
+//! The families whose calls are XML-like invokes with one element per argument, rewritten to
+//! the key-and-value form:
+//!
+//! - DeepSeek V3.2's DSML (V4 names the block `tool_calls`): `<｜DSML｜invoke name="f">` opens
+//!   a call, each `<｜DSML｜parameter name="k" string="true|false">v</｜DSML｜parameter>` is one
+//!   argument (a string as written, else JSON);
+//! - MiniMax-M2: `<minimax:tool_call>` around `<invoke name="f">` with `<parameter name="k">v
+//!   </parameter>`s, and Muse Glimmer's `<atem:function_calls>` of `<atem:invoke>`s: a string
+//!   as written, anything else as JSON (the parser reads a value that is JSON as JSON);
+//! - MiniCPM5: `<function name="f"><param name="k">v</param></function>`, a string holding `<`,
+//!   `&` or a newline wrapped in `<![CDATA[…]]>` (then it is a string, whatever it looks like).
+
+use super::super::template::ToolFormat;
+use super::{Mode, NativeRewriter};
+
+/// How a family's argument values say what they are.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Typing {
+    /// The parameter's `string` attribute: `"false"` means JSON, anything else a string.
+    StringAttribute,
+    /// A string as written, anything else as JSON: passed as written.
+    AsWritten,
+    /// As written, except that a value in `<![CDATA[…]]>` is a string.
+    Cdata,
+}
+
+/// How a family writes its invokes.
+#[derive(Debug)]
+pub(super) struct InvokeFamily {
+    /// The markers around a block of invokes: openings at even places, closings at odd ones.
+    blocks: &'static [&'static str],
+    /// What opens an invoke, up to its attributes (`name="f"`).
+    invoke: &'static str,
+    invoke_end: &'static str,
+    /// What opens a parameter, up to its attributes.
+    param: &'static str,
+    param_end: &'static str,
+    typing: Typing,
+    /// The markers its models write as control tokens (kept for the rewriter).
+    pub markers: &'static [&'static str],
+}
+
+const CDATA_OPEN: &str = "<![CDATA[";
+const CDATA_CLOSE: &str = "]]>";
+
+/// The family of `format`, if its calls are invokes.
+pub(super) fn family(format: ToolFormat) -> Option<&'static InvokeFamily> {
+    static DSML: InvokeFamily = InvokeFamily {
+        blocks: &[
+            "<｜DSML｜function_calls>",
+            "</｜DSML｜function_calls>",
+            "<｜DSML｜tool_calls>",
+            "</｜DSML｜tool_calls>",
+        ],
+        invoke: "<｜DSML｜invoke ",
+        invoke_end: "</｜DSML｜invoke>",
+        param: "<｜DSML｜parameter ",
+        param_end: "</｜DSML｜parameter>",
+        typing: Typing::StringAttribute,
+        markers: &["｜DSML｜", "<think>", "</think>"],
+    };
+    static MINIMAX_M2: InvokeFamily = InvokeFamily {
+        blocks: &["<minimax:tool_call>", "</minimax:tool_call>"],
+        invoke: "<invoke ",
+        invoke_end: "</invoke>",
+        param: "<parameter ",
+        param_end: "</parameter>",
+        typing: Typing::AsWritten,
+        markers: &[
+            "<minimax:tool_call>",
+            "</minimax:tool_call>",
+            "<think>",
+            "</think>",
+        ],
+    };
+    static GLIMMER: InvokeFamily = InvokeFamily {
+        blocks: &["<atem:function_calls>", "</atem:function_calls>"],
+        invoke: "<atem:invoke ",
+        invoke_end: "</atem:invoke>",
+        param: "<atem:parameter ",
+        param_end: "</atem:parameter>",
+        typing: Typing::AsWritten,
+        markers: &[],
+    };
+    static MINICPM5: InvokeFamily = InvokeFamily {
+        blocks: &[],
+        invoke: "<function ",
+        invoke_end: "</function>",
+        param: "<param ",
+        param_end: "</param>",
+        typing: Typing::Cdata,
+        markers: &["<think>", "</think>"],
+    };
+    match format {
+        ToolFormat::DeepSeekDsml => Some(&DSML),
+        ToolFormat::MiniMaxM2 => Some(&MINIMAX_M2),
+        ToolFormat::Glimmer => Some(&GLIMMER),
+        ToolFormat::MiniCpm5 => Some(&MINICPM5),
+        _ => None,
+    }
+}
+
+impl NativeRewriter {
+    pub(super) fn step_invoke(
+        &mut self,
+        out: &mut String,
+        ended: bool,
+        family: &InvokeFamily,
+    ) -> bool {
+        match &mut self.mode {
+            Mode::Text => {
+                let mut markers: Vec<&str> = family.blocks.to_vec();
+                markers.push(family.invoke);
+                match self.find(&markers) {
+                    Ok((at, i)) => {
+                        // text before a block's opening is content; newlines around tags are not
+                        let before: String = self.pending.drain(..at).collect();
+                        let before = if before.trim().is_empty() {
+                            ""
+                        } else if i % 2 == 1 && i < family.blocks.len() {
+                            before.as_str()
+                        } else {
+                            before.trim_end()
+                        };
+                        out.push_str(before);
+                        self.pending.drain(..markers[i].len());
+                        if i == family.blocks.len() {
+                            self.mode = Mode::Header { raw: String::new() };
+                        }
+                        true
+                    }
+                    Err(hold) => {
+                        self.pass(out, hold, ended);
+                        false
+                    }
+                }
+            }
+            // an invoke's or a parameter's attributes, up to `>`
+            Mode::Header { .. } | Mode::Key { .. } => {
+                let Some(at) = self.pending.find('>') else {
+                    return false;
+                };
+                let attributes: String = self.pending.drain(..=at).collect();
+                let name = attribute(&attributes, "name").unwrap_or_default();
+                if matches!(self.mode, Mode::Header { .. }) {
+                    out.push_str(&format!("<tool_call><function={name}>"));
+                    self.mode = Mode::Params;
+                } else {
+                    out.push_str(&format!("<parameter={name}>"));
+                    self.mode = match family.typing {
+                        Typing::StringAttribute => {
+                            let quoted =
+                                attribute(&attributes, "string").as_deref() != Some("false");
+                            if quoted {
+                                out.push('"');
+                            }
+                            Mode::Quoted {
+                                quoted,
+                                close: family.param_end,
+                            }
+                        }
+                        Typing::AsWritten => Mode::Quoted {
+                            quoted: false,
+                            close: family.param_end,
+                        },
+                        Typing::Cdata => Mode::Value,
+                    };
+                }
+                true
+            }
+            // MiniCPM5: whether the value is in CDATA, once its start tells
+            Mode::Value => {
+                let close = family.param_end;
+                if self.pending.starts_with(CDATA_OPEN) {
+                    self.pending.drain(..CDATA_OPEN.len());
+                    out.push('"');
+                    self.mode = Mode::Quoted {
+                        quoted: true,
+                        close: "]]>",
+                    };
+                    true
+                } else if CDATA_OPEN.starts_with(self.pending.as_str()) && !ended {
+                    false
+                } else {
+                    self.mode = Mode::Quoted {
+                        quoted: false,
+                        close,
+                    };
+                    true
+                }
+            }
+            Mode::Params => match self.find(&[family.param, family.invoke_end]) {
+                Ok((at, i)) => {
+                    self.pending.drain(..at);
+                    if i == 0 {
+                        self.pending.drain(..family.param.len());
+                        self.mode = Mode::Key { raw: String::new() };
+                    } else {
+                        self.pending.drain(..family.invoke_end.len());
+                        out.push_str("</function></tool_call>");
+                        self.mode = Mode::Text;
+                    }
+                    true
+                }
+                Err(hold) => {
+                    self.take_unheld(hold);
+                    false
+                }
+            },
+            Mode::Quoted { quoted, close } => {
+                let (quoted, close) = (*quoted, *close);
+                let (text, done) = match self.find(&[close]) {
+                    Ok((at, _)) => {
+                        let text: String = self.pending.drain(..at).collect();
+                        self.pending.drain(..close.len());
+                        (text, true)
+                    }
+                    Err(hold) => (self.take_unheld(hold), false),
+                };
+                if quoted {
+                    // a string argument: JSON-escaped, so the parser keeps it a string
+                    let escaped = serde_json::Value::from(text).to_string();
+                    out.push_str(&escaped[1..escaped.len() - 1]);
+                } else {
+                    out.push_str(&text);
+                }
+                if done {
+                    if quoted {
+                        out.push('"');
+                    }
+                    if close == CDATA_CLOSE {
+                        // the CDATA is closed: its parameter's end follows
+                        self.mode = Mode::Quoted {
+                            quoted: false,
+                            close: family.param_end,
+                        };
+                    } else {
+                        out.push_str("</parameter>");
+                        self.mode = Mode::Params;
+                    }
+                }
+                done
+            }
+            _ => {
+                self.mode = Mode::Text;
+                true
+            }
+        }
+    }
+}
+
+/// `key="value"` among a tag's attributes.
+fn attribute(attributes: &str, key: &str) -> Option<String> {
+    let at = attributes.find(&format!("{key}=\""))? + key.len() + 2;
+    let end = attributes[at..].find('"')?;
+    Some(attributes[at..at + end].to_owned())
+}

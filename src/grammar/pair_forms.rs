@@ -1,0 +1,102 @@
+//! Grammars of the families whose calls are invokes or tags with one element per argument
+//! (their rewriters are `chat/native/invoke.rs` and `chat/native/glm.rs`): a string
+//! argument's value is free text, any other follows its schema as JSON.
+
+use super::forms::lit;
+
+/// A family whose calls name each argument in a tag.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PairForm {
+    /// `<minimax:tool_call>\n<invoke name="N">\n<parameter name="K">V</parameter>\n…</invoke>\n
+    /// </minimax:tool_call>`.
+    MiniMaxM2,
+    /// `<atem:function_calls>\n<atem:invoke name="N">\n<atem:parameter name="K">V
+    /// </atem:parameter>\n…</atem:invoke>\n</atem:function_calls>`.
+    Glimmer,
+    /// `<function name="N"><param name="K">V</param>…</function>`.
+    MiniCpm5,
+    /// `<tool_calls:opensource>\n<tool_call:opensource>N<tool_sep:opensource>\n
+    /// <arg_key:opensource>K</arg_key:opensource>\n<arg_value:opensource>V
+    /// </arg_value:opensource>\n…</tool_call:opensource>\n</tool_calls:opensource>`.
+    Hy3,
+}
+
+impl PairForm {
+    pub const ALL: [PairForm; 4] = [
+        PairForm::MiniMaxM2,
+        PairForm::Glimmer,
+        PairForm::MiniCpm5,
+        PairForm::Hy3,
+    ];
+
+    /// (opening of a block of calls, closing); empty: calls stand alone.
+    fn block(self) -> (&'static str, &'static str) {
+        match self {
+            PairForm::MiniMaxM2 => ("<minimax:tool_call>\n", "</minimax:tool_call>"),
+            PairForm::Glimmer => ("<atem:function_calls>\n", "</atem:function_calls>"),
+            PairForm::MiniCpm5 => ("", ""),
+            PairForm::Hy3 => ("<tool_calls:opensource>\n", "</tool_calls:opensource>"),
+        }
+    }
+
+    /// What opens a block of calls (the lazy grammar's trigger).
+    pub fn trigger(self) -> &'static str {
+        match self {
+            PairForm::MiniMaxM2 => "<minimax:tool_call>",
+            PairForm::Glimmer => "<atem:function_calls>",
+            PairForm::MiniCpm5 => "<function name=",
+            PairForm::Hy3 => "<tool_calls:opensource>",
+        }
+    }
+
+    /// One argument `key` whose value is the rule `value`.
+    pub(super) fn pair(self, key: &str, value: &str) -> String {
+        let (open, close) = match self {
+            PairForm::MiniMaxM2 => (
+                format!("<parameter name=\"{key}\">"),
+                "</parameter>\n".to_owned(),
+            ),
+            PairForm::Glimmer => (
+                format!("<atem:parameter name=\"{key}\">"),
+                "</atem:parameter>\n".to_owned(),
+            ),
+            PairForm::MiniCpm5 => (format!("<param name=\"{key}\">"), "</param>".to_owned()),
+            PairForm::Hy3 => (
+                format!("<arg_key:opensource>{key}</arg_key:opensource>\n<arg_value:opensource>"),
+                "</arg_value:opensource>\n".to_owned(),
+            ),
+        };
+        format!("{} {value} {}", lit(&open), lit(&close))
+    }
+
+    /// One call to `name` whose arguments are the rule sequence `args`.
+    pub(super) fn call(self, name: &str, args: &str) -> String {
+        let (open, close) = match self {
+            PairForm::MiniMaxM2 => (format!("<invoke name=\"{name}\">\n"), "</invoke>\n"),
+            PairForm::Glimmer => (
+                format!("<atem:invoke name=\"{name}\">\n"),
+                "</atem:invoke>\n",
+            ),
+            PairForm::MiniCpm5 => (format!("<function name=\"{name}\">"), "</function>"),
+            PairForm::Hy3 => (
+                format!("<tool_call:opensource>{name}<tool_sep:opensource>\n"),
+                "</tool_call:opensource>\n",
+            ),
+        };
+        format!("{} {args} {}", lit(&open), lit(close))
+    }
+
+    /// The grammar's root for `call`, the alternatives of one call.
+    pub(super) fn root(self, call: &str) -> String {
+        let (open, close) = self.block();
+        if open.is_empty() {
+            format!("root ::= call+\ncall ::= {call}")
+        } else {
+            format!(
+                "root ::= {} call+ {}\ncall ::= {call}",
+                lit(open),
+                lit(close)
+            )
+        }
+    }
+}
