@@ -88,6 +88,9 @@ fn native_form(format: ToolFormat) -> Option<CallForm> {
         ToolFormat::Glimmer => Some(CallForm::Pairs(PairForm::Glimmer)),
         ToolFormat::MiniCpm5 => Some(CallForm::Pairs(PairForm::MiniCpm5)),
         ToolFormat::Hy3 => Some(CallForm::Pairs(PairForm::Hy3)),
+        ToolFormat::KimiK3 => Some(CallForm::Pairs(PairForm::KimiK3)),
+        ToolFormat::Gemma4 => Some(CallForm::Gemma4),
+        ToolFormat::Lfm2 => Some(CallForm::Lfm2),
     }
 }
 

@@ -67,6 +67,9 @@ impl Prompts {
             ToolCallFormat::MuseGlimmer => Some(ToolFormat::Glimmer),
             ToolCallFormat::MiniCpm5 => Some(ToolFormat::MiniCpm5),
             ToolCallFormat::Hy3 => Some(ToolFormat::Hy3),
+            ToolCallFormat::KimiK3 => Some(ToolFormat::KimiK3),
+            ToolCallFormat::Gemma4 => Some(ToolFormat::Gemma4),
+            ToolCallFormat::Lfm2 => Some(ToolFormat::Lfm2),
             ToolCallFormat::SolarOpen => Some(ToolFormat::Solar),
             ToolCallFormat::FunctionaryV31 => Some(ToolFormat::Functionary),
         };

@@ -38,6 +38,8 @@ enum Mode {
     Quoted { quoted: bool, close: &'static str },
     /// Llama 3: nothing but whitespace yet (a call is the whole output).
     Start,
+    /// Gemma 4, LFM2.5: a block of calls as literals, read whole at its close.
+    Literal { body: String },
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -54,6 +56,7 @@ enum Table {
     Invoke(&'static invoke::InvokeFamily),
     Tags(&'static glm::TagFamily),
     Sections(&'static sections::SectionFamily),
+    Literal(&'static literal::LiteralFamily),
 }
 
 impl Table {
@@ -63,6 +66,7 @@ impl Table {
             .or_else(|| invoke::family(format).map(Self::Invoke))
             .or_else(|| glm::family(format).map(Self::Tags))
             .or_else(|| sections::family(format).map(Self::Sections))
+            .or_else(|| literal::family(format).map(Self::Literal))
     }
 
     fn markers(self) -> &'static [&'static str] {
@@ -71,6 +75,7 @@ impl Table {
             Self::Invoke(family) => family.markers,
             Self::Tags(family) => family.markers,
             Self::Sections(family) => family.markers,
+            Self::Literal(family) => family.markers,
         }
     }
 }
@@ -174,6 +179,8 @@ impl NativeRewriter {
                 out.push_str("</think>");
             }
             Mode::Text if self.format == ToolFormat::Harmony && self.seen => {}
+            // a block of literal calls cut: an open call, so the parser reports it cut
+            Mode::Literal { .. } => out.push_str("<tool_call>"),
             Mode::Text | Mode::Body(Body::Content) | Mode::Start => out.push_str(&rest),
             // a call cut inside its name or parameters: left open
             _ => {}
@@ -203,6 +210,33 @@ impl NativeRewriter {
         text
     }
 
+    /// Text between calls: passes, `text`'s markers rewritten. Some(true) once `open` was
+    /// found (and dropped), Some(false) after a rewritten marker, None: more text is needed.
+    fn text_until(
+        &mut self,
+        out: &mut String,
+        ended: bool,
+        open: &str,
+        text: &[(&str, &str)],
+    ) -> Option<bool> {
+        let mut markers = vec![open];
+        markers.extend(text.iter().map(|(m, _)| *m));
+        match self.find(&markers) {
+            Ok((at, i)) => {
+                out.push_str(&self.pending[..at]);
+                self.pending.drain(..at + markers[i].len());
+                if i > 0 {
+                    out.push_str(text[i - 1].1);
+                }
+                Some(i == 0)
+            }
+            Err(hold) => {
+                self.pass(out, hold, ended);
+                None
+            }
+        }
+    }
+
     /// Takes the pending text but a possible marker start (its last `hold` bytes).
     fn take_unheld(&mut self, hold: usize) -> String {
         let cut = self.pending.len() - hold;
@@ -220,6 +254,7 @@ impl NativeRewriter {
                 Some(Table::Invoke(family)) => self.step_invoke(out, ended, family),
                 Some(Table::Tags(family)) => self.step_tags(out, ended, family),
                 Some(Table::Sections(family)) => self.step_sections(out, ended, family),
+                Some(Table::Literal(family)) => self.step_literal(out, ended, family),
                 None => {
                     self.pass(out, 0, true);
                     false
@@ -319,6 +354,7 @@ mod array;
 mod glm;
 mod harmony;
 mod invoke;
+mod literal;
 mod mistral;
 mod sections;
 

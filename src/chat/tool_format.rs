@@ -56,6 +56,12 @@ pub enum ToolFormat {
     Solar,
     /// functionary v3.1: `<function=NAME>{...}</function>`.
     Functionary,
+    /// Kimi-K3: `<|open|>call tool="f"<|sep|>` with `<|open|>argument key="k" type="…"<|sep|>`s.
+    KimiK3,
+    /// Gemma 4: `<|tool_call>call:NAME{key:<|"|>text<|"|>}<tool_call|>`.
+    Gemma4,
+    /// LFM2.5: `<|tool_call_start|>[NAME(key='text'), …]<|tool_call_end|>`.
+    Lfm2,
     /// Something else: calls are not parsed.
     Other,
 }
@@ -107,6 +113,8 @@ impl ToolFormat {
             Self::Apertus => "<|inner_prefix|>",
             Self::Hy3 => "<think:opensource>",
             Self::Solar => "<|think|>",
+            Self::KimiK3 => "<|open|>think<|sep|>",
+            Self::Gemma4 => "<|channel>thought",
             _ => "<think>",
         };
         let markup = markup.trim_end();
@@ -144,7 +152,13 @@ impl ToolFormat {
     /// their templates hold (checked against the corpus of 71 templates).
     fn of_markup_family(source: &str) -> Option<Self> {
         let has = |s: &str| source.contains(s);
-        Some(if has("<minimax:tool_call>") {
+        Some(if has("<|tool_call>call:") {
+            Self::Gemma4
+        } else if has("<|tool_call_start|>") {
+            Self::Lfm2
+        } else if has("<|open|>") && has("'argument'") {
+            Self::KimiK3
+        } else if has("<minimax:tool_call>") {
             Self::MiniMaxM2
         } else if has("<atem:invoke") {
             Self::Glimmer

@@ -91,6 +91,14 @@ pub enum ToolCallFormat {
     MiniCpm5,
     /// Hy3: `<tool_call:opensource>` with key and value tags.
     Hy3,
+    /// Kimi-K3: `<|open|>call tool="f"<|sep|>` with typed `argument`s.
+    KimiK3,
+    /// Gemma 4: `<|tool_call>call:NAME{…}<tool_call|>`.
+    #[serde(rename = "gemma4")]
+    Gemma4,
+    /// LFM2 / LFM2.5: `<|tool_call_start|>[NAME(key=value)]<|tool_call_end|>`.
+    #[serde(rename = "lfm2")]
+    Lfm2,
     /// Solar Open: `<|tool_call:begin|>ID<|tool_call:name|>NAME<|tool_call:args|>{...}`.
     SolarOpen,
     /// functionary v3.1: `<function=NAME>{...}</function>`.

@@ -40,6 +40,10 @@ pub enum CallForm {
     Solar,
     /// functionary v3.1: `<function=NAME>{...}</function>`.
     Functionary,
+    /// Gemma 4: `<|tool_call>call:NAME{...}<tool_call|>` (the arguments as JSON).
+    Gemma4,
+    /// LFM2.5: `<|tool_call_start|>[NAME(key=VALUE, ...), ...]<|tool_call_end|>`.
+    Lfm2,
     /// Calls as JSON objects after a marker (Apriel, Nemotron Nano v2, Cohere, ...).
     Json(JsonForm),
     /// Invokes or tags with one element per argument (MiniMax-M2, MiniCPM5, Hy3, ...).
@@ -48,7 +52,7 @@ pub enum CallForm {
 
 impl CallForm {
     /// Every native form, for tests that go through them all.
-    pub const ALL: [CallForm; 23] = [
+    pub const ALL: [CallForm; 26] = [
         CallForm::Mistral,
         CallForm::Kimi,
         CallForm::DeepSeek,
@@ -72,6 +76,9 @@ impl CallForm {
         CallForm::Pairs(PairForm::ALL[1]),
         CallForm::Pairs(PairForm::ALL[2]),
         CallForm::Pairs(PairForm::ALL[3]),
+        CallForm::Pairs(PairForm::ALL[4]),
+        CallForm::Gemma4,
+        CallForm::Lfm2,
     ];
 }
 
@@ -136,11 +143,20 @@ pub(super) fn prefixed(gbnf: &str, prefix: &str) -> String {
 }
 
 /// The rules of a JSON value following `schema`, named apart; returns (start rule, rules).
-fn json_rule(schema: &Value, prefix: &str) -> Result<(String, String), GrammarError> {
+pub(super) fn json_rule(schema: &Value, prefix: &str) -> Result<(String, String), GrammarError> {
     Ok((
         format!("{prefix}root"),
         prefixed(&schema_gbnf(schema)?, prefix),
     ))
+}
+
+/// The names of `tool`'s required parameters.
+pub(super) fn required_of(tool: &ToolSpec) -> Vec<&str> {
+    tool.parameters
+        .get("required")
+        .and_then(Value::as_array)
+        .map(|r| r.iter().filter_map(Value::as_str).collect())
+        .unwrap_or_default()
 }
 
 /// Key-and-value arguments: each property in the schema's order, required ones always,
@@ -151,12 +167,7 @@ fn pairs_rule(
     form: CallForm,
     rules: &mut String,
 ) -> Result<String, GrammarError> {
-    let required: Vec<&str> = tool
-        .parameters
-        .get("required")
-        .and_then(Value::as_array)
-        .map(|r| r.iter().filter_map(Value::as_str).collect())
-        .unwrap_or_default();
+    let required = required_of(tool);
     let mut parts = Vec::new();
     if let Some(properties) = tool.parameters.get("properties").and_then(Value::as_object) {
         for (j, (key, schema)) in properties.iter().enumerate() {
@@ -180,7 +191,7 @@ fn pairs_rule(
             };
             let is_string = value.ends_with("text");
             let pair = match form {
-                CallForm::Pairs(pairs) => pairs.pair(key, &value),
+                CallForm::Pairs(pairs) => pairs.pair(key, &value, schema),
                 CallForm::Dsml => format!(
                     "{} {value} {}",
                     lit(&format!(
@@ -248,6 +259,10 @@ pub fn for_native_calls(
                     ),
                 }
             }
+            CallForm::Lfm2 => {
+                let args = super::literal_forms::kwargs_rule(tool, &prefix, &mut rules)?;
+                format!("{} {args} \")\"", lit(&format!("{name}(")))
+            }
             _ => {
                 let (args, arg_rules) = json_rule(&tool.parameters, &prefix)?;
                 rules.push_str(&arg_rules);
@@ -281,6 +296,10 @@ pub fn for_native_calls(
                     CallForm::Functionary => {
                         (format!("<function={name}>"), "</function>".to_owned())
                     }
+                    CallForm::Gemma4 => (
+                        format!("<|tool_call>call:{name}"),
+                        "<tool_call|>".to_owned(),
+                    ),
                     CallForm::Solar => {
                         // the call's id, which the model makes up, before its name
                         let open = format!("<|tool_call:name|>{name}<|tool_call:args|>");
@@ -345,6 +364,13 @@ pub fn for_native_calls(
             "<|tool_calls|>",
         ),
         CallForm::Functionary => (format!("root ::= call+\ncall ::= {call}"), "<function="),
+        CallForm::Gemma4 => (format!("root ::= call+\ncall ::= {call}"), "<|tool_call>"),
+        CallForm::Lfm2 => (
+            format!(
+                "root ::= \"<|tool_call_start|>[\" call (\", \" call)* \"]<|tool_call_end|>\"\ncall ::= {call}"
+            ),
+            "<|tool_call_start|>",
+        ),
         CallForm::Json(json) => (json.root(&call), json.trigger()),
         CallForm::Pairs(pairs) => (pairs.root(&call), pairs.trigger()),
     };

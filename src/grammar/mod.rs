@@ -9,6 +9,7 @@ use serde_json::{Value, json};
 mod cost;
 mod forms;
 mod json_forms;
+mod literal_forms;
 mod pair_forms;
 mod refs;
 pub use cost::{Cost, estimate};

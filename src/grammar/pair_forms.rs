@@ -3,6 +3,7 @@
 //! argument's value is free text, any other follows its schema as JSON.
 
 use super::forms::lit;
+use serde_json::Value;
 
 /// A family whose calls name each argument in a tag.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -19,14 +20,18 @@ pub enum PairForm {
     /// <arg_key:opensource>K</arg_key:opensource>\n<arg_value:opensource>V
     /// </arg_value:opensource>\n…</tool_call:opensource>\n</tool_calls:opensource>`.
     Hy3,
+    /// `<|open|>tools<|sep|><|open|>call tool="N" index="1"<|sep|><|open|>argument key="K"
+    /// type="T"<|sep|>V<|close|>argument<|sep|>…<|close|>call<|sep|><|close|>tools<|sep|>`.
+    KimiK3,
 }
 
 impl PairForm {
-    pub const ALL: [PairForm; 4] = [
+    pub const ALL: [PairForm; 5] = [
         PairForm::MiniMaxM2,
         PairForm::Glimmer,
         PairForm::MiniCpm5,
         PairForm::Hy3,
+        PairForm::KimiK3,
     ];
 
     /// (opening of a block of calls, closing); empty: calls stand alone.
@@ -36,6 +41,7 @@ impl PairForm {
             PairForm::Glimmer => ("<atem:function_calls>\n", "</atem:function_calls>"),
             PairForm::MiniCpm5 => ("", ""),
             PairForm::Hy3 => ("<tool_calls:opensource>\n", "</tool_calls:opensource>"),
+            PairForm::KimiK3 => ("<|open|>tools<|sep|>", "<|close|>tools<|sep|>"),
         }
     }
 
@@ -46,12 +52,32 @@ impl PairForm {
             PairForm::Glimmer => "<atem:function_calls>",
             PairForm::MiniCpm5 => "<function name=",
             PairForm::Hy3 => "<tool_calls:opensource>",
+            PairForm::KimiK3 => "<|open|>tools<|sep|>",
         }
     }
 
-    /// One argument `key` whose value is the rule `value`.
-    pub(super) fn pair(self, key: &str, value: &str) -> String {
+    /// One argument `key` whose value is the rule `value`, following `schema`.
+    pub(super) fn pair(self, key: &str, value: &str, schema: &Value) -> String {
         let (open, close) = match self {
+            PairForm::KimiK3 => {
+                // the value's JSON type, as its template writes it
+                let kind = match schema.get("type").and_then(Value::as_str) {
+                    Some("integer") => "number",
+                    Some(kind) => kind,
+                    None => "",
+                };
+                let open = lit(&format!("<|open|>argument key=\"{key}\" type=\""));
+                let kind = if kind.is_empty() {
+                    "[a-z]+".to_owned()
+                } else {
+                    lit(kind)
+                };
+                return format!(
+                    "{open} {kind} {} {value} {}",
+                    lit("\"<|sep|>"),
+                    lit("<|close|>argument<|sep|>")
+                );
+            }
             PairForm::MiniMaxM2 => (
                 format!("<parameter name=\"{key}\">"),
                 "</parameter>\n".to_owned(),
@@ -82,6 +108,14 @@ impl PairForm {
                 format!("<tool_call:opensource>{name}<tool_sep:opensource>\n"),
                 "</tool_call:opensource>\n",
             ),
+            PairForm::KimiK3 => {
+                return format!(
+                    "{} [0-9]{{1,3}} {} {args} {}",
+                    lit(&format!("<|open|>call tool=\"{name}\" index=\"")),
+                    lit("\"<|sep|>"),
+                    lit("<|close|>call<|sep|>")
+                );
+            }
         };
         format!("{} {args} {}", lit(&open), lit(close))
     }

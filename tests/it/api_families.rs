@@ -59,6 +59,9 @@ async fn a_required_call_on_the_real_model_comes_back_as_a_call_in_every_forced_
         ToolCallFormat::MuseGlimmer,
         ToolCallFormat::MiniCpm5,
         ToolCallFormat::Hy3,
+        ToolCallFormat::KimiK3,
+        ToolCallFormat::Gemma4,
+        ToolCallFormat::Lfm2,
     ] {
         let server = server(Setup {
             real: Some(WorkerOptions {

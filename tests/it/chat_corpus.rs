@@ -252,6 +252,21 @@ const MODEL_WRITES: &[(&str, ToolFormat, &str)] = &[
         "<|start|>assistant to=functions.get_weather<|channel|>commentary <|constrain|> json<|message|>{\"city\": \"Paris\", \"unit\": \"celsius\"}",
     ),
     (
+        "Kimi-K3",
+        ToolFormat::KimiK3,
+        "<|open|>tools<|sep|><|open|>call tool=\"get_weather\" index=\"1\"<|sep|><|open|>argument key=\"city\" type=\"string\"<|sep|>Paris<|close|>argument<|sep|><|open|>argument key=\"unit\" type=\"string\"<|sep|>celsius<|close|>argument<|sep|><|close|>call<|sep|><|close|>tools<|sep|>",
+    ),
+    (
+        "google-gemma-4-31B-it",
+        ToolFormat::Gemma4,
+        "<|tool_call>call:get_weather{city:<|\"|>Paris<|\"|>,unit:<|\"|>celsius<|\"|>}<tool_call|>",
+    ),
+    (
+        "LFM2.5-8B-A1B",
+        ToolFormat::Lfm2,
+        "<|tool_call_start|>[get_weather(city='Paris', unit='celsius')]<|tool_call_end|>",
+    ),
+    (
         "llama-cpp-deepseek-r1",
         ToolFormat::DeepSeekR1,
         "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>get_weather\n```json\n{\"city\": \"Paris\", \"unit\": \"celsius\"}\n```<｜tool▁call▁end｜><｜tool▁calls▁end｜>",
@@ -345,11 +360,11 @@ fn each_family_parses_back_the_call_its_own_template_renders_into_history_and_sa
             .zip(history.chars())
             .find(|((_, a), b)| a != b)
             .map_or(prompt.len().min(history.len()), |((i, _), _)| i);
-        // a prompt ending in `<think>` and a turn opening `<TOOLCALL>` share the `<`
-        let common = if history[..common].ends_with('<') {
-            common - 1
-        } else {
-            common
+        // a prompt ending in `<think>` and a turn opening `<TOOLCALL>` share the `<` (Gemma 4's
+        // `<|channel>` and `<|tool_call>` share `<|`): the turn starts at a marker's start
+        let common = match history[..common].rfind('<') {
+            Some(at) if !history[at..common].contains('>') => at,
+            _ => common,
         };
         let turn = &history[common..];
         assert_eq!(
@@ -409,6 +424,9 @@ fn each_family_parses_back_the_call_its_own_template_renders_into_history_and_sa
             ("GigaChat3.1-10B-A1.8B", "exactly as the model wrote it"),
             // like gpt-oss, its history names the recipient in the role header
             ("llm-jp-llm-jp-4.1-8b-thinking", "differently"),
+            ("Kimi-K3", "after the reasoning block's close"),
+            ("google-gemma-4-31B-it", "exactly as the model wrote it"),
+            ("LFM2.5-8B-A1B", "exactly as the model wrote it"),
             ("llama-cpp-deepseek-r1", "exactly as the model wrote it"),
             ("upstage-Solar-Open-100B", "exactly as the model wrote it"),
             (
@@ -476,6 +494,12 @@ fn a_generation_prompt_that_opens_the_family_s_own_reasoning_starts_the_output_i
     // Hy3 with `reasoning_effort` low or high, Solar's model opening its reasoning itself
     assert!(ToolFormat::Hy3.opens_reasoning("<｜hy_Assistant:opensource｜><think:opensource>"));
     assert!(ToolFormat::Solar.opens_reasoning("<|begin|>assistant<|think|>"));
+    assert!(ToolFormat::Gemma4.opens_reasoning("<|turn>model\n<|channel>thought"));
+    assert!(!ToolFormat::Gemma4.opens_reasoning("<|turn>model\n<|channel>thought\n<channel|>"));
+    assert!(
+        ToolFormat::KimiK3
+            .opens_reasoning("<|open|>message role=\"assistant\"<|sep|><|open|>think<|sep|>")
+    );
     assert!(!ToolFormat::Solar.opens_reasoning("<|begin|>assistant"));
     assert!(ToolFormat::Hermes.opens_reasoning("<|im_start|>assistant\n<think>\n"));
 }

@@ -8,7 +8,10 @@
 //!   </parameter>`s, and Muse Glimmer's `<atem:function_calls>` of `<atem:invoke>`s: a string
 //!   as written, anything else as JSON (the parser reads a value that is JSON as JSON);
 //! - MiniCPM5: `<function name="f"><param name="k">v</param></function>`, a string holding `<`,
-//!   `&` or a newline wrapped in `<![CDATA[…]]>` (then it is a string, whatever it looks like).
+//!   `&` or a newline wrapped in `<![CDATA[…]]>` (then it is a string, whatever it looks like);
+//! - Kimi-K3's tags, `<|open|>TAG attributes<|sep|>` … `<|close|>TAG<|sep|>`: `call tool="f"`
+//!   with `argument key="k" type="string|number|…"`s in a `tools` block, reasoning in `think`,
+//!   content in `response`.
 
 use super::super::template::ToolFormat;
 use super::{Mode, NativeRewriter};
@@ -18,6 +21,8 @@ use super::{Mode, NativeRewriter};
 enum Typing {
     /// The parameter's `string` attribute: `"false"` means JSON, anything else a string.
     StringAttribute,
+    /// The parameter's `type` attribute: `"string"` means a string, anything else JSON.
+    TypeAttribute,
     /// A string as written, anything else as JSON: passed as written.
     AsWritten,
     /// As written, except that a value in `<![CDATA[…]]>` is a string.
@@ -31,6 +36,12 @@ pub(super) struct InvokeFamily {
     blocks: &'static [&'static str],
     /// What opens an invoke, up to its attributes (`name="f"`).
     invoke: &'static str,
+    /// The attribute that names the function, and the one that names a parameter.
+    name_keys: (&'static str, &'static str),
+    /// What ends a tag's attributes.
+    attributes_end: &'static str,
+    /// Other markers in text and what they become (reasoning's open and close), or dropped.
+    text: &'static [(&'static str, &'static str)],
     invoke_end: &'static str,
     /// What opens a parameter, up to its attributes.
     param: &'static str,
@@ -53,6 +64,9 @@ pub(super) fn family(format: ToolFormat) -> Option<&'static InvokeFamily> {
             "</｜DSML｜tool_calls>",
         ],
         invoke: "<｜DSML｜invoke ",
+        name_keys: ("name", "name"),
+        attributes_end: ">",
+        text: &[],
         invoke_end: "</｜DSML｜invoke>",
         param: "<｜DSML｜parameter ",
         param_end: "</｜DSML｜parameter>",
@@ -62,6 +76,9 @@ pub(super) fn family(format: ToolFormat) -> Option<&'static InvokeFamily> {
     static MINIMAX_M2: InvokeFamily = InvokeFamily {
         blocks: &["<minimax:tool_call>", "</minimax:tool_call>"],
         invoke: "<invoke ",
+        name_keys: ("name", "name"),
+        attributes_end: ">",
+        text: &[],
         invoke_end: "</invoke>",
         param: "<parameter ",
         param_end: "</parameter>",
@@ -76,6 +93,9 @@ pub(super) fn family(format: ToolFormat) -> Option<&'static InvokeFamily> {
     static GLIMMER: InvokeFamily = InvokeFamily {
         blocks: &["<atem:function_calls>", "</atem:function_calls>"],
         invoke: "<atem:invoke ",
+        name_keys: ("name", "name"),
+        attributes_end: ">",
+        text: &[],
         invoke_end: "</atem:invoke>",
         param: "<atem:parameter ",
         param_end: "</atem:parameter>",
@@ -85,14 +105,36 @@ pub(super) fn family(format: ToolFormat) -> Option<&'static InvokeFamily> {
     static MINICPM5: InvokeFamily = InvokeFamily {
         blocks: &[],
         invoke: "<function ",
+        name_keys: ("name", "name"),
+        attributes_end: ">",
+        text: &[],
         invoke_end: "</function>",
         param: "<param ",
         param_end: "</param>",
         typing: Typing::Cdata,
         markers: &["<think>", "</think>"],
     };
+    static KIMI_K3: InvokeFamily = InvokeFamily {
+        blocks: &["<|open|>tools<|sep|>", "<|close|>tools<|sep|>"],
+        invoke: "<|open|>call ",
+        name_keys: ("tool", "key"),
+        attributes_end: "<|sep|>",
+        text: &[
+            ("<|open|>think<|sep|>", "<think>"),
+            ("<|close|>think<|sep|>", "</think>"),
+            ("<|open|>response<|sep|>", ""),
+            ("<|close|>response<|sep|>", ""),
+            ("<|close|>message<|sep|>", ""),
+        ],
+        invoke_end: "<|close|>call<|sep|>",
+        param: "<|open|>argument ",
+        param_end: "<|close|>argument<|sep|>",
+        typing: Typing::TypeAttribute,
+        markers: &["<|open|>", "<|close|>", "<|sep|>"],
+    };
     match format {
         ToolFormat::DeepSeekDsml => Some(&DSML),
+        ToolFormat::KimiK3 => Some(&KIMI_K3),
         ToolFormat::MiniMaxM2 => Some(&MINIMAX_M2),
         ToolFormat::Glimmer => Some(&GLIMMER),
         ToolFormat::MiniCpm5 => Some(&MINICPM5),
@@ -111,7 +153,14 @@ impl NativeRewriter {
             Mode::Text => {
                 let mut markers: Vec<&str> = family.blocks.to_vec();
                 markers.push(family.invoke);
+                markers.extend(family.text.iter().map(|(m, _)| *m));
                 match self.find(&markers) {
+                    Ok((at, i)) if i > family.blocks.len() => {
+                        out.push_str(&self.pending[..at]);
+                        self.pending.drain(..at + markers[i].len());
+                        out.push_str(family.text[i - family.blocks.len() - 1].1);
+                        true
+                    }
                     Ok((at, i)) => {
                         // text before a block's opening is content; newlines around tags are not
                         let before: String = self.pending.drain(..at).collect();
@@ -137,12 +186,16 @@ impl NativeRewriter {
             }
             // an invoke's or a parameter's attributes, up to `>`
             Mode::Header { .. } | Mode::Key { .. } => {
-                let Some(at) = self.pending.find('>') else {
+                let Some(at) = self.pending.find(family.attributes_end) else {
                     return false;
                 };
-                let attributes: String = self.pending.drain(..=at).collect();
-                let name = attribute(&attributes, "name").unwrap_or_default();
-                if matches!(self.mode, Mode::Header { .. }) {
+                let attributes: String = self.pending.drain(..at).collect();
+                self.pending.drain(..family.attributes_end.len());
+                let (function_key, parameter_key) = family.name_keys;
+                let is_call = matches!(self.mode, Mode::Header { .. });
+                let key = if is_call { function_key } else { parameter_key };
+                let name = attribute(&attributes, key).unwrap_or_default();
+                if is_call {
                     out.push_str(&format!("<tool_call><function={name}>"));
                     self.mode = Mode::Params;
                 } else {
@@ -151,6 +204,17 @@ impl NativeRewriter {
                         Typing::StringAttribute => {
                             let quoted =
                                 attribute(&attributes, "string").as_deref() != Some("false");
+                            if quoted {
+                                out.push('"');
+                            }
+                            Mode::Quoted {
+                                quoted,
+                                close: family.param_end,
+                            }
+                        }
+                        Typing::TypeAttribute => {
+                            let quoted =
+                                attribute(&attributes, "type").as_deref() == Some("string");
                             if quoted {
                                 out.push('"');
                             }
@@ -249,9 +313,15 @@ impl NativeRewriter {
     }
 }
 
-/// `key="value"` among a tag's attributes.
+/// `key="value"` among a tag's attributes (`&quot;` and `&amp;` in it unescaped).
 fn attribute(attributes: &str, key: &str) -> Option<String> {
-    let at = attributes.find(&format!("{key}=\""))? + key.len() + 2;
+    // a space before the key, so `key` is not found inside `tool_key`
+    let attributes = format!(" {attributes}");
+    let at = attributes.find(&format!(" {key}=\""))? + key.len() + 3;
     let end = attributes[at..].find('"')?;
-    Some(attributes[at..at + end].to_owned())
+    Some(
+        attributes[at..at + end]
+            .replace("&quot;", "\"")
+            .replace("&amp;", "&"),
+    )
 }

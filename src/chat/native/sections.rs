@@ -147,26 +147,15 @@ impl NativeRewriter {
         family: &SectionFamily,
     ) -> bool {
         match &mut self.mode {
-            Mode::Text => {
-                let mut markers = vec![family.call];
-                markers.extend(family.text.iter().map(|(m, _)| *m));
-                match self.find(&markers) {
-                    Ok((at, i)) => {
-                        out.push_str(&self.pending[..at]);
-                        self.pending.drain(..at + markers[i].len());
-                        if i == 0 {
-                            self.mode = Mode::Name { raw: String::new() };
-                        } else {
-                            out.push_str(family.text[i - 1].1);
-                        }
-                        true
+            Mode::Text => match self.text_until(out, ended, family.call, family.text) {
+                Some(opened) => {
+                    if opened {
+                        self.mode = Mode::Name { raw: String::new() };
                     }
-                    Err(hold) => {
-                        self.pass(out, hold, ended);
-                        false
-                    }
+                    true
                 }
-            }
+                None => false,
+            },
             Mode::Name { .. } => match self.find(&[family.separator]) {
                 Ok((at, _)) => {
                     let mut header: String = self.pending.drain(..at).collect();

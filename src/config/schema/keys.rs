@@ -256,7 +256,7 @@ pub const KEYS: &[Key] = &[
          `\"deepseek_v3\"`, `\"deepseek_v32\"`, `\"kimi_k2\"`, `\"granite\"`, `\"apriel\"`, \
          `\"nemotron_v2\"`, `\"cohere\"`, `\"apertus\"`, `\"granite_3\"`, `\"minimax_m1\"`, \
          `\"gigachat3\"`, `\"gigachat3_1\"`, `\"deepseek_r1\"`, `\"minimax_m2\"`, \
-         `\"muse_glimmer\"`, `\"minicpm5\"`, `\"hy3\"`, `\"solar_open\"`, \
+         `\"muse_glimmer\"`, `\"minicpm5\"`, `\"hy3\"`, `\"solar_open\"`, `\"kimi_k3\"`, `\"gemma4\"`, `\"lfm2\"`, \
          `\"functionary_v3_1\"`: the form tool calls are parsed in and \
          constrained to (docs/API.md, \"Tools\")",
     ),
