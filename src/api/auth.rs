@@ -4,7 +4,7 @@ use super::{ApiError, ApiState};
 use axum::extract::{Request, State};
 use axum::http::{HeaderMap, header};
 use axum::middleware::Next;
-use axum::response::{IntoResponse, Response};
+use axum::response::Response;
 use subtle::ConstantTimeEq;
 
 pub fn presented_key(headers: &HeaderMap) -> Option<&str> {
@@ -71,15 +71,9 @@ fn host_allowed(state: &ApiState, headers: &HeaderMap) -> Result<(), ApiError> {
 }
 
 pub async fn guard(State(state): State<ApiState>, request: Request, next: Next) -> Response {
-    // Anthropic's clients read Anthropic-shaped errors.
-    let anthropic = request.uri().path().starts_with("/v1/messages");
-    let refuse = |e: ApiError| {
-        if anthropic {
-            super::anthropic::error_response(e)
-        } else {
-            e.into_response()
-        }
-    };
+    // each API's clients read its own error shape (Anthropic's theirs)
+    let dialect = super::dialect::Dialect::of_path(request.uri().path());
+    let refuse = |e: ApiError| dialect.error_response(e);
     if let Err(e) = host_allowed(&state, request.headers()) {
         return refuse(e);
     }

@@ -10,7 +10,7 @@ use crate::config::AppSettings;
 use axum::extract::{Request, State};
 use axum::http::{HeaderMap, Method, header};
 use axum::middleware::Next;
-use axum::response::{IntoResponse, Response};
+use axum::response::Response;
 
 /// The request's `Origin` when it is there and not a configured CORS origin.
 pub fn foreign_origin<'a>(app: &AppSettings, headers: &'a HeaderMap) -> Option<&'a str> {
@@ -52,10 +52,7 @@ pub fn web_request_allowed(
 pub async fn guard(State(state): State<ApiState>, request: Request, next: Next) -> Response {
     match web_request_allowed(&state.app, request.method(), request.headers()) {
         Ok(()) => next.run(request).await,
-        Err(e) if request.uri().path().starts_with("/v1/messages") => {
-            super::anthropic::error_response(e)
-        }
-        Err(e) => e.into_response(),
+        Err(e) => super::dialect::Dialect::of_path(request.uri().path()).error_response(e),
     }
 }
 

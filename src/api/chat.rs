@@ -1,13 +1,15 @@
-//! `POST /v1/chat/completions`: the DTO, its validation into a [`Submission`], and the
-//! streaming and non-streaming answers.
+//! `POST /v1/chat/completions`: the DTO, its translation into a [`Draft`] for the one
+//! validation step, and the streaming and non-streaming answers.
 
-use super::body::{body_bytes, body_priority, check_stops, parse_body};
-use super::generation::{self, Generation, rand_seed, split_reasoning};
+use super::body::{body_bytes, parse_body};
+use super::dialect::Dialect;
+use super::generation::{self, split_reasoning};
 use super::tools::{self, ResponseFormatDto, ToolDto};
+use super::validate::{Draft, Knobs, validate};
 use super::wire::{self, WireWriter};
 use super::{ApiError, ApiState};
 use crate::chat::{ChatMessage, Ending, Piece, ToolCall};
-use crate::service::{FinishReason, Finished, Route, Sampling, Usage};
+use crate::service::{FinishReason, Finished, Route, Usage};
 use axum::body::Bytes;
 use axum::extract::State;
 use axum::http::HeaderMap;
@@ -111,189 +113,149 @@ pub struct PartDto {
     pub text: Option<String>,
 }
 
-/// A chat request after validation: messages, sampling, limits, how to answer.
-#[derive(Debug)]
-pub struct ChatRequest {
-    pub messages: Vec<ChatMessage>,
-    pub sampling: Sampling,
-    pub max_tokens: Option<u32>,
-    pub stop: Vec<String>,
-    pub ignore_eos: bool,
-    pub priority: Option<i64>,
-    pub stream: bool,
-    pub include_usage: bool,
-}
-
-fn in_range(name: &str, value: Option<f32>, lo: f32, hi: f32) -> Result<(), ApiError> {
-    match value {
-        Some(v) if !(v.is_finite() && (lo..=hi).contains(&v)) => Err(ApiError::bad(
-            format!("`{name}` must be between {lo} and {hi}, got {v}"),
-            Some(name),
-        )),
-        _ => Ok(()),
+/// Chat Completions' body translated for the one validation step, with how to answer
+/// (`stream`, `stream_options.include_usage`).
+fn draft_of(dto: ChatCompletionDto) -> Result<(Draft, bool, bool), ApiError> {
+    if dto.n.is_some_and(|n| n != 1) {
+        return Err(ApiError::bad(
+            "`n` must be 1: one choice per request",
+            Some("n"),
+        ));
     }
-}
-
-impl TryFrom<ChatCompletionDto> for ChatRequest {
-    type Error = ApiError;
-
-    fn try_from(dto: ChatCompletionDto) -> Result<Self, ApiError> {
-        if dto.messages.is_empty() {
-            return Err(ApiError::bad(
-                "`messages` must not be empty",
-                Some("messages"),
-            ));
-        }
-        if dto.n.is_some_and(|n| n != 1) {
-            return Err(ApiError::bad(
-                "`n` must be 1: one choice per request",
-                Some("n"),
-            ));
-        }
-        let mut messages = Vec::with_capacity(dto.messages.len());
-        // Call ids seen so far → function names (a tool result names its function by id).
-        let mut call_names: std::collections::HashMap<String, String> = Default::default();
-        for (i, m) in dto.messages.into_iter().enumerate() {
-            let role = match m.role.as_str() {
-                "system" | "developer" => "system",
-                "user" => "user",
-                "assistant" => "assistant",
-                "tool" => "tool",
-                other => {
-                    return Err(ApiError::bad(
-                        format!(
-                            "`messages[{i}].role` {other:?} is not one of system, developer, user, assistant, tool"
-                        ),
-                        Some(&format!("messages[{i}].role")),
-                    ));
-                }
-            };
-            let content = match m.content {
-                None => String::new(),
-                Some(ContentDto::Text(text)) => text,
-                Some(ContentDto::Parts(parts)) => {
-                    let mut text = String::new();
-                    for (j, part) in parts.into_iter().enumerate() {
-                        match (part.kind.as_str(), part.text) {
-                            ("text", Some(t)) => text.push_str(&t),
-                            (kind, _) => {
-                                return Err(ApiError::bad(
-                                    format!(
-                                        "`messages[{i}].content[{j}]`: only text parts are supported, got {kind:?}"
-                                    ),
-                                    Some(&format!("messages[{i}].content[{j}]")),
-                                ));
-                            }
-                        }
-                    }
-                    text
-                }
-            };
-            let mut message = ChatMessage::new(role, &content);
-            if role == "assistant" {
-                // reasoning goes to the template, which decides which turns keep it
-                let (in_content, rest) = split_reasoning(&message.content);
-                message.content = rest.to_owned();
-                message.reasoning_content = m
-                    .reasoning_content
-                    .clone()
-                    .filter(|r| !r.is_empty())
-                    .or(in_content);
-                for (j, call) in m.tool_calls.unwrap_or_default().into_iter().enumerate() {
-                    if let Some(kind) = call.kind.as_deref().filter(|k| *k != "function") {
-                        let param = format!("messages[{i}].tool_calls[{j}].type");
-                        return Err(ApiError::bad(
-                            format!("`{param}` must be \"function\", got {kind:?}"),
-                            Some(&param),
-                        ));
-                    }
-                    if !tools::valid_name(&call.function.name) {
-                        let param = format!("messages[{i}].tool_calls[{j}].function.name");
-                        return Err(ApiError::bad(
-                            format!(
-                                "`{param}` must be 1 to 64 letters, digits, _ or -, got {:?}",
-                                call.function.name
-                            ),
-                            Some(&param),
-                        ));
-                    }
-                    let param = format!("messages[{i}].tool_calls[{j}].function.arguments");
-                    let arguments = match call.function.arguments {
-                        Value::String(s) => serde_json::from_str::<Value>(&s).ok(),
-                        other => Some(other),
-                    }
-                    .filter(Value::is_object)
-                    .ok_or_else(|| {
-                        ApiError::bad(format!("`{param}` must be a JSON object"), Some(&param))
-                    })?;
-                    if let Some(id) = &call.id {
-                        call_names.insert(id.clone(), call.function.name.clone());
-                    }
-                    message.tool_calls.push(ToolCall {
-                        id: call.id,
-                        name: call.function.name,
-                        arguments,
-                    });
-                }
-            } else if role == "tool" {
-                let param = format!("messages[{i}].tool_call_id");
-                let by_id = m.tool_call_id.as_ref().and_then(|id| call_names.get(id));
-                let name = m.name.clone().or_else(|| by_id.cloned()).ok_or_else(|| {
-                    ApiError::bad(
-                        format!(
-                            "`{param}` {:?} names no earlier assistant tool call",
-                            m.tool_call_id.as_deref().unwrap_or("")
-                        ),
-                        Some(&param),
-                    )
-                })?;
-                message.name = Some(name);
-                message.tool_call_id = m.tool_call_id.clone();
-            }
-            messages.push(message);
-        }
-        in_range("temperature", dto.temperature, 0.0, 2.0)?;
-        in_range("top_p", dto.top_p, 0.0, 1.0)?;
-        in_range("min_p", dto.min_p, 0.0, 1.0)?;
-        in_range("frequency_penalty", dto.frequency_penalty, -2.0, 2.0)?;
-        in_range("presence_penalty", dto.presence_penalty, -2.0, 2.0)?;
-        in_range("repetition_penalty", dto.repetition_penalty, 0.01, 10.0)?;
-        let max_tokens = dto.max_completion_tokens.or(dto.max_tokens);
-        if max_tokens == Some(0) {
-            return Err(ApiError::bad(
-                "`max_tokens` must be at least 1, got 0",
-                Some("max_tokens"),
-            ));
-        }
-        let stop = match dto.stop {
+    let draft = Draft {
+        tools: dto.tools,
+        tool_choice: dto.tool_choice,
+        format: dto.response_format,
+        knobs: Knobs {
+            temperature: dto.temperature,
+            top_p: dto.top_p,
+            top_k: dto.top_k,
+            min_p: dto.min_p,
+            frequency_penalty: dto.frequency_penalty,
+            presence_penalty: dto.presence_penalty,
+            repetition_penalty: dto.repetition_penalty,
+            seed: dto.seed,
+        },
+        max_tokens: dto.max_completion_tokens.or(dto.max_tokens),
+        stop: match dto.stop {
             None => Vec::new(),
             Some(StopDto::One(s)) => vec![s],
             Some(StopDto::Many(v)) => v,
+        },
+        ignore_eos: dto.ignore_eos,
+        priority: dto.priority,
+        ..Draft::new(Dialect::Chat, chat_messages(dto.messages)?)
+    };
+    let include_usage = dto.stream_options.is_some_and(|o| o.include_usage);
+    Ok((draft, dto.stream, include_usage))
+}
+
+/// The messages in the shared form: roles checked, text parts joined, an assistant turn's
+/// reasoning and calls taken apart, a tool result named by its call.
+fn chat_messages(dtos: Vec<MessageDto>) -> Result<Vec<ChatMessage>, ApiError> {
+    let mut messages = Vec::with_capacity(dtos.len());
+    // Call ids seen so far → function names (a tool result names its function by id).
+    let mut call_names: std::collections::HashMap<String, String> = Default::default();
+    for (i, m) in dtos.into_iter().enumerate() {
+        let role = match m.role.as_str() {
+            "system" | "developer" => "system",
+            "user" => "user",
+            "assistant" => "assistant",
+            "tool" => "tool",
+            other => {
+                return Err(ApiError::bad(
+                    format!(
+                        "`messages[{i}].role` {other:?} is not one of system, developer, user, assistant, tool"
+                    ),
+                    Some(&format!("messages[{i}].role")),
+                ));
+            }
         };
-        let defaults = Sampling::default();
-        let sampling = Sampling {
-            temperature: dto.temperature.unwrap_or(1.0),
-            top_k: dto.top_k.unwrap_or(defaults.top_k),
-            top_p: dto.top_p.unwrap_or(defaults.top_p),
-            min_p: dto.min_p.unwrap_or(defaults.min_p),
-            seed: dto.seed.map_or_else(rand_seed, |s| s as u32),
-            repeat_penalty: dto.repetition_penalty.unwrap_or(1.0),
-            frequency_penalty: dto.frequency_penalty.unwrap_or(0.0),
-            presence_penalty: dto.presence_penalty.unwrap_or(0.0),
-            penalty_last_n: defaults.penalty_last_n,
-            grammar: None,
+        let content = match m.content {
+            None => String::new(),
+            Some(ContentDto::Text(text)) => text,
+            Some(ContentDto::Parts(parts)) => {
+                let mut text = String::new();
+                for (j, part) in parts.into_iter().enumerate() {
+                    match (part.kind.as_str(), part.text) {
+                        ("text", Some(t)) => text.push_str(&t),
+                        (kind, _) => {
+                            return Err(ApiError::bad(
+                                format!(
+                                    "`messages[{i}].content[{j}]`: only text parts are supported, got {kind:?}"
+                                ),
+                                Some(&format!("messages[{i}].content[{j}]")),
+                            ));
+                        }
+                    }
+                }
+                text
+            }
         };
-        Ok(Self {
-            messages,
-            sampling,
-            max_tokens,
-            stop,
-            ignore_eos: dto.ignore_eos,
-            priority: body_priority(dto.priority.as_ref())?,
-            stream: dto.stream,
-            include_usage: dto.stream_options.is_some_and(|o| o.include_usage),
-        })
+        let mut message = ChatMessage::new(role, &content);
+        if role == "assistant" {
+            // reasoning goes to the template, which decides which turns keep it
+            let (in_content, rest) = split_reasoning(&message.content);
+            message.content = rest.to_owned();
+            message.reasoning_content = m
+                .reasoning_content
+                .clone()
+                .filter(|r| !r.is_empty())
+                .or(in_content);
+            for (j, call) in m.tool_calls.unwrap_or_default().into_iter().enumerate() {
+                if let Some(kind) = call.kind.as_deref().filter(|k| *k != "function") {
+                    let param = format!("messages[{i}].tool_calls[{j}].type");
+                    return Err(ApiError::bad(
+                        format!("`{param}` must be \"function\", got {kind:?}"),
+                        Some(&param),
+                    ));
+                }
+                if !tools::valid_name(&call.function.name) {
+                    let param = format!("messages[{i}].tool_calls[{j}].function.name");
+                    return Err(ApiError::bad(
+                        format!(
+                            "`{param}` must be 1 to 64 letters, digits, _ or -, got {:?}",
+                            call.function.name
+                        ),
+                        Some(&param),
+                    ));
+                }
+                let param = format!("messages[{i}].tool_calls[{j}].function.arguments");
+                let arguments = match call.function.arguments {
+                    Value::String(s) => serde_json::from_str::<Value>(&s).ok(),
+                    other => Some(other),
+                }
+                .filter(Value::is_object)
+                .ok_or_else(|| {
+                    ApiError::bad(format!("`{param}` must be a JSON object"), Some(&param))
+                })?;
+                if let Some(id) = &call.id {
+                    call_names.insert(id.clone(), call.function.name.clone());
+                }
+                message.tool_calls.push(ToolCall {
+                    id: call.id,
+                    name: call.function.name,
+                    arguments,
+                });
+            }
+        } else if role == "tool" {
+            let param = format!("messages[{i}].tool_call_id");
+            let by_id = m.tool_call_id.as_ref().and_then(|id| call_names.get(id));
+            let name = m.name.clone().or_else(|| by_id.cloned()).ok_or_else(|| {
+                ApiError::bad(
+                    format!(
+                        "`{param}` {:?} names no earlier assistant tool call",
+                        m.tool_call_id.as_deref().unwrap_or("")
+                    ),
+                    Some(&param),
+                )
+            })?;
+            message.name = Some(name);
+            message.tool_call_id = m.tool_call_id.clone();
+        }
+        messages.push(message);
     }
+    Ok(messages)
 }
 
 pub async fn chat_completions(
@@ -308,33 +270,10 @@ pub async fn chat_completions(
     let (prepared, model, stream, include_usage) = state
         .limits
         .prepare(move || {
-            let mut dto: ChatCompletionDto = parse_body(&body)?;
+            let dto: ChatCompletionDto = parse_body(&body)?;
             let model = prep.model_name(dto.model.as_deref());
-            let (tools, tool_choice, format) = (
-                dto.tools.take(),
-                dto.tool_choice.take(),
-                dto.response_format.take(),
-            );
-            let request = ChatRequest::try_from(dto)?;
-            check_stops("stop", &request.stop, &prep.app)?;
-            let output = tools::output_plan(
-                tools,
-                tool_choice.as_ref(),
-                format,
-                prep.prompts().tool_format(),
-                &prep.app,
-            )?;
-            let (stream, include_usage) = (request.stream, request.include_usage);
-            let generation = Generation {
-                messages: request.messages,
-                output,
-                sampling: request.sampling,
-                max_tokens: request.max_tokens,
-                stop: request.stop,
-                ignore_eos: request.ignore_eos,
-                priority: request.priority,
-                rename: std::convert::identity,
-            };
+            let (draft, stream, include_usage) = draft_of(dto)?;
+            let generation = validate(draft, &prep)?;
             let prepared = generation::tokenize(&prep, generation)?;
             Ok((prepared, model, stream, include_usage))
         })

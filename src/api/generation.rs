@@ -27,9 +27,8 @@ pub struct Generation {
     pub ignore_eos: bool,
     /// The body's `priority`, if it gave one (the header and the key's default come next).
     pub priority: Option<i64>,
-    /// Puts an error about the output's fields in the front end's own names (Messages:
-    /// `input_schema`; Responses: `text.format`).
-    pub rename: fn(ApiError) -> ApiError,
+    /// The API it came in: errors about the output's fields are named in its words.
+    pub dialect: super::dialect::Dialect,
 }
 
 /// A submitted request: its events and the parser for its text.
@@ -99,7 +98,7 @@ pub fn tokenize(state: &ApiState, mut generation: Generation) -> Result<Prepared
 async fn output_of(
     state: &ApiState,
     plan: OutputPlan,
-    rename: fn(ApiError) -> ApiError,
+    dialect: super::dialect::Dialect,
     skip: bool,
 ) -> Result<OutputSpec, ApiError> {
     if skip || plan.wanted == Wanted::Nothing {
@@ -124,7 +123,7 @@ async fn output_of(
             )
         })
         .await
-        .map_err(rename)?;
+        .map_err(|e| dialect.rename(e))?;
     let cached = source == Source::Cached;
     state.service().metrics().note_grammar(cached);
     let ms = started.elapsed().as_millis();
@@ -167,7 +166,7 @@ pub async fn submit(
     // its grammar ever being built
     let too_long = context_tokens > 0 && prompt.tokens.len() >= context_tokens;
     let unbuilt = too_long && generation.output.wanted != Wanted::Nothing;
-    let output = output_of(state, generation.output, generation.rename, too_long).await?;
+    let output = output_of(state, generation.output, generation.dialect, too_long).await?;
     let mut sampling = generation.sampling;
     sampling.grammar = output.grammar.clone();
     if prompt.starts_in_reasoning
@@ -266,26 +265,6 @@ pub fn unix_secs() -> u64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| d.as_secs())
-}
-
-/// Sampling from the common knobs; unset ones take the defaults (temperature 1).
-pub fn sampling(
-    temperature: Option<f32>,
-    top_p: Option<f32>,
-    top_k: Option<i32>,
-    seed: Option<i64>,
-) -> Sampling {
-    let defaults = Sampling::default();
-    Sampling {
-        temperature: temperature.unwrap_or(1.0),
-        top_k: top_k.unwrap_or(defaults.top_k),
-        top_p: top_p.unwrap_or(defaults.top_p),
-        seed: seed.map_or_else(rand_seed, |s| s as u32),
-        repeat_penalty: 1.0,
-        frequency_penalty: 0.0,
-        presence_penalty: 0.0,
-        ..defaults
-    }
 }
 
 /// A previous answer's leading `<think>…</think>` block taken out of its content: the

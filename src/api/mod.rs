@@ -1,8 +1,11 @@
-//! The HTTP API (axum): OpenAI Chat Completions, models, health; the scheduler's snapshot,
-//! its event stream and Prometheus metrics (`observe`); control routes (`admin`). Each DTO is
-//! parsed into a validated request; [`ApiError`] maps every error to a status and an OpenAI
-//! error body in one place. `serve(listener, state, shutdown)` takes its edges from the
-//! caller, so tests bind 127.0.0.1:0.
+//! The HTTP API (axum): OpenAI Chat Completions and Responses, Anthropic Messages, models,
+//! health; the scheduler's snapshot, its event stream and Prometheus metrics (`observe`);
+//! control routes (`admin`). One request pipeline: each API only translates its body into a
+//! draft (`chat`, `responses`, `anthropic`), one step checks it (`validate`), and generation
+//! (`generation`) tokenizes, submits and streams it back through the API's writer. Each API's
+//! field names and error shape are its `dialect`; [`ApiError`] maps every error to a status in
+//! one place. `serve(listener, state, shutdown)` takes its edges from the caller, so tests
+//! bind 127.0.0.1:0.
 
 mod admin;
 mod anthropic;
@@ -10,6 +13,7 @@ mod auth;
 mod body;
 mod browser;
 mod chat;
+mod dialect;
 mod error;
 mod generation;
 mod grammars;
@@ -23,6 +27,7 @@ mod serve;
 #[cfg(test)]
 mod test_json;
 mod tools;
+mod validate;
 mod wire;
 
 pub use admin::{Access, admin_access, admin_allowed};

@@ -25,6 +25,7 @@ mod api_requests;
 mod api_room;
 mod api_schemas;
 mod api_tools;
+mod api_validation;
 mod bench;
 mod chat_corpus;
 mod cli;

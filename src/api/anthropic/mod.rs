@@ -10,9 +10,11 @@
 //! from its first token and the prefix cache would never hit: it is removed before
 //! tokenizing.
 
-use super::body::{bad, body_bytes, body_priority, check_stops, parse_body};
-use super::generation::{self, Generation, split_reasoning};
+use super::body::{bad, body_bytes, parse_body};
+use super::dialect::Dialect;
+use super::generation::{self, split_reasoning};
 use super::tools::{self, ToolDto};
+use super::validate::{Draft, Knobs, validate};
 use super::wire;
 use super::{ApiError, ApiState};
 use crate::chat::{ChatMessage, ToolCall};
@@ -73,53 +75,9 @@ pub struct CountDto {
     pub tools: Option<Vec<Value>>,
 }
 
-/// Anthropic's error type for an [`ApiError`].
-fn error_kind(error: &ApiError) -> &'static str {
-    match error {
-        ApiError::BadRequest { .. }
-        | ApiError::ContextLengthExceeded { .. }
-        | ApiError::UnsupportedMediaType(_)
-        | ApiError::MethodNotAllowed { .. }
-        | ApiError::BodyTimeout { .. }
-        | ApiError::ClientGone => "invalid_request_error",
-        ApiError::PayloadTooLarge { .. } => "request_too_large",
-        ApiError::QueueFull { .. } | ApiError::Busy { .. } => "rate_limit_error",
-        ApiError::EngineStarting { .. } | ApiError::EngineUnavailable(_) => "overloaded_error",
-        ApiError::Unauthorized => "authentication_error",
-        ApiError::HostNotAllowed(_) | ApiError::Forbidden(_) | ApiError::OriginNotAllowed(_) => {
-            "permission_error"
-        }
-        ApiError::NotFound(_) => "not_found_error",
-        ApiError::Internal(_) | ApiError::RequestFailed(_) => "api_error",
-    }
-}
-
-/// The message, in Anthropic's words where clients match on them.
-fn error_message(error: &ApiError) -> String {
-    match error {
-        ApiError::ContextLengthExceeded {
-            prompt_tokens,
-            max_context_tokens,
-        } => format!("prompt is too long: {prompt_tokens} tokens > {max_context_tokens} maximum"),
-        other => other.to_string(),
-    }
-}
-
 /// An Anthropic error response for any [`ApiError`].
 pub fn error_response(error: ApiError) -> Response {
-    let kind = error_kind(&error);
-    let message = error_message(&error);
-    let status = error.status();
-    let mut response = (
-        status,
-        Json(json!({"type": "error", "error": {"type": kind, "message": message}})),
-    )
-        .into_response();
-    // Keep Retry-After from the OpenAI-shaped answer.
-    if let Some(retry) = error.into_response().headers().get("retry-after").cloned() {
-        response.headers_mut().insert("retry-after", retry);
-    }
-    response
+    Dialect::Messages.error_response(error)
 }
 
 /// The system prompt's text, without Claude Code's attribution line.
@@ -379,67 +337,26 @@ fn chat_tool_choice(choice: Option<&Value>) -> Result<Option<Value>, ApiError> {
     }))
 }
 
-/// Errors about Chat's fields, named as Anthropic's.
-fn rename(e: ApiError) -> ApiError {
-    match e {
-        ApiError::BadRequest { message, param } => {
-            let fix = |s: String| {
-                s.replace(".function.parameters", ".input_schema")
-                    .replace(".function.name", ".name")
-            };
-            ApiError::BadRequest {
-                message: fix(message),
-                param: param.map(fix),
-            }
-        }
-        other => other,
-    }
-}
-
-fn generation_of(dto: MessagesDto, state: &ApiState) -> Result<(Generation, bool), ApiError> {
-    let Some(max_tokens) = dto.max_tokens else {
-        return Err(bad("`max_tokens` is required", "max_tokens"));
-    };
-    if max_tokens == 0 {
-        return Err(bad("`max_tokens` must be at least 1, got 0", "max_tokens"));
-    }
-    if let Some(t) = dto.temperature
-        && !(t.is_finite() && (0.0..=1.0).contains(&t))
-    {
-        return Err(bad(
-            format!("`temperature` must be between 0 and 1, got {t}"),
-            "temperature",
-        ));
-    }
-    let messages = to_messages(dto.system.as_ref(), &dto.messages)?;
-    if !messages.iter().any(|m| m.role != "system") {
-        return Err(bad("`messages` must not be empty", "messages"));
-    }
-    let tools = custom_tools(dto.tools.unwrap_or_default())?;
-    let choice = chat_tool_choice(dto.tool_choice.as_ref())?;
-    let output = tools::output_plan(
-        Some(tools),
-        choice.as_ref(),
-        None,
-        state.prompts().tool_format(),
-        &state.app,
-    )
-    .map_err(rename)?;
-    let stop = dto.stop_sequences.unwrap_or_default();
-    check_stops("stop_sequences", &stop, &state.app)?;
-    Ok((
-        Generation {
-            messages,
-            output,
-            sampling: generation::sampling(dto.temperature, dto.top_p, dto.top_k, None),
-            max_tokens: Some(max_tokens),
-            stop,
-            ignore_eos: false,
-            priority: body_priority(dto.priority.as_ref())?,
-            rename,
+/// Messages' body translated for the one validation step, and whether to stream.
+fn draft_of(dto: MessagesDto) -> Result<(Draft, bool), ApiError> {
+    let draft = Draft {
+        tools: Some(custom_tools(dto.tools.unwrap_or_default())?),
+        tool_choice: chat_tool_choice(dto.tool_choice.as_ref())?,
+        knobs: Knobs {
+            temperature: dto.temperature,
+            top_p: dto.top_p,
+            top_k: dto.top_k,
+            ..Knobs::default()
         },
-        dto.stream,
-    ))
+        max_tokens: dto.max_tokens,
+        stop: dto.stop_sequences.unwrap_or_default(),
+        priority: dto.priority,
+        ..Draft::new(
+            Dialect::Messages,
+            to_messages(dto.system.as_ref(), &dto.messages)?,
+        )
+    };
+    Ok((draft, dto.stream))
 }
 
 pub async fn messages(
@@ -466,7 +383,8 @@ async fn messages_inner(
         .prepare(move || {
             let dto: MessagesDto = parse_body(&body)?;
             let model = prep.model_name(dto.model.as_deref());
-            let (generation, stream) = generation_of(dto, &prep)?;
+            let (draft, stream) = draft_of(dto)?;
+            let generation = validate(draft, &prep)?;
             Ok((generation::tokenize(&prep, generation)?, model, stream))
         })
         .await?;
@@ -496,7 +414,7 @@ pub async fn count_tokens(
                     prep.prompts().tool_format(),
                     &prep.app,
                 )
-                .map_err(rename)?;
+                .map_err(|e| Dialect::Messages.rename(e))?;
                 generation::count_tokens(&prep, messages, &output.tools)
             })
             .await?;

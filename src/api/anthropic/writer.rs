@@ -1,7 +1,7 @@
 //! Anthropic Messages' writer: parsed pieces become content blocks and `message_start`,
 //! `content_block_*`, `message_delta`, `message_stop` events.
 
-use super::{error_kind, error_message};
+use super::super::dialect::anthropic_error_json;
 use crate::api::ApiError;
 use crate::api::generation::Started;
 use crate::api::wire::WireWriter;
@@ -183,10 +183,7 @@ fn append(block: &mut Value, key: &str, text: &str) {
 }
 
 fn error_event(error: &ApiError) -> Event {
-    event(
-        "error",
-        json!({"type": "error", "error": {"type": error_kind(error), "message": error_message(error)}}),
-    )
+    event("error", anthropic_error_json(error))
 }
 
 /// Anthropic's Messages events (`message_start`, content blocks, `message_delta`,

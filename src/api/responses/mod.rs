@@ -7,9 +7,11 @@
 //! `sequence_number` and the `item_id` / `output_index` / `content_index` it belongs to, and a
 //! `response.in_progress` at least every 10 s while the request waits, is parked or is read.
 
-use super::body::{bad, body_bytes, body_priority, parse_body};
+use super::body::{bad, body_bytes, parse_body};
+use super::dialect::Dialect;
 use super::generation::{self, Generation, split_reasoning};
 use super::tools::{self, JsonSchemaDto, ResponseFormatDto, ToolDto};
+use super::validate::{Draft, Knobs, validate};
 use super::wire;
 use super::{ApiError, ApiState};
 use crate::chat::{ChatMessage, ToolCall};
@@ -303,6 +305,7 @@ fn chat_tool_choice(choice: Option<Value>) -> Result<Option<Value>, ApiError> {
 }
 
 impl ResponsesRequest {
+    /// The body translated and put through the one validation step.
     pub fn parse(dto: ResponsesDto, state: &ApiState) -> Result<Self, ApiError> {
         let mut messages = Vec::new();
         if let Some(instructions) = &dto.instructions {
@@ -311,31 +314,6 @@ impl ResponsesRequest {
         match &dto.input {
             InputDto::Text(text) => messages.push(ChatMessage::new("user", text)),
             InputDto::Items(items) => messages.extend(items_to_messages(items)?),
-        }
-        if !messages.iter().any(|m| m.role != "system") {
-            return Err(bad("`input` has no message", "input"));
-        }
-        if let Some(t) = dto.temperature
-            && !(t.is_finite() && (0.0..=2.0).contains(&t))
-        {
-            return Err(bad(
-                format!("`temperature` must be between 0 and 2, got {t}"),
-                "temperature",
-            ));
-        }
-        if let Some(p) = dto.top_p
-            && !(p.is_finite() && (0.0..=1.0).contains(&p))
-        {
-            return Err(bad(
-                format!("`top_p` must be between 0 and 1, got {p}"),
-                "top_p",
-            ));
-        }
-        if dto.max_output_tokens == Some(0) {
-            return Err(bad(
-                "`max_output_tokens` must be at least 1, got 0",
-                "max_output_tokens",
-            ));
         }
         let format = dto
             .text
@@ -348,16 +326,20 @@ impl ResponsesRequest {
                 }),
             });
         let tools_given = dto.tools.clone().unwrap_or_default();
-        let tools = function_tools(tools_given.clone())?;
-        let choice = chat_tool_choice(dto.tool_choice.clone())?;
-        let output = tools::output_plan(
-            Some(tools),
-            choice.as_ref(),
+        let draft = Draft {
+            tools: Some(function_tools(tools_given.clone())?),
+            tool_choice: chat_tool_choice(dto.tool_choice.clone())?,
             format,
-            state.prompts().tool_format(),
-            &state.app,
-        )
-        .map_err(text_format)?;
+            knobs: Knobs {
+                temperature: dto.temperature,
+                top_p: dto.top_p,
+                ..Knobs::default()
+            },
+            max_tokens: dto.max_output_tokens,
+            priority: dto.priority.clone(),
+            ..Draft::new(Dialect::Responses, messages)
+        };
+        let generation = validate(draft, state)?;
         let echo = json!({
             "instructions": dto.instructions,
             "max_output_tokens": dto.max_output_tokens,
@@ -369,34 +351,10 @@ impl ResponsesRequest {
             "parallel_tool_calls": true,
         });
         Ok(Self {
-            generation: Generation {
-                messages,
-                output,
-                sampling: generation::sampling(dto.temperature, dto.top_p, None, None),
-                max_tokens: dto.max_output_tokens,
-                stop: Vec::new(),
-                ignore_eos: false,
-                priority: body_priority(dto.priority.as_ref())?,
-                rename: text_format,
-            },
+            generation,
             stream: dto.stream,
             echo,
         })
-    }
-}
-
-/// Errors about `response_format` are about `text.format` here.
-fn text_format(e: ApiError) -> ApiError {
-    rename_param(e, "response_format", "text.format")
-}
-
-fn rename_param(e: ApiError, from: &str, to: &str) -> ApiError {
-    match e {
-        ApiError::BadRequest { message, param } => ApiError::BadRequest {
-            message: message.replace(from, to),
-            param: param.map(|p| p.replace(from, to)),
-        },
-        other => other,
     }
 }
 

@@ -1,0 +1,161 @@
+//! The one validation step every API's request passes (TGI's `router/src/validation.rs` is
+//! the model). Each front end only translates its body into a [`Draft`]: the conversation in
+//! the shared form and the knobs as sent. [`validate`] then checks what they share, the same
+//! for all, in the caller's [`Dialect`]: sampling ranges (each API's own where they differ),
+//! the output limit, stop strings, tools, tool choice and output format, the priority. A fix
+//! here is made once for every API.
+
+use super::body::{body_priority, check_stops};
+use super::dialect::Dialect;
+use super::generation::{Generation, rand_seed};
+use super::tools::{self, ResponseFormatDto, ToolDto};
+use super::{ApiError, ApiState};
+use crate::chat::ChatMessage;
+use crate::service::Sampling;
+use serde_json::Value;
+
+/// A request translated by its front end, not yet validated.
+#[derive(Debug)]
+pub struct Draft {
+    pub dialect: Dialect,
+    pub messages: Vec<ChatMessage>,
+    /// The tools offered (`None`: the API has no field for them or the body gave none).
+    pub tools: Option<Vec<ToolDto>>,
+    /// `tool_choice` in Chat Completions' form (each front end translates its own).
+    pub tool_choice: Option<Value>,
+    /// The output format in Chat Completions' `response_format` form.
+    pub format: Option<ResponseFormatDto>,
+    pub knobs: Knobs,
+    pub max_tokens: Option<u32>,
+    pub stop: Vec<String>,
+    pub ignore_eos: bool,
+    /// The body's `priority`, as sent.
+    pub priority: Option<Value>,
+}
+
+impl Draft {
+    /// A draft of `messages` in `dialect`, nothing else set.
+    pub fn new(dialect: Dialect, messages: Vec<ChatMessage>) -> Self {
+        Self {
+            dialect,
+            messages,
+            tools: None,
+            tool_choice: None,
+            format: None,
+            knobs: Knobs::default(),
+            max_tokens: None,
+            stop: Vec::new(),
+            ignore_eos: false,
+            priority: None,
+        }
+    }
+}
+
+/// The sampling knobs as sent; an API without one leaves it `None`.
+#[derive(Debug, Default)]
+pub struct Knobs {
+    pub temperature: Option<f32>,
+    pub top_p: Option<f32>,
+    pub top_k: Option<i32>,
+    pub min_p: Option<f32>,
+    pub frequency_penalty: Option<f32>,
+    pub presence_penalty: Option<f32>,
+    pub repetition_penalty: Option<f32>,
+    pub seed: Option<i64>,
+}
+
+/// The draft checked and put in the terms generation takes; errors name the field as the
+/// caller's API does.
+pub fn validate(draft: Draft, state: &ApiState) -> Result<Generation, ApiError> {
+    let dialect = draft.dialect;
+    checked(draft, state).map_err(|e| dialect.rename(e))
+}
+
+fn checked(draft: Draft, state: &ApiState) -> Result<Generation, ApiError> {
+    let dialect = draft.dialect;
+    let messages_field = dialect.messages_field();
+    // Chat Completions takes any message; the others need one that is not the system prompt
+    let has_conversation = match dialect {
+        Dialect::Chat => !draft.messages.is_empty(),
+        Dialect::Responses | Dialect::Messages => draft.messages.iter().any(|m| m.role != "system"),
+    };
+    if !has_conversation {
+        let message = match dialect {
+            Dialect::Responses => format!("`{messages_field}` has no message"),
+            Dialect::Chat | Dialect::Messages => format!("`{messages_field}` must not be empty"),
+        };
+        return Err(ApiError::bad(message, Some(messages_field)));
+    }
+    let knobs = &draft.knobs;
+    in_range(
+        "temperature",
+        knobs.temperature,
+        0.0,
+        dialect.temperature_max(),
+    )?;
+    in_range("top_p", knobs.top_p, 0.0, 1.0)?;
+    in_range("min_p", knobs.min_p, 0.0, 1.0)?;
+    in_range("frequency_penalty", knobs.frequency_penalty, -2.0, 2.0)?;
+    in_range("presence_penalty", knobs.presence_penalty, -2.0, 2.0)?;
+    in_range("repetition_penalty", knobs.repetition_penalty, 0.01, 10.0)?;
+    let max_field = dialect.max_tokens_field();
+    match draft.max_tokens {
+        None if dialect == Dialect::Messages => {
+            return Err(ApiError::bad(
+                format!("`{max_field}` is required"),
+                Some(max_field),
+            ));
+        }
+        Some(0) => {
+            return Err(ApiError::bad(
+                format!("`{max_field}` must be at least 1, got 0"),
+                Some(max_field),
+            ));
+        }
+        _ => {}
+    }
+    check_stops(dialect.stop_field(), &draft.stop, &state.app)?;
+    let output = tools::output_plan(
+        draft.tools,
+        draft.tool_choice.as_ref(),
+        draft.format,
+        state.prompts().tool_format(),
+        &state.app,
+    )?;
+    Ok(Generation {
+        messages: draft.messages,
+        output,
+        sampling: sampling(knobs),
+        max_tokens: draft.max_tokens,
+        stop: draft.stop,
+        ignore_eos: draft.ignore_eos,
+        priority: body_priority(draft.priority.as_ref())?,
+        dialect,
+    })
+}
+
+fn in_range(name: &str, value: Option<f32>, lo: f32, hi: f32) -> Result<(), ApiError> {
+    match value {
+        Some(v) if !(v.is_finite() && (lo..=hi).contains(&v)) => Err(ApiError::bad(
+            format!("`{name}` must be between {lo} and {hi}, got {v}"),
+            Some(name),
+        )),
+        _ => Ok(()),
+    }
+}
+
+/// Sampling from the knobs; unset ones take the defaults (temperature 1, no penalties).
+fn sampling(knobs: &Knobs) -> Sampling {
+    let defaults = Sampling::default();
+    Sampling {
+        temperature: knobs.temperature.unwrap_or(1.0),
+        top_k: knobs.top_k.unwrap_or(defaults.top_k),
+        top_p: knobs.top_p.unwrap_or(defaults.top_p),
+        min_p: knobs.min_p.unwrap_or(defaults.min_p),
+        seed: knobs.seed.map_or_else(rand_seed, |s| s as u32),
+        repeat_penalty: knobs.repetition_penalty.unwrap_or(1.0),
+        frequency_penalty: knobs.frequency_penalty.unwrap_or(0.0),
+        presence_penalty: knobs.presence_penalty.unwrap_or(0.0),
+        ..defaults
+    }
+}
