@@ -21,6 +21,9 @@ pub struct Draft {
     pub messages: Vec<ChatMessage>,
     /// The tools offered (`None`: the API has no field for them or the body gave none).
     pub tools: Option<Vec<ToolDto>>,
+    /// Each offered tool's place in the body, when it is not `tools[i]` of the offered list (a
+    /// front end that leaves some out or takes them from inside others); empty: the same.
+    pub tool_paths: Vec<String>,
     /// `tool_choice` in Chat Completions' form (each front end translates its own).
     pub tool_choice: Option<Value>,
     /// The output format in Chat Completions' `response_format` form.
@@ -40,6 +43,7 @@ impl Draft {
             dialect,
             messages,
             tools: None,
+            tool_paths: Vec::new(),
             tool_choice: None,
             format: None,
             knobs: Knobs::default(),
@@ -68,7 +72,47 @@ pub struct Knobs {
 /// caller's API does.
 pub fn validate(draft: Draft, state: &ApiState) -> Result<Generation, ApiError> {
     let dialect = draft.dialect;
-    checked(draft, state).map_err(|e| dialect.rename(e))
+    let paths = draft.tool_paths.clone();
+    checked(draft, state).map_err(|e| dialect.rename(at_body_places(e, &paths)))
+}
+
+/// An error naming `tools[k]` of the offered list names the tool's place in the body.
+fn at_body_places(error: ApiError, paths: &[String]) -> ApiError {
+    if paths.is_empty() {
+        return error;
+    }
+    let place = |text: String| {
+        let mut out = String::with_capacity(text.len());
+        let mut rest = text.as_str();
+        while let Some(at) = rest.find("tools[") {
+            out.push_str(&rest[..at]);
+            let after = &rest[at + "tools[".len()..];
+            let digits = after.len() - after.trim_start_matches(|c: char| c.is_ascii_digit()).len();
+            let index = after[..digits].parse::<usize>().ok();
+            match (
+                index.and_then(|k| paths.get(k)),
+                after[digits..].strip_prefix(']'),
+            ) {
+                (Some(path), Some(tail)) => {
+                    out.push_str(path);
+                    rest = tail;
+                }
+                _ => {
+                    out.push_str("tools[");
+                    rest = after;
+                }
+            }
+        }
+        out.push_str(rest);
+        out
+    };
+    match error {
+        ApiError::BadRequest { message, param } => ApiError::BadRequest {
+            message: place(message),
+            param: param.map(place),
+        },
+        other => other,
+    }
 }
 
 fn checked(draft: Draft, state: &ApiState) -> Result<Generation, ApiError> {

@@ -89,7 +89,15 @@ pub struct NativeRewriter {
     recipient: Option<String>,
     /// Harmony: a message marker was seen (text outside messages is then a role header).
     seen: bool,
+    /// Inside the model's reasoning: call markers there are text (the model thinking about a
+    /// call), for the families whose text mode knows it.
+    in_reasoning: bool,
+    /// Inside a block of calls (the invoke families: an invoke outside one is text).
+    in_block: bool,
 }
+
+const THINK_OPEN: &str = "<think>";
+const THINK_CLOSE: &str = "</think>";
 
 /// The call header of the canonical JSON form, up to where the arguments go.
 fn json_call_open(name: &str) -> String {
@@ -121,7 +129,15 @@ impl NativeRewriter {
             pending: String::new(),
             recipient: None,
             seen: false,
+            in_reasoning: false,
+            in_block: false,
         })
+    }
+
+    /// The same, for output that starts inside the model's reasoning (the prompt opened it).
+    pub fn starting_in_reasoning(mut self, in_reasoning: bool) -> Self {
+        self.in_reasoning = in_reasoning;
+        self
     }
 
     /// The markers of `format` that models write as control tokens (kept for the rewriter).
@@ -179,8 +195,11 @@ impl NativeRewriter {
                 out.push_str("</think>");
             }
             Mode::Text if self.format == ToolFormat::Harmony && self.seen => {}
-            // a block of literal calls cut: an open call, so the parser reports it cut
-            Mode::Literal { .. } => out.push_str("<tool_call>"),
+            // a block of literal calls cut: its call left open, so the parser reports it cut
+            Mode::Literal { mut body } => {
+                body.push_str(&rest);
+                out.push_str(&literal::cut_block(self.format, &body));
+            }
             Mode::Text | Mode::Body(Body::Content) | Mode::Start => out.push_str(&rest),
             // a call cut inside its name or parameters: left open
             _ => {}
@@ -210,8 +229,9 @@ impl NativeRewriter {
         text
     }
 
-    /// Text between calls: passes, `text`'s markers rewritten. Some(true) once `open` was
-    /// found (and dropped), Some(false) after a rewritten marker, None: more text is needed.
+    /// Text between calls: passes, `text`'s markers rewritten, reasoning followed. Some(true)
+    /// once `open` was found outside reasoning (and dropped), Some(false) after another
+    /// marker, None: more text is needed.
     fn text_until(
         &mut self,
         out: &mut String,
@@ -219,21 +239,34 @@ impl NativeRewriter {
         open: &str,
         text: &[(&str, &str)],
     ) -> Option<bool> {
-        let mut markers = vec![open];
+        let mut markers = vec![open, THINK_OPEN, THINK_CLOSE];
         markers.extend(text.iter().map(|(m, _)| *m));
         match self.find(&markers) {
             Ok((at, i)) => {
                 out.push_str(&self.pending[..at]);
-                self.pending.drain(..at + markers[i].len());
-                if i > 0 {
-                    out.push_str(text[i - 1].1);
+                let marker = markers[i];
+                self.pending.drain(..at + marker.len());
+                if i == 0 && !self.in_reasoning {
+                    return Some(true);
                 }
-                Some(i == 0)
+                let becomes = if i < 3 { marker } else { text[i - 3].1 };
+                self.follow_reasoning(becomes);
+                out.push_str(becomes);
+                Some(false)
             }
             Err(hold) => {
                 self.pass(out, hold, ended);
                 None
             }
+        }
+    }
+
+    /// Follows the reasoning a marker that becomes `becomes` opens or closes.
+    fn follow_reasoning(&mut self, becomes: &str) {
+        if becomes == THINK_OPEN {
+            self.in_reasoning = true;
+        } else if becomes == THINK_CLOSE {
+            self.in_reasoning = false;
         }
     }
 

@@ -142,7 +142,8 @@ impl OutputParser {
             control: super::control::ControlFilter::new(super::native::NativeRewriter::markers(
                 options.format,
             )),
-            native: super::native::NativeRewriter::new(options.format),
+            native: super::native::NativeRewriter::new(options.format)
+                .map(|r| r.starting_in_reasoning(options.starts_in_reasoning)),
         }
     }
 

@@ -60,18 +60,17 @@ impl PairForm {
     pub(super) fn pair(self, key: &str, value: &str, schema: &Value) -> String {
         let (open, close) = match self {
             PairForm::KimiK3 => {
-                // the value's JSON type, as its template writes it
+                // the value's type as its template writes it; `string` only for a value that is
+                // free text (the rewriter takes that type's value as a string, any other as
+                // JSON), so a value of no single type is named by a JSON one
                 let kind = match schema.get("type").and_then(Value::as_str) {
-                    Some("integer") => "number",
-                    Some(kind) => kind,
-                    None => "",
+                    Some("string") if value.ends_with("text") => lit("string"),
+                    Some("integer") => lit("number"),
+                    Some(kind @ ("number" | "boolean" | "null" | "object" | "array")) => lit(kind),
+                    _ => "( \"number\" | \"boolean\" | \"null\" | \"object\" | \"array\" )"
+                        .to_owned(),
                 };
                 let open = lit(&format!("<|open|>argument key=\"{key}\" type=\""));
-                let kind = if kind.is_empty() {
-                    "[a-z]+".to_owned()
-                } else {
-                    lit(kind)
-                };
                 return format!(
                     "{open} {kind} {} {value} {}",
                     lit("\"<|sep|>"),
@@ -132,5 +131,39 @@ impl PairForm {
                 lit(close)
             )
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::forms::CallForm;
+    use super::super::{ToolSpec, for_native_calls};
+    use super::PairForm;
+    use serde_json::json;
+
+    #[test]
+    fn kimi_k3_names_a_value_a_string_only_where_the_value_is_free_text() {
+        let tool = ToolSpec {
+            name: "pick".into(),
+            parameters: json!({"type": "object", "properties": {
+                "name": {"type": "string"},
+                "mode": {"enum": ["fast", "slow"]},
+                "n": {"type": "integer"}
+            }}),
+        };
+        let g = for_native_calls(CallForm::Pairs(PairForm::KimiK3), &[tool], false).unwrap();
+        // each argument's part of the call rule, up to its close
+        let line = |key: &str| {
+            g.gbnf
+                .split("<|open|>argument key=")
+                .find(|part| part.starts_with(&format!("\\\"{key}\\\"")))
+                .and_then(|part| part.split("<|close|>argument").next())
+                .unwrap_or_else(|| panic!("{key}: {}", g.gbnf))
+                .to_owned()
+        };
+        assert!(line("name").contains("\"string\""), "{}", line("name"));
+        // regression: an enum without a type could be labelled `string` and written as JSON
+        assert!(!line("mode").contains("\"string\""), "{}", line("mode"));
+        assert!(line("n").contains("\"number\""), "{}", line("n"));
     }
 }

@@ -116,3 +116,33 @@ async fn a_broken_tool_schema_is_named_as_each_api_names_a_tool_s_schema() {
         );
     }
 }
+
+#[tokio::test]
+async fn a_tool_s_error_names_its_place_in_the_body_when_others_were_left_out() {
+    let server = server(Setup::default()).await;
+    let remote = json!({"type": "object", "properties": {
+        "page": {"$ref": "https://example.com/page.json"}}});
+    let cases = [
+        (
+            "/v1/responses",
+            json!({"model": "m", "max_output_tokens": 4, "input": "hi", "tools": [
+                {"type": "web_search"},
+                {"type": "namespace", "name": "mcp", "tools": [
+                    {"type": "function", "name": "ok", "parameters": {"type": "object"}},
+                    {"type": "function", "name": "fetch", "parameters": remote}]}]}),
+            "tools[1].tools[1].parameters",
+        ),
+        (
+            "/v1/messages",
+            json!({"model": "m", "max_tokens": 4, "messages": [{"role": "user", "content": "hi"}],
+                   "tools": [{"type": "web_search_20250305", "name": "web_search"},
+                             {"name": "fetch", "input_schema": remote}]}),
+            "tools[1].input_schema",
+        ),
+    ];
+    for (path, body, name) in cases {
+        let (status, said) = answer(&server, path, &body).await;
+        assert_eq!(status, 400, "{path}: {said}");
+        assert!(said.contains(name), "{path}: {said}");
+    }
+}

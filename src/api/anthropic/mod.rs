@@ -304,9 +304,10 @@ pub fn to_messages(
 }
 
 /// Custom tools (`{"name", "description", "input_schema"}`) in Chat's shape; server tools
-/// (those with another `type`) are left out with a warning.
-fn custom_tools(tools: Vec<Value>) -> Result<Vec<ToolDto>, ApiError> {
+/// (those with another `type`) are left out with a warning. With each, its place in the body.
+fn custom_tools(tools: Vec<Value>) -> Result<(Vec<ToolDto>, Vec<String>), ApiError> {
     let mut out = Vec::new();
+    let mut paths = Vec::new();
     for (i, tool) in tools.into_iter().enumerate() {
         let kind = tool.get("type").and_then(Value::as_str).unwrap_or("custom");
         if kind != "custom" {
@@ -314,8 +315,9 @@ fn custom_tools(tools: Vec<Value>) -> Result<Vec<ToolDto>, ApiError> {
             continue;
         }
         out.push(tools::tool_from_json(i, &tool, "input_schema")?);
+        paths.push(format!("tools[{i}]"));
     }
-    Ok(out)
+    Ok((out, paths))
 }
 
 /// `tool_choice` in Chat's shape.
@@ -339,8 +341,10 @@ fn chat_tool_choice(choice: Option<&Value>) -> Result<Option<Value>, ApiError> {
 
 /// Messages' body translated for the one validation step, and whether to stream.
 fn draft_of(dto: MessagesDto) -> Result<(Draft, bool), ApiError> {
+    let (offered, tool_paths) = custom_tools(dto.tools.unwrap_or_default())?;
     let draft = Draft {
-        tools: Some(custom_tools(dto.tools.unwrap_or_default())?),
+        tools: Some(offered),
+        tool_paths,
         tool_choice: chat_tool_choice(dto.tool_choice.as_ref())?,
         knobs: Knobs {
             temperature: dto.temperature,
@@ -405,7 +409,7 @@ pub async fn count_tokens(
             .prepare(move || {
                 let dto: CountDto = parse_body(&body)?;
                 let messages = to_messages(dto.system.as_ref(), &dto.messages)?;
-                let tools = custom_tools(dto.tools.unwrap_or_default())?;
+                let (tools, _) = custom_tools(dto.tools.unwrap_or_default())?;
                 // the tools as the prompt offers them; no grammar is built to count tokens
                 let output = tools::output_plan(
                     Some(tools),

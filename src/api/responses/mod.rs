@@ -248,26 +248,29 @@ pub fn items_to_messages(items: &[Value]) -> Result<Vec<ChatMessage>, ApiError> 
 
 /// The Responses tool shape (`{"type": "function", "name", "parameters", ...}`) as Chat's.
 /// The functions inside a `namespace` tool (Codex's MCP tools) are offered under their own
-/// names; other types (web search, ...) are left out with a warning.
-fn function_tools(tools: Vec<Value>) -> Result<Vec<ToolDto>, ApiError> {
+/// names; other types (web search, ...) are left out with a warning. With each, its place in
+/// the body (`tools[i]`, `tools[i].tools[j]` in a namespace).
+fn function_tools(tools: Vec<Value>) -> Result<(Vec<ToolDto>, Vec<String>), ApiError> {
     let mut flat = Vec::new();
     for (i, tool) in tools.into_iter().enumerate() {
         match tool.get("type").and_then(Value::as_str) {
             Some("namespace") => {
-                for inner in tool
+                for (j, inner) in tool
                     .get("tools")
                     .and_then(Value::as_array)
                     .into_iter()
                     .flatten()
+                    .enumerate()
                 {
-                    flat.push((i, inner.clone()));
+                    flat.push((i, format!("tools[{i}].tools[{j}]"), inner.clone()));
                 }
             }
-            _ => flat.push((i, tool)),
+            _ => flat.push((i, format!("tools[{i}]"), tool)),
         }
     }
     let mut out = Vec::new();
-    for (i, tool) in flat {
+    let mut paths = Vec::new();
+    for (i, path, tool) in flat {
         let kind = tool.get("type").and_then(Value::as_str).unwrap_or("");
         if kind != "function" {
             super::omitted::note(
@@ -277,8 +280,9 @@ fn function_tools(tools: Vec<Value>) -> Result<Vec<ToolDto>, ApiError> {
             continue;
         }
         out.push(tools::tool_from_json(i, &tool, "parameters")?);
+        paths.push(path);
     }
-    Ok(out)
+    Ok((out, paths))
 }
 
 /// `tool_choice` in Chat's shape; a hosted tool's choice counts as `auto`.
@@ -326,8 +330,10 @@ impl ResponsesRequest {
                 }),
             });
         let tools_given = dto.tools.clone().unwrap_or_default();
+        let (offered, tool_paths) = function_tools(tools_given.clone())?;
         let draft = Draft {
-            tools: Some(function_tools(tools_given.clone())?),
+            tools: Some(offered),
+            tool_paths,
             tool_choice: chat_tool_choice(dto.tool_choice.clone())?,
             format,
             knobs: Knobs {

@@ -14,7 +14,7 @@
 //!   content in `response`.
 
 use super::super::template::ToolFormat;
-use super::{Mode, NativeRewriter};
+use super::{Mode, NativeRewriter, THINK_CLOSE, THINK_OPEN};
 
 /// How a family's argument values say what they are.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -151,29 +151,43 @@ impl NativeRewriter {
     ) -> bool {
         match &mut self.mode {
             Mode::Text => {
+                let blocks = family.blocks.len();
                 let mut markers: Vec<&str> = family.blocks.to_vec();
-                markers.push(family.invoke);
+                markers.extend([family.invoke, THINK_OPEN, THINK_CLOSE]);
                 markers.extend(family.text.iter().map(|(m, _)| *m));
                 match self.find(&markers) {
-                    Ok((at, i)) if i > family.blocks.len() => {
-                        out.push_str(&self.pending[..at]);
-                        self.pending.drain(..at + markers[i].len());
-                        out.push_str(family.text[i - family.blocks.len() - 1].1);
-                        true
-                    }
                     Ok((at, i)) => {
+                        let marker = markers[i];
+                        // a block or an invoke in reasoning, or an invoke outside its family's
+                        // block, is the model writing about calls: text
+                        let as_text = (self.in_reasoning && i <= blocks)
+                            || (i == blocks && blocks > 0 && !self.in_block);
+                        if as_text || i > blocks {
+                            out.push_str(&self.pending[..at]);
+                            self.pending.drain(..at + marker.len());
+                            let becomes = if as_text || i <= blocks + 2 {
+                                marker
+                            } else {
+                                family.text[i - blocks - 3].1
+                            };
+                            self.follow_reasoning(becomes);
+                            out.push_str(becomes);
+                            return true;
+                        }
                         // text before a block's opening is content; newlines around tags are not
                         let before: String = self.pending.drain(..at).collect();
                         let before = if before.trim().is_empty() {
                             ""
-                        } else if i % 2 == 1 && i < family.blocks.len() {
+                        } else if i % 2 == 1 && i < blocks {
                             before.as_str()
                         } else {
                             before.trim_end()
                         };
                         out.push_str(before);
-                        self.pending.drain(..markers[i].len());
-                        if i == family.blocks.len() {
+                        self.pending.drain(..marker.len());
+                        if i < blocks {
+                            self.in_block = i % 2 == 0;
+                        } else {
                             self.mode = Mode::Header { raw: String::new() };
                         }
                         true

@@ -14,7 +14,7 @@
 //! Python's.
 
 use super::super::template::ToolFormat;
-use super::{Mode, NativeRewriter};
+use super::{Mode, NativeRewriter, json_call_open};
 use serde_json::{Map, Value};
 
 /// How a family writes its calls.
@@ -126,6 +126,26 @@ impl NativeRewriter {
     }
 }
 
+/// What a block cut by the end of the output becomes: its first call left open when its
+/// name was written (the parser reports the call cut), else the text as written.
+pub(super) fn cut_block(format: ToolFormat, body: &str) -> String {
+    let Some(family) = family(format) else {
+        return body.to_owned();
+    };
+    let trimmed = body.trim_start();
+    let head = match family.syntax {
+        Syntax::Gemma => trimmed
+            .strip_prefix("call:")
+            .and_then(|r| r.split_once('{')),
+        Syntax::Python => trimmed.strip_prefix('[').and_then(|r| r.split_once('(')),
+    };
+    match head.map(|(name, _)| name.trim()) {
+        // its arguments opened, so the parser has started the call
+        Some(name) if super::super::valid_name(name) => json_call_open(name) + "{",
+        _ => format!("{}{body}", family.open),
+    }
+}
+
 /// The calls (name, arguments object) a block holds, or None when it is not calls.
 fn calls(body: &str, syntax: Syntax) -> Option<Vec<(String, Value)>> {
     let mut reader = Reader {
@@ -225,7 +245,7 @@ impl<'a> Reader<'a> {
             ));
         }
         match rest.chars().next()? {
-            '"' => self.quoted('"').map(Value::from),
+            '"' => self.json_string().map(Value::from),
             '\'' if self.syntax == Syntax::Python => self.quoted('\'').map(Value::from),
             '{' => self.object(),
             '[' | '(' => self.array(),
@@ -233,7 +253,29 @@ impl<'a> Reader<'a> {
         }
     }
 
-    /// A string between `quote`s, with backslash escapes.
+    /// A JSON string (what a grammar writes), read by serde_json: every escape, surrogate
+    /// pairs included.
+    fn json_string(&mut self) -> Option<String> {
+        let rest = self.rest();
+        let mut escaped = false;
+        let end = rest.char_indices().skip(1).find_map(|(i, c)| match c {
+            _ if escaped => {
+                escaped = false;
+                None
+            }
+            '\\' => {
+                escaped = true;
+                None
+            }
+            '"' => Some(i),
+            _ => None,
+        })?;
+        let text = serde_json::from_str(&rest[..=end]).ok()?;
+        self.at += end + 1;
+        Some(text)
+    }
+
+    /// A Python string between `quote`s, with backslash escapes.
     fn quoted(&mut self, quote: char) -> Option<String> {
         let mut out = String::new();
         let mut chars = self.rest().char_indices().skip(1);
@@ -249,6 +291,8 @@ impl<'a> Reader<'a> {
                         'n' => out.push('\n'),
                         't' => out.push('\t'),
                         'r' => out.push('\r'),
+                        'b' => out.push('\u{8}'),
+                        'f' => out.push('\u{c}'),
                         'u' => {
                             let hex: String = (0..4)
                                 .filter_map(|_| chars.next())
@@ -353,6 +397,14 @@ mod tests {
         assert_eq!(
             calls("call:f{\"x\": \"y\"}", Syntax::Gemma),
             Some(vec![("f".to_owned(), json!({"x": "y"}))])
+        );
+        // every JSON escape, an emoji as a surrogate pair too
+        assert_eq!(
+            calls("call:f{\"x\": \"a\\bb\\f\\ud83d\\ude00\"}", Syntax::Gemma),
+            Some(vec![(
+                "f".to_owned(),
+                json!({"x": "a\u{8}b\u{c}\u{1F600}"})
+            )])
         );
         assert_eq!(calls("call:f{x:<|\"|>open", Syntax::Gemma), None);
         assert_eq!(calls("not a call", Syntax::Gemma), None);

@@ -156,22 +156,33 @@ impl NativeRewriter {
                 }
                 None => false,
             },
-            Mode::Name { .. } => match self.find(&[family.separator]) {
-                Ok((at, _)) => {
-                    let mut header: String = self.pending.drain(..at).collect();
-                    self.pending.drain(..family.separator.len());
-                    if let Mode::Name { raw } = &self.mode {
-                        header.insert_str(0, raw);
+            Mode::Name { .. } => {
+                let mut markers = vec![family.separator];
+                markers.extend(family.call_end);
+                match self.find(&markers) {
+                    Ok((at, i)) => {
+                        let mut header: String = self.pending.drain(..at).collect();
+                        self.pending.drain(..markers[i].len());
+                        if let Mode::Name { raw } = &self.mode {
+                            header.insert_str(0, raw);
+                        }
+                        out.push_str(&json_call_open(&name_of(&header, family.name_after)));
+                        if i == 0 {
+                            self.mode = Mode::Args {
+                                body: String::new(),
+                            };
+                        } else {
+                            // the call ended before its arguments began: it has none
+                            out.push_str("{}");
+                            out.push_str(JSON_CALL_CLOSE);
+                            self.mode = Mode::Text;
+                        }
+                        true
                     }
-                    out.push_str(&json_call_open(&name_of(&header, family.name_after)));
-                    self.mode = Mode::Args {
-                        body: String::new(),
-                    };
-                    true
+                    // the marker may still be arriving: wait for it with the text whole
+                    Err(_) => false,
                 }
-                // the marker may still be arriving: wait for it with the text whole
-                Err(_) => false,
-            },
+            }
             Mode::Args { .. } => match self.find(family.call_end) {
                 Ok((at, i)) => {
                     let args: String = self.pending.drain(..at).collect();

@@ -253,8 +253,22 @@ fn literal_families_give_their_calls_when_the_block_closes_and_a_cut_block_is_re
         );
         assert!(p.ending.all_calls_closed(), "{format:?}: {p:?}");
     }
-    let p = parse(ToolFormat::Lfm2, "<|tool_call_start|>[get_weather(city='Pa");
-    assert!(p.ending.cut_call && p.calls.is_empty(), "{p:?}");
+    // a block cut after its call's name: the call is reported cut, nothing reaches content
+    // (regression: a bare `<tool_call>` was left as content)
+    for (format, text) in [
+        (
+            ToolFormat::Lfm2,
+            "Sure.<|tool_call_start|>[get_weather(city='Pa",
+        ),
+        (
+            ToolFormat::Gemma4,
+            "Sure.<|tool_call>call:get_weather{city:<|\"|>Pa",
+        ),
+    ] {
+        let p = parse(format, text);
+        assert!(p.ending.cut_call, "{format:?}: {p:?}");
+        assert_eq!(p.content, "Sure.", "{format:?}: {p:?}");
+    }
     // a block that holds no call is the text the model wrote
     let p = parse(
         ToolFormat::Lfm2,
@@ -262,4 +276,61 @@ fn literal_families_give_their_calls_when_the_block_closes_and_a_cut_block_is_re
     );
     assert!(p.calls.is_empty(), "{p:?}");
     assert_eq!(p.content, "<|tool_call_start|>no call<|tool_call_end|>");
+}
+
+#[test]
+fn a_call_tag_the_model_writes_about_in_its_reasoning_or_outside_a_block_stays_text() {
+    // regression: the invoke opened a call and everything after it was dropped
+    let p = parse(
+        ToolFormat::MiniMaxM2,
+        "<think>I will call <invoke name=\"get_weather\"> next.</think>\n\nIt is sunny.",
+    );
+    assert_eq!(
+        (p.reasoning.as_str(), p.content.trim()),
+        (
+            "I will call <invoke name=\"get_weather\"> next.",
+            "It is sunny."
+        ),
+        "{p:?}"
+    );
+    assert!(p.calls.is_empty(), "{p:?}");
+    // Glimmer's invoke outside its block is prose
+    let p = parse(
+        ToolFormat::Glimmer,
+        "Write <atem:invoke name=\"f\"> inside a block.",
+    );
+    assert_eq!(p.content, "Write <atem:invoke name=\"f\"> inside a block.");
+    assert!(p.calls.is_empty(), "{p:?}");
+    // MiniCPM5 (no block) and functionary, in reasoning the prompt opened
+    for (format, text) in [
+        (
+            ToolFormat::MiniCpm5,
+            "maybe <function name=\"f\"><param name=\"x\">1</param></function></think>Done.",
+        ),
+        (
+            ToolFormat::Functionary,
+            "maybe <function=f>{\"x\": 1}</function></think>Done.",
+        ),
+    ] {
+        let mut opened = options(format);
+        opened.starts_in_reasoning = true;
+        let p = parse_with(opened, &[text]);
+        assert!(p.calls.is_empty(), "{format:?}: {p:?}");
+        assert!(
+            p.reasoning.starts_with("maybe <function"),
+            "{format:?}: {p:?}"
+        );
+        assert_eq!(p.content, "Done.", "{format:?}: {p:?}");
+    }
+}
+
+#[test]
+fn a_named_call_that_ends_before_its_arguments_has_none() {
+    // regression: DeepSeek R1's rewriter waited for a JSON fence that never came
+    let p = parse(
+        ToolFormat::DeepSeekR1,
+        "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>ping<｜tool▁call▁end｜><｜tool▁calls▁end｜>After.",
+    );
+    assert_eq!(call(&p, 0), ("ping", &json!({})));
+    assert_eq!(p.content, "After.");
 }
