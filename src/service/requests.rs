@@ -108,6 +108,8 @@ pub fn request_rows(
             aging: p.effective_priority - i64::from(p.priority),
             waited_secs: p.parked_secs,
             generated_tokens: p.generated_tokens,
+            // what it holds, kept while parked (regression: shown as 0)
+            read_tokens: p.read_tokens,
             ..row(p.request_id, RequestStatus::Parked)
         });
     }

@@ -57,6 +57,7 @@ fn parked(request: u64, cause: ParkCause, parked_for: Option<u64>) -> ParkedView
         priority: 0,
         effective_priority: 0,
         generated_tokens: 40,
+        read_tokens: 300,
         parked_secs: 1.5,
         pauses: 1,
         kind: ParkKind::Decode,
@@ -245,4 +246,19 @@ fn client_ids_follow_the_route_and_user_agents_give_their_product() {
     );
     assert_eq!(user_agent_product("OpenAI/Python 1.99.1"), "OpenAI");
     assert_eq!(user_agent_product(""), "");
+}
+
+#[test]
+fn a_parked_request_shows_the_prompt_it_read_and_holds_not_zero() {
+    let mut s = ready(true, 1);
+    let mut read = parked(7, ParkCause::GaveWayShorterLeft, Some(8));
+    read.kind = ParkKind::Read;
+    read.read_tokens = 120;
+    s.parked = vec![parked(6, ParkCause::Paused, Some(8)), read];
+    let rows = request_rows(&s, facts);
+    let progress: Vec<(u32, u32, u32)> = rows
+        .iter()
+        .map(|r| (r.prompt_tokens, r.read_tokens, r.generated_tokens))
+        .collect();
+    assert_eq!(progress, [(300, 300, 40), (300, 120, 40)]);
 }

@@ -184,6 +184,9 @@ pub struct ParkedView {
     pub priority: i32,
     pub effective_priority: i64,
     pub generated_tokens: u32,
+    /// Prompt tokens read before it was parked, all kept (the whole prompt for a paused
+    /// stream, where its read had got to for a read that gave way).
+    pub read_tokens: u32,
     pub parked_secs: f64,
     /// Times this request was paused (R7).
     pub pauses: u32,
@@ -344,6 +347,10 @@ impl Scheduler {
                         .idle_since
                         .map_or(0.0, |t| now.saturating_sub(t).as_secs_f64()),
                     generated_tokens: r.generated(),
+                    read_tokens: match kind {
+                        ParkedKind::Read { read_to } => read_to.min(r.prompt_len()),
+                        ParkedKind::Decode => r.prompt_len(),
+                    },
                     pauses: r.pauses,
                     seq: r.phase.own_seq(),
                     cause: r.parked_because.map(|(cause, _)| cause),
