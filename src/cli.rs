@@ -40,6 +40,11 @@ pub struct ServeArgs {
     /// Port to bind [default: 8080].
     #[arg(long)]
     pub port: Option<u16>,
+    /// An API key clients must present (added to the file's `api_keys`), so `--host 0.0.0.0`
+    /// (WSL2 in NAT mode, another machine) needs no config file; also read from the
+    /// environment variable STRATA_API_KEY [default: none].
+    #[arg(long, value_name = "KEY")]
+    pub api_key: Option<String>,
     /// Slots decoding together [default: 1].
     #[arg(long)]
     pub parallel: Option<u32>,
@@ -126,6 +131,12 @@ impl ServeArgs {
             engine: self.engine,
             host: self.host,
             port: self.port,
+            // the flag first, else the environment (so a key need not sit in shell history)
+            api_key: self.api_key.clone().or_else(|| {
+                std::env::var("STRATA_API_KEY")
+                    .ok()
+                    .filter(|key| !key.is_empty())
+            }),
             parallel: self.parallel,
             kv_sequences: self.kv_sequences,
             max_output_tokens_default: self.max_output_tokens_default,

@@ -352,7 +352,8 @@ pub enum ConfigError {
         value: u32,
     },
     #[error(
-        "binding {host} (not loopback) requires `api_keys`: anyone who reaches the port could use the engine"
+        "binding {host} (not loopback) requires an API key: anyone who reaches the port could use the engine; \
+         give one with `--api-key KEY`, the environment variable STRATA_API_KEY, or `api_keys` in the config file"
     )]
     ExposedWithoutKeys { host: IpAddr },
     #[error(transparent)]
@@ -366,6 +367,8 @@ pub struct Overrides {
     pub engine: Option<EngineKind>,
     pub host: Option<IpAddr>,
     pub port: Option<u16>,
+    /// `--api-key` or `STRATA_API_KEY`: one more key in `api_keys`.
+    pub api_key: Option<String>,
     pub parallel: Option<u32>,
     pub kv_sequences: Option<u32>,
     pub max_output_tokens_default: Option<u32>,
@@ -418,6 +421,11 @@ impl Config {
         }
         a.engine = o.engine.unwrap_or(a.engine);
         a.host = o.host.unwrap_or(a.host);
+        if let Some(key) = &o.api_key
+            && !a.api_keys.iter().any(|k| k.key() == key)
+        {
+            a.api_keys.push(ApiKeyEntry::Plain(key.clone()));
+        }
         a.port = o.port.unwrap_or(a.port);
         a.parallel = o.parallel.unwrap_or(a.parallel);
         a.kv_sequences = o.kv_sequences.unwrap_or(a.kv_sequences);

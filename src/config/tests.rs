@@ -179,6 +179,40 @@ fn binding_beyond_loopback_without_api_keys_is_refused() {
 }
 
 #[test]
+fn a_key_on_the_command_line_lets_the_server_bind_beyond_loopback() {
+    let exposed = |api_key: &str| {
+        Config::load(
+            Some(&write("{}")),
+            &Overrides {
+                host: Some(IpAddr::from([0, 0, 0, 0])),
+                api_key: Some(api_key.into()),
+                ..Overrides::default()
+            },
+        )
+    };
+    let config = exposed("a-long-enough-key").unwrap();
+    let keys: Vec<&str> = config.app.api_keys.iter().map(|k| k.key()).collect();
+    assert_eq!(keys, ["a-long-enough-key"]);
+    // the same rules as a key in the file
+    let err = exposed("short").unwrap_err().to_string();
+    assert!(err.contains("api_keys"), "{err}");
+    // without one, the refusal says how to give one
+    let err = Config::load(
+        Some(&write("{}")),
+        &Overrides {
+            host: Some(IpAddr::from([0, 0, 0, 0])),
+            ..Overrides::default()
+        },
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(
+        err.contains("--api-key") && err.contains("STRATA_API_KEY"),
+        "{err}"
+    );
+}
+
+#[test]
 fn a_windows_path_with_single_backslashes_says_to_double_them_or_use_slashes() {
     let path = write(r#"{"model": "C:\models\coder.gguf"}"#);
     let error = Config::load(Some(&path), &Overrides::default())

@@ -65,14 +65,7 @@ fn sigterm_stops_the_headless_server_and_its_worker_and_exits_zero() {
         .stderr(std::process::Stdio::piped())
         .spawn()
         .unwrap();
-    let started = std::time::Instant::now();
-    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-        assert!(
-            started.elapsed() < std::time::Duration::from_secs(20),
-            "never listened"
-        );
-        std::thread::sleep(std::time::Duration::from_millis(50));
-    }
+    wait_listening(port);
     std::thread::sleep(std::time::Duration::from_millis(500)); // the worker is up
     let out = Command::new("pgrep")
         .args(["-P", &server.id().to_string()])
@@ -186,4 +179,64 @@ async fn headless_prints_a_ready_line_and_a_line_for_a_prompt_too_long() {
     );
     let _ = Command::new("kill").arg(server.id().to_string()).status();
     let _ = server.wait();
+}
+
+/// WSL2 in NAT mode reaches the server from outside loopback: `--host 0.0.0.0` with a key from
+/// the environment needs no config file, and the key is asked for.
+#[tokio::test]
+async fn a_key_from_the_environment_lets_the_headless_server_listen_beyond_loopback() {
+    let port = {
+        let probe = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        probe.local_addr().unwrap().port()
+    };
+    let config = tempfile::NamedTempFile::new().unwrap();
+    std::fs::write(config.path(), "{}").unwrap();
+    let args = |command: &mut Command| {
+        command
+            .args(["--headless", "--engine", "sim", "--host", "0.0.0.0"])
+            .args(["--port", &port.to_string()])
+            .arg("--config")
+            .arg(config.path())
+            .stderr(std::process::Stdio::piped());
+    };
+    let mut refused = Command::new(worker_exe());
+    args(&mut refused);
+    let output = refused.env_remove("STRATA_API_KEY").output().unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        !output.status.success() && stderr.contains("STRATA_API_KEY"),
+        "{stderr}"
+    );
+    let mut command = Command::new(worker_exe());
+    args(&mut command);
+    let mut server = command
+        .env("STRATA_API_KEY", "wsl-key-123456")
+        .spawn()
+        .unwrap();
+    wait_listening(port);
+    let url = format!("http://127.0.0.1:{port}/v1/models");
+    let client = reqwest::Client::new();
+    let without = client.get(&url).send().await.unwrap().status();
+    let with = client
+        .get(&url)
+        .bearer_auth("wsl-key-123456")
+        .send()
+        .await
+        .unwrap()
+        .status();
+    let _ = server.kill();
+    let _ = server.wait();
+    assert_eq!((without.as_u16(), with.as_u16()), (401, 200));
+}
+
+/// Waits until the server listens on `port` (at most 20 s).
+fn wait_listening(port: u16) {
+    let started = std::time::Instant::now();
+    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(20),
+            "never listened"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
 }

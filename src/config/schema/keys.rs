@@ -128,7 +128,7 @@ pub const KEYS: &[Key] = &[
         "api_keys",
         App,
         Restart,
-        None,
+        Some("--api-key"),
         None,
         "strings, or `{\"key\": \"...\", \"name\": \"codex\", \"priority\": N, \
          \"max_priority\": M, \"admin\": false}` (all but `key` optional: `name` is shown in \
