@@ -6,7 +6,9 @@
 
 use crate::chat::Segment;
 use crate::ids::TokenId;
-use crate::protocol::sim_vocab::{EOG as FAKE_EOG, TURN as FAKE_TURN};
+use crate::protocol::sim_vocab::{
+    EOG as FAKE_EOG, FIM_MID, FIM_PRE, FIM_REP, FIM_SEP, FIM_SUF, SPECIAL as SIM_SPECIAL,
+};
 use llama_cpp_2::llama_backend::LlamaBackend;
 use llama_cpp_2::model::LlamaModel;
 use llama_cpp_2::model::params::LlamaModelParams;
@@ -33,6 +35,17 @@ pub(crate) fn backend() -> Result<&'static LlamaBackend, TokenizerError> {
         })
         .as_ref()
         .map_err(|e| TokenizerError::Backend(e.clone()))
+}
+
+/// A model's fill-in-the-middle tokens: prefix, suffix and middle always; the repository and
+/// file-separator tokens of the repository-level form when it has them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FimTokens {
+    pub prefix: TokenId,
+    pub suffix: TokenId,
+    pub middle: TokenId,
+    pub repo: Option<TokenId>,
+    pub file_sep: Option<TokenId>,
 }
 
 /// A GGUF's vocabulary, or the simulated engine's byte vocabulary.
@@ -98,12 +111,10 @@ impl Tokenizer {
                 Segment::Text(text) => tokens.extend(self.tokenize_text(text)),
             }
         }
-        if let Some(model) = &self.model {
-            let vocab = model.vocab();
-            let bos = vocab.bos().0;
-            if vocab.should_add_bos() && bos >= 0 && tokens.first() != Some(&bos) {
-                tokens.insert(0, bos);
-            }
+        if let Some(bos) = self.bos_to_add()
+            && tokens.first() != Some(&bos)
+        {
+            tokens.insert(0, bos);
         }
         tokens
     }
@@ -140,6 +151,38 @@ impl Tokenizer {
             Some(model) => model.vocab().is_eog(LlamaToken(token)),
             None => token == FAKE_EOG,
         }
+    }
+
+    /// The model's fill-in-the-middle tokens, from its vocabulary (llama.cpp finds them by
+    /// the GGUF's ids or by their names in every family: `<|fim_prefix|>`, `<fim-prefix>`,
+    /// `<PRE>`, ...); `None` when it lacks the prefix, suffix or middle token. The simulated
+    /// vocabulary has all five.
+    pub fn fim(&self) -> Option<FimTokens> {
+        let Some(model) = &self.model else {
+            return Some(FimTokens {
+                prefix: FIM_PRE,
+                suffix: FIM_SUF,
+                middle: FIM_MID,
+                repo: Some(FIM_REP),
+                file_sep: Some(FIM_SEP),
+            });
+        };
+        let vocab = model.vocab();
+        let known = |t: LlamaToken| (t.0 >= 0).then_some(t.0);
+        Some(FimTokens {
+            prefix: known(vocab.fim_pre())?,
+            suffix: known(vocab.fim_suf())?,
+            middle: known(vocab.fim_mid())?,
+            repo: known(vocab.fim_rep()),
+            file_sep: known(vocab.fim_sep()),
+        })
+    }
+
+    /// The BOS token when the model asks for one at the start of a prompt.
+    pub fn bos_to_add(&self) -> Option<TokenId> {
+        let vocab = self.model.as_ref()?.vocab();
+        let bos = vocab.bos().0;
+        (vocab.should_add_bos() && bos >= 0).then_some(bos)
     }
 
     /// The context the model was trained for, from its header's `{arch}.context_length`
@@ -191,22 +234,25 @@ impl Tokenizer {
     }
 }
 
-/// Bytes, with ChatML's markers as the simulated engine's control tokens when they are markup.
+/// Bytes, with the simulated engine's special tokens (ChatML's markers, the fill-in-the-middle
+/// tokens) by their names when the text is markup.
 fn simulated_tokens(text: &str, parse_special: bool) -> Vec<TokenId> {
-    let bytes = |s: &str| s.bytes().map(TokenId::from).collect::<Vec<_>>();
-    if !parse_special {
-        return bytes(text);
-    }
-    let mut tokens = Vec::new();
-    for (i, part) in text.split("<|im_start|>").enumerate() {
-        if i > 0 {
-            tokens.push(FAKE_TURN);
-        }
-        for (j, piece) in part.split("<|im_end|>").enumerate() {
-            if j > 0 {
-                tokens.push(FAKE_EOG);
+    let mut tokens = Vec::with_capacity(text.len());
+    let mut rest = text;
+    while !rest.is_empty() {
+        let special = parse_special
+            .then(|| SIM_SPECIAL.iter().find(|(_, name)| rest.starts_with(name)))
+            .flatten();
+        match special {
+            Some((token, name)) => {
+                tokens.push(*token);
+                rest = &rest[name.len()..];
             }
-            tokens.extend(bytes(piece));
+            None => {
+                let next = rest.chars().next().map_or(1, char::len_utf8);
+                tokens.extend(rest[..next].bytes().map(TokenId::from));
+                rest = &rest[next..];
+            }
         }
     }
     tokens

@@ -1,4 +1,4 @@
-//! The three APIs' dialects: what each calls the fields they share and the shape of the
+//! The APIs' dialects: what each calls the fields they share and the shape of the
 //! errors its clients read. Each API owns its dialect; the guards, the one validation step and
 //! the routes answer in it.
 
@@ -16,6 +16,11 @@ pub enum Dialect {
     Responses,
     /// Anthropic Messages.
     Messages,
+    /// OpenAI's legacy completions (`/v1/completions`, with a `suffix` a fill-in-the-middle
+    /// request; also `/v1/fim/completions`, Mistral's and DeepSeek's name for it).
+    Completions,
+    /// llama.cpp's `/infill`.
+    Infill,
 }
 
 impl Dialect {
@@ -25,6 +30,10 @@ impl Dialect {
             Self::Messages
         } else if path.starts_with("/v1/responses") {
             Self::Responses
+        } else if path.starts_with("/v1/completions") || path.starts_with("/v1/fim/") {
+            Self::Completions
+        } else if path.starts_with("/infill") {
+            Self::Infill
         } else {
             Self::Chat
         }
@@ -35,6 +44,8 @@ impl Dialect {
         match self {
             Self::Responses => "input",
             Self::Chat | Self::Messages => "messages",
+            Self::Completions => "prompt",
+            Self::Infill => "input_prefix",
         }
     }
 
@@ -42,7 +53,8 @@ impl Dialect {
     pub fn max_tokens_field(self) -> &'static str {
         match self {
             Self::Responses => "max_output_tokens",
-            Self::Chat | Self::Messages => "max_tokens",
+            Self::Chat | Self::Messages | Self::Completions => "max_tokens",
+            Self::Infill => "n_predict",
         }
     }
 
@@ -50,7 +62,7 @@ impl Dialect {
     pub fn stop_field(self) -> &'static str {
         match self {
             Self::Messages => "stop_sequences",
-            Self::Chat | Self::Responses => "stop",
+            Self::Chat | Self::Responses | Self::Completions | Self::Infill => "stop",
         }
     }
 
@@ -58,7 +70,7 @@ impl Dialect {
     pub fn temperature_max(self) -> f32 {
         match self {
             Self::Messages => 1.0,
-            Self::Chat | Self::Responses => 2.0,
+            Self::Chat | Self::Responses | Self::Completions | Self::Infill => 2.0,
         }
     }
 
@@ -67,7 +79,7 @@ impl Dialect {
     /// `text.format`).
     pub fn rename(self, error: ApiError) -> ApiError {
         let renames: &[(&str, &str)] = match self {
-            Self::Chat => return error,
+            Self::Chat | Self::Completions | Self::Infill => return error,
             // a function tool's fields sit on the tool itself
             Self::Responses => &[
                 ("response_format", "text.format"),
@@ -100,7 +112,10 @@ impl Dialect {
     pub fn error_response(self, error: ApiError) -> Response {
         match self {
             Self::Messages => anthropic_error(error),
-            Self::Chat | Self::Responses => error.into_response(),
+            // llama.cpp's errors have OpenAI's shape too
+            Self::Chat | Self::Responses | Self::Completions | Self::Infill => {
+                error.into_response()
+            }
         }
     }
 }

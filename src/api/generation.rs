@@ -64,15 +64,19 @@ impl Started {
 }
 
 /// The priority from the first source that gives one: body, `x-priority`, the API key's
-/// default (SCHEDULING.md); clamped and put in scheduler order.
+/// default, the route's default (`fim_priority` for an autocomplete) (SCHEDULING.md); clamped
+/// and put in scheduler order. Given by any of them, the small-request boost does not apply.
 pub fn priority_of(
     state: &ApiState,
     headers: &HeaderMap,
     body: Option<i64>,
+    route_default: Option<i64>,
 ) -> Result<(i32, bool), ApiError> {
     let raw = match body {
         Some(p) => Some(p),
-        None => header_priority(headers)?.or_else(|| state.key_priority(headers)),
+        None => header_priority(headers)?
+            .or_else(|| state.key_priority(headers))
+            .or(route_default),
     };
     Ok((state.capped_priority(headers, raw), raw.is_some()))
 }
@@ -82,6 +86,22 @@ pub fn priority_of(
 pub struct Prepared {
     generation: Generation,
     prompt: crate::api::Prompt,
+    /// An autocomplete (a completion or an infill): plain text out, `fim_priority` by default.
+    autocomplete: bool,
+}
+
+impl Prepared {
+    /// An autocomplete's generation with its prompt as tokens (no template, no tools).
+    pub fn autocomplete(generation: Generation, tokens: Vec<crate::ids::TokenId>) -> Self {
+        Self {
+            generation,
+            prompt: crate::api::Prompt {
+                tokens,
+                starts_in_reasoning: false,
+            },
+            autocomplete: true,
+        }
+    }
 }
 
 /// Tokenizes the prompt with its tools (CPU work: call it inside [`super::Limits::prepare`]).
@@ -90,7 +110,11 @@ pub fn tokenize(state: &ApiState, mut generation: Generation) -> Result<Prepared
     let prompt = state
         .prompts()
         .tokenize(&messages, &generation.output.tools)?;
-    Ok(Prepared { generation, prompt })
+    Ok(Prepared {
+        generation,
+        prompt,
+        autocomplete: false,
+    })
 }
 
 /// The output's grammar, built on a preparation place (or taken from the model's cache);
@@ -159,8 +183,14 @@ pub async fn submit(
     route: Route,
     id_prefix: &str,
 ) -> Result<Started, ApiError> {
-    let Prepared { generation, prompt } = prepared;
-    let (priority, priority_given) = priority_of(state, headers, generation.priority)?;
+    let Prepared {
+        generation,
+        prompt,
+        autocomplete,
+    } = prepared;
+    let route_default = autocomplete.then_some(state.app.fim_priority);
+    let (priority, priority_given) =
+        priority_of(state, headers, generation.priority, route_default)?;
     let context_tokens = state.service().context_tokens() as usize;
     // a prompt the context cannot take is refused by the scheduler (and logged there) without
     // its grammar ever being built
@@ -199,14 +229,19 @@ pub async fn submit(
     let id = stream.id;
     let owner = auth::presented_entry(&state.app, headers).map(|(index, _)| index);
     let owned = owner.map(|key| state.owners.record(id, key));
-    let parser = OutputParser::new(
-        ParserOptions {
-            tools: output.parse_calls,
-            starts_in_reasoning: prompt.starts_in_reasoning,
-            format: state.prompts().tool_format(),
-        },
-        &format!("{id_prefix}{}{}_", boot_nonce(), id.0),
-    );
+    let call_ids = format!("{id_prefix}{}{}_", boot_nonce(), id.0);
+    let parser = if autocomplete {
+        OutputParser::plain(&call_ids)
+    } else {
+        OutputParser::new(
+            ParserOptions {
+                tools: output.parse_calls,
+                starts_in_reasoning: prompt.starts_in_reasoning,
+                format: state.prompts().tool_format(),
+            },
+            &call_ids,
+        )
+    };
     Ok(Started {
         id,
         prompt_tokens,

@@ -1,5 +1,5 @@
 //! The HTTP API (axum): OpenAI Chat Completions and Responses, Anthropic Messages, models,
-//! health; the scheduler's snapshot, its event stream and Prometheus metrics (`observe`);
+//! health; an editor's autocomplete (`completions`, llama.cpp's `infill`, both on `fim`); the scheduler's snapshot, its event stream and Prometheus metrics (`observe`);
 //! control routes (`admin`). One request pipeline: each API only translates its body into a
 //! draft (`chat`, `responses`, `anthropic`), one step checks it (`validate`), and generation
 //! (`generation`) tokenizes, submits and streams it back through the API's writer. Each API's
@@ -13,10 +13,13 @@ mod auth;
 mod body;
 mod browser;
 mod chat;
+mod completions;
 mod dialect;
 mod error;
+mod fim;
 mod generation;
 mod grammars;
+mod infill;
 mod limits;
 mod observe;
 mod omitted;
@@ -170,6 +173,9 @@ pub fn router(state: ApiState) -> Router {
         .route("/v1/responses", post(responses::responses))
         .route("/v1/messages", post(anthropic::messages))
         .route("/v1/messages/count_tokens", post(anthropic::count_tokens))
+        .route("/v1/completions", post(completions::completions))
+        .route("/v1/fim/completions", post(completions::completions))
+        .route("/infill", post(infill::infill))
         .route("/", get(root))
         .route("/v1/models", get(models))
         .route("/v1/scheduler", get(observe::scheduler))

@@ -118,15 +118,17 @@ fn at_body_places(error: ApiError, paths: &[String]) -> ApiError {
 fn checked(draft: Draft, state: &ApiState) -> Result<Generation, ApiError> {
     let dialect = draft.dialect;
     let messages_field = dialect.messages_field();
-    // Chat Completions takes any message; the others need one that is not the system prompt
+    // Chat Completions takes any message; the others need one that is not the system prompt;
+    // a completion or an infill has text, not messages (its front end checks it)
     let has_conversation = match dialect {
         Dialect::Chat => !draft.messages.is_empty(),
         Dialect::Responses | Dialect::Messages => draft.messages.iter().any(|m| m.role != "system"),
+        Dialect::Completions | Dialect::Infill => true,
     };
     if !has_conversation {
         let message = match dialect {
             Dialect::Responses => format!("`{messages_field}` has no message"),
-            Dialect::Chat | Dialect::Messages => format!("`{messages_field}` must not be empty"),
+            _ => format!("`{messages_field}` must not be empty"),
         };
         return Err(ApiError::bad(message, Some(messages_field)));
     }

@@ -147,6 +147,21 @@ impl OutputParser {
         }
     }
 
+    /// A parser for plain text (a completion or an infill): no reasoning block, no calls;
+    /// only control tokens are dropped.
+    pub fn plain(id_prefix: &str) -> Self {
+        let mut parser = Self::new(
+            ParserOptions {
+                tools: false,
+                starts_in_reasoning: false,
+                format: super::ToolFormat::Other,
+            },
+            id_prefix,
+        );
+        parser.state = State::Text;
+        parser
+    }
+
     pub fn push(&mut self, text: &str) -> Vec<Piece> {
         let mut text = self.control.push(text);
         if let Some(native) = &mut self.native {

@@ -212,6 +212,10 @@ impl ApiKeyEntry {
 }
 
 /// The app's keys of the config file (the scheduler's keys sit beside them, flat).
+/// `fim_priority`'s default: an autocomplete goes before chat (0) and before a chat request's
+/// small-request boost (+1), and leaves room above it for what the user ranks higher.
+pub const DEFAULT_FIM_PRIORITY: i64 = 5;
+
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct AppSettings {
@@ -263,6 +267,8 @@ pub struct AppSettings {
     pub body_read_timeout_secs: u32,
     /// Clients of `/v1/scheduler/events` at once; one more gets a 429 `server_busy`.
     pub event_subscribers_max: u32,
+    /// The priority of an autocomplete request (completions, infill) that names none.
+    pub fim_priority: i64,
     /// The tool-call format family; `auto` takes the chat template's.
     pub tool_call_format: ToolCallFormat,
     /// Host header values accepted besides the bound address and localhost (DNS rebinding).
@@ -307,6 +313,7 @@ impl Default for AppSettings {
             header_read_timeout_secs: 30,
             body_read_timeout_secs: 60,
             event_subscribers_max: 32,
+            fim_priority: DEFAULT_FIM_PRIORITY,
             tool_call_format: ToolCallFormat::Auto,
             allowed_hosts: Vec::new(),
             cors_origins: Vec::new(),

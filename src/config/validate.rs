@@ -56,6 +56,12 @@ impl Config {
             a.grammar_ms_per_token.to_string(),
         )?;
         bound(
+            "fim_priority",
+            (-1_000_000..=1_000_000).contains(&a.fim_priority),
+            "between -1000000 and 1000000",
+            a.fim_priority.to_string(),
+        )?;
+        bound(
             "body_limit_mib",
             (1..=1024).contains(&a.body_limit_mib),
             "between 1 and 1024",

@@ -1,9 +1,10 @@
 //! The simulated engine: the same protocol as the real one, with no model.
 //!
 //! Its vocabulary is bytes: token `b` (0..=255) is the byte `b`, [`FAKE_EOG`] ends a generation
-//! and [`FAKE_TURN`] starts a turn. Its "KV cache" is the token list of each sequence, and the
-//! next token is a function of that whole list and the request's sampler state, so a pause,
-//! park or give-way that lost or changed a token would change the output, as on a real engine.
+//! and [`FAKE_TURN`] starts a turn; five more are the fill-in-the-middle tokens. Its "KV cache"
+//! is the token list of each sequence, and the next token is a function of that whole list and
+//! the request's sampler state, so a pause, park or give-way that lost or changed a token would
+//! change the output, as on a real engine.
 //! A script can make outputs whose prompt contains a string be a given text (tool calls, say).
 //! Prompt reading and decoding take simulated time; faults can be injected by step number.
 //! Every UI labels it as simulated (`Handshake::simulated`).
@@ -16,7 +17,37 @@ use serde::Deserialize;
 use std::collections::HashMap;
 use std::time::Duration;
 
-use crate::protocol::sim_vocab::{EOG as FAKE_EOG, TURN as FAKE_TURN, VOCAB as FAKE_VOCAB};
+use crate::protocol::sim_vocab::{
+    EOG as FAKE_EOG, FIM_MID, FIM_PRE, FIM_REP, FIM_SEP, FIM_SUF, TURN as FAKE_TURN,
+    VOCAB as FAKE_VOCAB,
+};
+
+/// How a script's `prompt_contains` names the fill-in-the-middle tokens: unlike their
+/// vocabulary names, text a client sends cannot be taken for them.
+const SCRIPT_NAMES: &[(TokenId, &str)] = &[
+    (FIM_PRE, "<<FIM_PRE>>"),
+    (FIM_SUF, "<<FIM_SUF>>"),
+    (FIM_MID, "<<FIM_MID>>"),
+    (FIM_REP, "<<FIM_REP>>"),
+    (FIM_SEP, "<<FIM_SEP>>"),
+];
+
+/// A prompt as a script's `prompt_contains` reads it: its bytes, with the fill-in-the-middle
+/// tokens by their [`SCRIPT_NAMES`], so a rule can check their order; the chat markers are
+/// left out.
+fn script_text(tokens: &[TokenId]) -> Vec<u8> {
+    let mut text = Vec::with_capacity(tokens.len());
+    for &token in tokens {
+        match u8::try_from(token) {
+            Ok(byte) => text.push(byte),
+            Err(_) => {
+                let name = SCRIPT_NAMES.iter().find(|(t, _)| *t == token);
+                text.extend_from_slice(name.map_or("", |(_, n)| *n).as_bytes());
+            }
+        }
+    }
+    text
+}
 
 /// Simulated bytes of KV state per token, for park and cache accounting.
 const FAKE_BYTES_PER_TOKEN: u64 = 1024;
@@ -166,13 +197,7 @@ impl FakeEngine {
             .expect("checked by the worker");
         if !sampler.decided {
             sampler.decided = true;
-            let text = String::from_utf8_lossy(
-                &tokens
-                    .iter()
-                    .filter_map(|t| u8::try_from(*t).ok())
-                    .collect::<Vec<u8>>(),
-            )
-            .into_owned();
+            let text = String::from_utf8_lossy(&script_text(tokens)).into_owned();
             sampler.script = self
                 .script
                 .rules

@@ -34,7 +34,9 @@ pub struct RequestOrigin {
     pub client: String,
 }
 
-/// The API route a request came in on: `chat_completions`, `responses` or `messages`.
+/// The API route a request came in on: `chat_completions`, `responses`, `messages`,
+/// `completions` (OpenAI's legacy completions, with or without a suffix) or `infill`
+/// (llama.cpp's).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Route {
@@ -42,15 +44,20 @@ pub enum Route {
     ChatCompletions,
     Responses,
     Messages,
+    Completions,
+    Infill,
 }
 
 impl Route {
-    /// The id its client sees in the response (`chatcmpl-7`, `resp_7`, `msg_7`).
+    /// The id its client sees in the response (`chatcmpl-7`, `resp_7`, `msg_7`, `cmpl-7`,
+    /// `infill-7`).
     pub fn client_id(self, id: RequestId) -> String {
         match self {
             Self::ChatCompletions => format!("chatcmpl-{}", id.0),
             Self::Responses => format!("resp_{}", id.0),
             Self::Messages => format!("msg_{}", id.0),
+            Self::Completions => format!("cmpl-{}", id.0),
+            Self::Infill => format!("infill-{}", id.0),
         }
     }
 }

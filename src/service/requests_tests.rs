@@ -235,6 +235,8 @@ fn client_ids_follow_the_route_and_user_agents_give_their_product() {
     assert_eq!(Route::Responses.client_id(RequestId(3)), "resp_3");
     assert_eq!(Route::Messages.client_id(RequestId(3)), "msg_3");
     assert_eq!(Route::ChatCompletions.client_id(RequestId(3)), "chatcmpl-3");
+    assert_eq!(Route::Completions.client_id(RequestId(3)), "cmpl-3");
+    assert_eq!(Route::Infill.client_id(RequestId(3)), "infill-3");
     use crate::service::user_agent_product;
     assert_eq!(
         user_agent_product("claude-cli/2.0.1 (external, cli)"),

@@ -37,7 +37,10 @@ fn complete(path: &str, text: &str) -> Result<(), String> {
     {
         return Err(format!("an error event: {text}"));
     }
-    let ok = if path.starts_with("/v1/chat/completions") {
+    let ok = if path.starts_with("/v1/chat/completions")
+        || path.starts_with("/v1/completions")
+        || path.starts_with("/v1/fim/completions")
+    {
         last == "[DONE]" && data.iter().any(|d| d.contains("\"finish_reason\":\""))
     } else if path.starts_with("/v1/responses") {
         last.contains("\"response.completed\"") || last.contains("\"response.incomplete\"")

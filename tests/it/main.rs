@@ -15,6 +15,7 @@ mod api_drift;
 mod api_fake;
 mod api_families;
 mod api_faults;
+mod api_fim;
 mod api_grammar_build;
 mod api_load;
 mod api_messages;

@@ -56,6 +56,27 @@ pub mod sim_vocab {
     pub const EOG: TokenId = 256;
     /// Starts a turn (ChatML's `<|im_start|>` in the simulated template).
     pub const TURN: TokenId = 257;
+    /// Fill-in-the-middle: before the code ahead of the cursor (`<|fim_prefix|>`).
+    pub const FIM_PRE: TokenId = 258;
+    /// Fill-in-the-middle: before the code after the cursor (`<|fim_suffix|>`).
+    pub const FIM_SUF: TokenId = 259;
+    /// Fill-in-the-middle: the middle, which the model writes, follows (`<|fim_middle|>`).
+    pub const FIM_MID: TokenId = 260;
+    /// Fill-in-the-middle: the repository's name follows (`<|repo_name|>`).
+    pub const FIM_REP: TokenId = 261;
+    /// Fill-in-the-middle: a file's name and text follow (`<|file_sep|>`).
+    pub const FIM_SEP: TokenId = 262;
     /// The vocabulary's size.
-    pub const VOCAB: i32 = 258;
+    pub const VOCAB: i32 = 263;
+
+    /// The text of each special token (Qwen2.5-Coder's names for the fill-in-the-middle ones).
+    pub const SPECIAL: &[(TokenId, &str)] = &[
+        (EOG, "<|im_end|>"),
+        (TURN, "<|im_start|>"),
+        (FIM_PRE, "<|fim_prefix|>"),
+        (FIM_SUF, "<|fim_suffix|>"),
+        (FIM_MID, "<|fim_middle|>"),
+        (FIM_REP, "<|repo_name|>"),
+        (FIM_SEP, "<|file_sep|>"),
+    ];
 }

@@ -104,7 +104,9 @@ pub struct FakeOptions {
     /// Simulated decode speed, steps per second (0: no delay).
     #[cfg_attr(feature = "cli", arg(long = "fake-decode-tps", default_value_t = 50.0))]
     pub decode_steps_per_sec: f64,
-    /// A JSON script of outputs: `{"rules":[{"prompt_contains":"...","output":"..."}]}`.
+    /// A JSON script of outputs: `{"rules":[{"prompt_contains":"...","output":"..."}]}`
+    /// (the prompt's fill-in-the-middle tokens read `<<FIM_PRE>>`, `<<FIM_SUF>>`,
+    /// `<<FIM_MID>>`, `<<FIM_REP>>`, `<<FIM_SEP>>`).
     #[cfg_attr(feature = "cli", arg(long = "fake-script"))]
     pub script: Option<PathBuf>,
     /// Inject a fault: `die:STEP`, `hang:STEP`, `malformed:STEP`, `drop-chunk:STEP` or

@@ -246,6 +246,17 @@ pub const KEYS: &[Key] = &[
         "1-1024: clients of `/v1/scheduler/events` at once; one more gets 429 `server_busy`",
     ),
     key(
+        "fim_priority",
+        App,
+        Restart,
+        None,
+        None,
+        "-1000000..1000000: the priority of an editor's autocomplete (`/v1/completions`, \
+         `/v1/fim/completions`, `/infill`) that names none, in `priority_order`'s units; above \
+         chat's 0 so a completion is not worthless by the time it arrives (docs/SCHEDULING.md, \
+         \"Priority\")",
+    ),
+    key(
         "tool_call_format",
         App,
         NewEngine,
