@@ -7,13 +7,15 @@
 CLAUDE_CODE_VERSION=2.1.332   # npm @anthropic-ai/claude-code  (native binary, /v1/messages)
 CODEX_VERSION=0.171.0         # npm @openai/codex               (native binary, /v1/responses)
 OPENCODE_VERSION=1.18.33      # npm opencode-ai                 (native binary, /v1/chat/completions)
+QWEN_CODE_VERSION=0.24.4      # npm @qwen-code/qwen-code        (node, /v1/chat/completions)
 AIDER_VERSION=0.86.2          # PyPI aider-chat, in a venv      (litellm, /v1/chat/completions)
 #
 # Usage:
 #   # 1. start a server first (any engine), e.g.
 #   strata-desk --headless --engine sim --port 8080 --ctx 65536
 #   # 2. then
-#   scripts/agents-check.sh [AGENT...]          # AGENT: claude codex aider opencode (default: all)
+#   scripts/agents-check.sh [AGENT...]    # AGENT: claude codex aider opencode qwen
+#                                         # (default: the first four)
 #
 # Environment (all optional):
 #   SERVER_URL      the server to test                       [http://127.0.0.1:8080]
@@ -25,6 +27,9 @@ AIDER_VERSION=0.86.2          # PyPI aider-chat, in a venv      (litellm, /v1/ch
 #                   "--max-output-tokens-default 1024 --max-output-tokens-cap 4096"
 #   MODEL           the model name the agents send       [the first id of GET /v1/models]
 #   TASK            the prompt                           [Create a file hello.txt containing the word hi]
+#   TASK_<agent>    the prompt for one agent (TASK_codex=...)                          [TASK]
+#   EXPECT_FILE     the file the task creates, in the agent's repo                [hello.txt]
+#   EXPECT_WORDS    what it must contain (grep -w)                                       [hi]
 #   AGENT_TIMEOUT   seconds per agent run (timeout(1))   [300]
 #   OUT_DIR         where logs and captured requests go  [${TMPDIR:-/tmp}/strata-agents-check/<time>]
 #   AGENTS_PREFIX   private install prefix               [~/.cache/strata-agents]
@@ -50,6 +55,8 @@ SERVER_ENGINE=${SERVER_ENGINE:-sim}
 SERVER_CTX=${SERVER_CTX:-65536}
 SERVER_ARGS=${SERVER_ARGS:-}
 TASK=${TASK:-Create a file hello.txt containing the word hi}
+EXPECT_FILE=${EXPECT_FILE:-hello.txt}
+EXPECT_WORDS=${EXPECT_WORDS:-hi}
 AGENT_TIMEOUT=${AGENT_TIMEOUT:-300}
 AGENTS_PREFIX=${AGENTS_PREFIX:-$HOME/.cache/strata-agents}
 OUT_DIR=${OUT_DIR:-${TMPDIR:-/tmp}/strata-agents-check/$(date +%Y%m%d-%H%M%S)}
@@ -59,7 +66,7 @@ aider_venv=$AGENTS_PREFIX/aider-venv
 
 if [ $# -gt 0 ]; then agents=("$@"); else agents=(claude codex aider opencode); fi
 for a in "${agents[@]}"; do
-  case $a in claude|codex|aider|opencode) ;; *) echo "unknown agent: $a" >&2; exit 2 ;; esac
+  case $a in claude|codex|aider|opencode|qwen) ;; *) echo "unknown agent: $a" >&2; exit 2 ;; esac
 done
 
 log() { printf '== %s\n' "$*" >&2; }
@@ -110,12 +117,14 @@ opencode_bin() {
   echo "$b"
 }
 aider_bin() { echo "$aider_venv/bin/aider"; }
+qwen_bin() { echo "$npm_prefix/node_modules/.bin/qwen"; }    # node
 
 install_agent() {
   case $1 in
     claude) install_npm @anthropic-ai/claude-code "$CLAUDE_CODE_VERSION" ;;
     codex) install_npm @openai/codex "$CODEX_VERSION" ;;
     opencode) install_npm opencode-ai "$OPENCODE_VERSION" ;;
+    qwen) install_npm @qwen-code/qwen-code "$QWEN_CODE_VERSION" ;;
     aider) install_aider ;;
   esac
 }
@@ -125,6 +134,7 @@ agent_version() {
     claude) echo "@anthropic-ai/claude-code@$CLAUDE_CODE_VERSION" ;;
     codex) echo "@openai/codex@$CODEX_VERSION" ;;
     opencode) echo "opencode-ai@$OPENCODE_VERSION" ;;
+    qwen) echo "@qwen-code/qwen-code@$QWEN_CODE_VERSION" ;;
     aider) echo "aider-chat==$AIDER_VERSION" ;;
   esac
 }
@@ -221,7 +231,7 @@ run_claude() { # dir repo
     CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1 DISABLE_TELEMETRY=1 DISABLE_AUTOUPDATER=1
     DISABLE_ERROR_REPORTING=1 DISABLE_BUG_COMMAND=1 CLAUDE_CODE_DISABLE_TERMINAL_TITLE=1
     CLAUDE_CODE_MAX_CONTEXT_TOKENS="$ctx" IS_SANDBOX=1
-    "$bin" -p "$TASK" --model "$MODEL" --dangerously-skip-permissions
+    "$bin" -p "$task" --model "$MODEL" --dangerously-skip-permissions
     --output-format text --no-session-persistence)
 }
 
@@ -259,7 +269,7 @@ trust_level = "trusted"
 EOF
   cmd=(env -i "${envs[@]}" CODEX_HOME="$ch" STRATA_API_KEY=dummy RUST_LOG=warn
     "$bin" exec --skip-git-repo-check --dangerously-bypass-approvals-and-sandbox
-    --ephemeral --color never -C "$2" "$TASK")
+    --ephemeral --color never -C "$2" "$task")
 }
 
 run_aider() { # dir repo
@@ -268,7 +278,7 @@ run_aider() { # dir repo
     "$bin" --model "openai/$MODEL" --openai-api-base "$proxy_url/v1" --openai-api-key dummy
     --yes-always --no-git --no-auto-commits --analytics-disable --no-check-update
     --no-show-model-warnings --no-show-release-notes --no-pretty --no-fancy-input
-    --no-detect-urls --no-gitignore --map-tokens 0 --message "$TASK")
+    --no-detect-urls --no-gitignore --map-tokens 0 --message "$task")
 }
 
 run_opencode() { # dir repo
@@ -295,8 +305,28 @@ EOF
     OPENCODE_DISABLE_DEFAULT_PLUGINS=1 OPENCODE_DISABLE_SHARE=1
     OPENCODE_DISABLE_CLAUDE_CODE=1 OPENCODE_DISABLE_EXTERNAL_SKILLS=1
     OPENCODE_PERMISSION='{"*":"allow"}'
-    "$bin" run --print-logs --log-level WARN --model "strata/$MODEL" "$TASK")
+    "$bin" run --print-logs --log-level WARN --model "strata/$MODEL" "$task")
 }
+
+run_qwen() { # dir repo
+  local bin; bin=$(qwen_bin)
+  mkdir -p "$1/home/.qwen"
+  cat > "$1/home/.qwen/settings.json" <<EOF
+{
+  "privacy": { "usageStatisticsEnabled": false },
+  "telemetry": { "enabled": false },
+  "general": { "disableAutoUpdate": true, "disableUpdateNag": true },
+  "security": { "auth": { "selectedType": "openai" } }
+}
+EOF
+  cmd=(env -i "${envs[@]}" OPENAI_API_KEY=dummy OPENAI_BASE_URL="$proxy_url/v1"
+    OPENAI_MODEL="$MODEL"
+    "$bin" --yolo --model "$MODEL" --openai-base-url "$proxy_url/v1" --openai-api-key dummy
+    --chat-recording false "$task")
+}
+
+# The task of one agent: TASK_<agent>, else TASK.
+task_for() { local v="TASK_$1"; echo "${!v:-$TASK}"; }
 
 # Waits (up to 60 s) until the server has no request running or waiting, so that one agent's
 # cancelled request does not delay the next one. Servers without /v1/scheduler: no wait.
@@ -324,6 +354,7 @@ for a in "${agents[@]}"; do
   mkdir -p "$d/requests"
   make_repo "$repo"
   mapfile -t envs < <(agent_env "$d")
+  task=$(task_for "$a")
   start_proxy "$d"
   cmd=()
   "run_$a" "$d" "$repo"
@@ -332,14 +363,16 @@ for a in "${agents[@]}"; do
   rc=0
   ( cd "$repo" && exec timeout -k 10 "$AGENT_TIMEOUT" "${cmd[@]}" ) \
     < /dev/null > "$d/stdout.log" 2> "$d/stderr.log" || rc=$?
+  echo "$rc" > "$d/exit-code"
   sleep 0.5   # let the proxy write the last request's file
   kill "$proxy_pid" 2>/dev/null || true
   wait "$proxy_pid" 2>/dev/null || true
   curl -sf --max-time 2 "$SERVER_URL/v1/scheduler" > "$d/scheduler-after.json" 2>/dev/null || true
   created=no
-  if [ -f "$repo/hello.txt" ]; then
-    if grep -qw hi "$repo/hello.txt"; then created=yes; else created=wrong-content; fi
+  if [ -f "$repo/$EXPECT_FILE" ]; then
+    if grep -qw -- "$EXPECT_WORDS" "$repo/$EXPECT_FILE"; then created=yes; else created=wrong-content; fi
   fi
+  echo "$created" > "$d/created"
   "$PYTHON" "$here/agents-proxy.py" --summarize "$d/requests" --json > "$d/summary.json"
   row=$(A=$a V="$(agent_version "$a")" RC=$rc CREATED=$created "$PYTHON" -c '
 import json, os, sys
@@ -358,7 +391,7 @@ done
 {
   echo "Server: $SERVER_URL (model $MODEL, context $ctx)${SERVER_ARGS:+, server args: $SERVER_ARGS}"
   echo
-  echo "| agent | version | connected | completed | requests | hello.txt | last error |"
+  echo "| agent | version | connected | completed | requests | $EXPECT_FILE | last error |"
   echo "| --- | --- | --- | --- | --- | --- | --- |"
   printf '%s\n' "${rows[@]}"
 } > "$OUT_DIR/summary.md"
@@ -369,7 +402,7 @@ echo "requests and logs: $OUT_DIR"
 if [ "${UPDATE_FIXTURES:-0}" = 1 ]; then
   for a in "${agents[@]}"; do
     "$PYTHON" "$here/agents-redact.py" --agent "$a" --version "$(agent_version "$a")" \
-      --requests "$OUT_DIR/$a/requests" --task "$TASK" --out "$FIXTURES_DIR" \
+      --requests "$OUT_DIR/$a/requests" --task "$(task_for "$a")" --out "$FIXTURES_DIR" \
       --replace "$OUT_DIR/$a/repo=/home/user/project" --replace "$OUT_DIR/$a/home=/home/user" \
       --replace "$OUT_DIR=/home/user/work"
   done

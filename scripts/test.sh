@@ -19,6 +19,13 @@ export STRATA_TEST_TEMPLATES
 .venv/bin/python -m pip install -q --disable-pip-version-check -r tests/python/requirements.txt
 export STRATA_TEST_PYTHON="$PWD/.venv/bin/python"
 cargo test --locked --workspace "$@"
+# Four coding-agent CLIs (pinned npm versions) run a whole tool loop against the simulated
+# engine (docs/DEPLOYMENT.md, "The agents' tool loop"); it prints why when it skips.
+if [ "${STRATA_SKIP_AGENTS_LOOP:-0}" = 1 ]; then
+  echo "SKIPPED agents loop: STRATA_SKIP_AGENTS_LOOP=1"
+else
+  SERVER_BIN="${CARGO_TARGET_DIR:-target}/debug/strata-desk" scripts/agents-loop.sh
+fi
 # The Windows program compiles and links, cross-built from here (docs/TESTING.md, section 11);
 # STRATA_SKIP_WINDOWS_BUILD=1 skips it.
 [ "${STRATA_SKIP_WINDOWS_BUILD:-0}" = 1 ] || scripts/windows/cross-build.sh

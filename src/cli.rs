@@ -88,6 +88,10 @@ pub struct ServeArgs {
     /// `--fake-fault` of `engine-worker`); repeatable [default: none].
     #[arg(long, hide = true)]
     pub sim_fault: Vec<String>,
+    /// Test only: scripted outputs for the simulated engine (a `--fake-script` of
+    /// `engine-worker`: `{"rules": [{"prompt_contains", "output"}]}`) [default: none].
+    #[arg(long, hide = true)]
+    pub sim_script: Option<std::path::PathBuf>,
 }
 
 impl Cli {
@@ -150,6 +154,7 @@ impl ServeArgs {
             kv_type: self.kv_type,
             renderer: self.renderer,
             sim_faults: self.sim_fault.clone(),
+            sim_script: self.sim_script.clone(),
         }
     }
 }
@@ -306,6 +311,7 @@ mod tests {
             "--config",
             "--headless",
             "--sim-fault",
+            "--sim-script",
             "--help",
             "--version",
         ];

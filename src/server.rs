@@ -79,7 +79,7 @@ pub fn worker_launch(config: &Config, exe: PathBuf) -> Result<WorkerLaunch, Serv
             kv_cells: if a.ctx > 0 { a.ctx } else { 16_384 },
             prompt_tokens_per_sec: 2_000.0,
             decode_steps_per_sec: 50.0,
-            script: None,
+            script: config.sim_script.clone(),
             faults: config.sim_faults.clone(),
             load_secs: 0.0,
             non_trimmable: false,

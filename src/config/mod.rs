@@ -333,6 +333,8 @@ pub struct Config {
     pub source: Option<PathBuf>,
     /// Test only (`--sim-fault`, never a file key): faults for the simulated engine's worker.
     pub sim_faults: Vec<String>,
+    /// Test only (`--sim-script`, never a file key): the simulated engine's scripted outputs.
+    pub sim_script: Option<PathBuf>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -389,6 +391,7 @@ pub struct Overrides {
     pub kv_type: Option<KvType>,
     pub renderer: Option<Renderer>,
     pub sim_faults: Vec<String>,
+    pub sim_script: Option<PathBuf>,
 }
 
 /// The default config file path (it need not exist).
@@ -418,6 +421,7 @@ impl Config {
             scheduler: SchedulerSettings::default(),
             source: None,
             sim_faults: Vec::new(),
+            sim_script: None,
         }
     }
 
@@ -443,6 +447,7 @@ impl Config {
         a.kv_type = o.kv_type.unwrap_or(a.kv_type);
         a.renderer = o.renderer.unwrap_or(a.renderer);
         self.sim_faults.clone_from(&o.sim_faults);
+        self.sim_script.clone_from(&o.sim_script);
         if o.solo_priority {
             self.scheduler.solo_priority = true;
         }
@@ -505,6 +510,7 @@ fn parse_file(path: &Path) -> Result<Config, ConfigError> {
             .map_err(named)?,
         source: None,
         sim_faults: Vec::new(),
+        sim_script: None,
     })
 }
 

@@ -84,6 +84,7 @@ pub async fn server(setup: Setup) -> Server {
                 scheduler: setup.scheduler,
                 source: None,
                 sim_faults: Vec::new(),
+                sim_script: None,
             },
             generation: 1,
         },
