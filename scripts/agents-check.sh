@@ -37,6 +37,11 @@ AIDER_VERSION=0.86.2          # PyPI aider-chat, in a venv      (litellm, /v1/ch
 #   UPDATE_FIXTURES=1  also write redacted fixtures (scripts/agents-redact.py) into
 #                   tests/fixtures/agents/ (FIXTURES_DIR)
 #   PYTHON          [python3]
+#   The agents' context settings, as docs/DEPLOYMENT.md ("Context windows") documents them:
+#   CLAUDE_CODE_AUTO_COMPACT_WINDOW  passed to Claude Code when set          [unset]
+#   CODEX_CONTEXT_WINDOW     Codex's model_context_window          [the server's context]
+#   CODEX_AUTO_COMPACT_LIMIT Codex's model_auto_compact_token_limit when set   [unset]
+#   OPENCODE_LIMIT           OpenCode's model `limit` object (JSON) when set    [unset]
 #
 # Each agent runs in a fresh git repo under OUT_DIR with its own HOME/XDG dirs (nothing in the
 # real home is read or written), with telemetry, update checks and other nonessential traffic off.
@@ -224,13 +229,14 @@ agent_env() { # dir -> prints env assignments for env(1)
 run_claude() { # dir repo
   local bin; bin=$(claude_bin)
   cmd=(env -i "${envs[@]}"
-    ANTHROPIC_BASE_URL="$proxy_url" ANTHROPIC_API_KEY=dummy
+    ANTHROPIC_BASE_URL="$proxy_url" ANTHROPIC_AUTH_TOKEN=dummy
     ANTHROPIC_MODEL="$MODEL" ANTHROPIC_SMALL_FAST_MODEL="$MODEL"
     ANTHROPIC_DEFAULT_HAIKU_MODEL="$MODEL" ANTHROPIC_DEFAULT_SONNET_MODEL="$MODEL"
     ANTHROPIC_DEFAULT_OPUS_MODEL="$MODEL"
     CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1 DISABLE_TELEMETRY=1 DISABLE_AUTOUPDATER=1
     DISABLE_ERROR_REPORTING=1 DISABLE_BUG_COMMAND=1 CLAUDE_CODE_DISABLE_TERMINAL_TITLE=1
-    CLAUDE_CODE_MAX_CONTEXT_TOKENS="$ctx" IS_SANDBOX=1
+    ${CLAUDE_CODE_AUTO_COMPACT_WINDOW:+CLAUDE_CODE_AUTO_COMPACT_WINDOW=$CLAUDE_CODE_AUTO_COMPACT_WINDOW}
+    IS_SANDBOX=1
     "$bin" -p "$task" --model "$MODEL" --dangerously-skip-permissions
     --output-format text --no-session-persistence)
 }
@@ -242,7 +248,8 @@ run_codex() { # dir repo
   cat > "$ch/config.toml" <<EOF
 model = "$MODEL"
 model_provider = "strata"
-model_context_window = $ctx
+model_context_window = ${CODEX_CONTEXT_WINDOW:-$ctx}
+${CODEX_AUTO_COMPACT_LIMIT:+model_auto_compact_token_limit = $CODEX_AUTO_COMPACT_LIMIT}
 approval_policy = "never"
 sandbox_mode = "danger-full-access"
 check_for_update_on_startup = false
@@ -284,6 +291,9 @@ run_aider() { # dir repo
 run_opencode() { # dir repo
   local bin; bin=$(opencode_bin)
   local cfg=$1/opencode.json
+  # (built here: inside ${...:+...} in the here-document the quotes of "limit" would be lost)
+  local limit=""
+  [ -z "${OPENCODE_LIMIT:-}" ] || limit=", \"limit\": $OPENCODE_LIMIT"
   cat > "$cfg" <<EOF
 {
   "\$schema": "https://opencode.ai/config.json",
@@ -295,7 +305,7 @@ run_opencode() { # dir repo
       "npm": "@ai-sdk/openai-compatible",
       "name": "Strata Desk",
       "options": { "baseURL": "$proxy_url/v1", "apiKey": "dummy" },
-      "models": { "$MODEL": { "name": "$MODEL"${OPENCODE_LIMIT:+, "limit": $OPENCODE_LIMIT} } }
+      "models": { "$MODEL": { "name": "$MODEL"$limit } }
     }
   }
 }

@@ -6,8 +6,14 @@
 use super::commands::{Command, CommandQueue, ScannedModel};
 use crate::config::{Config, FlashAttn, GpuLayers, KvType};
 use crate::control::RestartSettings;
-use egui::{Color32, Ui};
+use egui::{Color32, RichText, Ui};
 use std::path::PathBuf;
+
+/// The smallest `ctx` each agent works with, as measured: its first request and room to work
+/// and to compact (docs/DEPLOYMENT.md, "Context windows"; Claude Code compacts no earlier than
+/// about 67K tokens whatever its window says).
+pub const AGENT_CONTEXTS: &str = "agents need: Claude Code about 100K (98304); Qwen Code, Codex, \
+                                  OpenCode 32K; aider 8K";
 
 /// The view's state between frames.
 #[derive(Debug, Default)]
@@ -167,9 +173,12 @@ pub fn settings_ui(
             ui.add(egui::DragValue::new(&mut draft.ctx).range(0..=1_048_576))
                 .labelled_by(label.id)
                 .on_hover_text(
-                    "the longest conversation one request may hold; agents send 20K tokens \
-                     and more (set the agent's context window to match)",
+                    "the longest conversation one request may hold; set the agent's context \
+                     window to match (docs/DEPLOYMENT.md, \"Context windows\")",
                 );
+            ui.end_row();
+            ui.label("");
+            ui.label(RichText::new(AGENT_CONTEXTS).weak().small());
             ui.end_row();
 
             let label = ui.label("chunk_tokens");

@@ -60,6 +60,7 @@ fn found_models_show_their_facts_and_use_puts_one_in_the_draft() {
         "broken.gguf",
         "LM Studio",
         "unreadable",
+        AGENT_CONTEXTS,
     ] {
         assert!(harness.query_by_label(text).is_some(), "no {text:?}");
     }

@@ -61,7 +61,9 @@ pub const KEYS: &[Key] = &[
         Some("the model's, at most 32768"),
         "0, or 256-1048576: the KV pool's cells, shared by every sequence, and the most one \
          request holds. Larger than the model's training context it still runs, with a warning \
-         in the log",
+         in the log. Agents need about 100K for Claude Code (it compacts no earlier than about \
+         67K), 32K for Qwen Code, Codex and OpenCode, 8K for aider (section 4, \"Context \
+         windows\")",
     ),
     key(
         "threads",
