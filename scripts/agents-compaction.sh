@@ -11,8 +11,8 @@
 # Environment:
 #   STEPS [8]   STEP_BYTES [8000]   AGENT_TIMEOUT [420]   PORT [18182]
 #   SERVER_BIN [target/debug/strata-desk]   SERVER_CTX [262144]
-#   CLAUDE_CODE_AUTO_COMPACT_WINDOW, ...: the agent's own settings, passed through
-#   (agents-check.sh reads CLAUDE_WINDOW_ENV, CODEX_CONTEXT, OPENCODE_LIMIT; see there)
+#   the agent's context setting, as agents-check.sh reads it: CLAUDE_CODE_AUTO_COMPACT_WINDOW,
+#   CODEX_CONTEXT_WINDOW and CODEX_AUTO_COMPACT_LIMIT, OPENCODE_LIMIT (JSON)
 #   OUT_DIR [${TMPDIR:-/tmp}/strata-agents-compaction/<agent>-<time>]
 set -euo pipefail
 

@@ -8,26 +8,47 @@
 # sent got a 2xx (none was left unanswered).
 #
 # Usage: scripts/agents-loop.sh [AGENT...]      # claude codex qwen opencode (default: all four)
-# Environment: SERVER_BIN [target/debug/strata-desk], PORT [18181], AGENT_TIMEOUT [240],
+# Environment: SERVER_BIN [target/debug/strata-desk], PORT [a free one], AGENT_TIMEOUT [240],
 #   OUT_DIR [${TMPDIR:-/tmp}/strata-agents-loop/<time>]; SKIP_INSTALL=1 as in agents-check.sh.
-# Needs Node.js 20 or later and npm (skipped, with the reason printed, when either is missing)
-# and python3. Exits non-zero when an agent fails.
+# Needs Node.js 20 or later and npm, and the agents installed (skipped, with the reason
+# printed, when one is missing or cannot be installed, unless STRATA_AGENTS_LOOP_REQUIRED=1,
+# which CI sets: then that fails) and python3. Exits non-zero when an agent fails.
 set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 root=$(cd "$here/.." && pwd)
 SERVER_BIN=${SERVER_BIN:-$root/target/debug/strata-desk}
-PORT=${PORT:-18181}
+PORT=${PORT:-$("${PYTHON:-python3}" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')}
 OUT_DIR=${OUT_DIR:-${TMPDIR:-/tmp}/strata-agents-loop/$(date +%Y%m%d-%H%M%S)}
 export AGENT_TIMEOUT=${AGENT_TIMEOUT:-240}
 if [ $# -gt 0 ]; then agents=("$@"); else agents=(claude codex qwen opencode); fi
 
+# Cannot run here: said, and skipped (or failed, where the loop is required).
+skip() {
+  echo "SKIPPED agents loop: $*"
+  [ "${STRATA_AGENTS_LOOP_REQUIRED:-0}" != 1 ] || { echo "  (required here: failing)" >&2; exit 1; }
+  exit 0
+}
 node_major=$(node -p 'process.versions.node.split(".")[0]' 2>/dev/null || echo 0)
 if ! command -v npm >/dev/null || [ "$node_major" -lt 20 ]; then
-  echo "SKIPPED agents loop: it needs Node.js 20 or later and npm (found node major" \
-    "'$node_major', npm $(command -v npm || echo missing))"
-  exit 0
+  skip "it needs Node.js 20 or later and npm (found node major '$node_major'," \
+    "npm $(command -v npm || echo missing))"
 fi
+if [ "${SKIP_INSTALL:-0}" != 1 ]; then
+  INSTALL_ONLY=1 "$here/agents-check.sh" "${agents[@]}" || true
+fi
+prefix=${AGENTS_PREFIX:-$HOME/.cache/strata-agents}/npm/node_modules
+missing=()
+for a in "${agents[@]}"; do
+  case $a in
+    claude) p=@anthropic-ai/claude-code ;; codex) p=@openai/codex ;;
+    qwen) p=@qwen-code/qwen-code ;; opencode) p=opencode-ai ;;
+    *) echo "unknown agent: $a" >&2; exit 2 ;;
+  esac
+  [ -f "$prefix/$p/package.json" ] || missing+=("$p")
+done
+[ ${#missing[@]} = 0 ] || skip "not installed and could not be installed: ${missing[*]}" \
+  "(npm needs the network; see the lines above)"
 [ -x "$SERVER_BIN" ] || { echo "no server binary at $SERVER_BIN (cargo build first)" >&2; exit 1; }
 
 mkdir -p "$OUT_DIR"
@@ -73,7 +94,7 @@ echo "| --- | --- | --- | --- | --- | --- |"
 failed=0
 for a in "${agents[@]}"; do
   d=$OUT_DIR/run/$a
-  verdict=$("${PYTHON:-python3}" - "$d" <<'PY'
+  verdict=$("${PYTHON:-python3}" - "$d" <<'PY' || echo "? | ? | 0 | the summary could not be read | FAIL"
 import json, os, sys
 d = sys.argv[1]
 read = lambda n, default: open(os.path.join(d, n)).read().strip() if os.path.exists(os.path.join(d, n)) else default

@@ -1,8 +1,10 @@
 //! Fill-in-the-middle prompts: the code before and after the cursor, around the model's own
-//! FIM tokens, in the prefix-suffix-middle order llama.cpp's `/infill` uses. Other files an
-//! editor sends along come first, in the repository-level form (Qwen2.5-Coder's
-//! `<|repo_name|>` and `<|file_sep|>`) when the vocabulary has those tokens, else as plain text
-//! separated by a snippet line.
+//! FIM tokens, in the prefix-suffix-middle order llama.cpp's `/infill` uses (its `prompt`, the
+//! line up to the cursor, ends the prefix as there). Other files an editor sends along come
+//! first, in the repository-level form (Qwen2.5-Coder's `<|repo_name|>` and `<|file_sep|>`)
+//! when the vocabulary has those tokens, else as plain text separated by a snippet line.
+//! Unlike llama.cpp, a request with no other files gets no repository header: the plain
+//! single-file form is what the models' own documentation gives for one file.
 //!
 //! Every text is tokenized as text: code that contains `<|fim_prefix|>` stays characters and
 //! cannot start a new section.
@@ -23,7 +25,6 @@ const CURRENT_FILE: &str = "filename\n";
 pub struct ExtraFile {
     #[serde(default)]
     pub filename: String,
-    #[serde(default)]
     pub text: String,
 }
 
@@ -36,8 +37,9 @@ pub struct Infill<'a> {
     pub suffix: &'a str,
     /// Other files, read before the current one.
     pub extra: &'a [ExtraFile],
-    /// Text the middle starts with (llama.cpp's `prompt`: what the line so far holds).
-    pub middle: &'a str,
+    /// The end of the prefix, tokenized on its own (llama.cpp's `prompt`: the current line up
+    /// to the cursor).
+    pub prefix_tail: &'a str,
 }
 
 /// The model's FIM tokens, or a 400 naming the model and the field that asked for them.
@@ -48,14 +50,14 @@ pub fn fim_tokens(tokenizer: &Tokenizer, model: &str, field: &str) -> Result<Fim
                 "`{field}` asks for a fill-in-the-middle completion, and the model {model:?} has \
                  no fill-in-the-middle tokens (its vocabulary lacks a prefix, suffix or middle \
                  token): load a code model that has them (Qwen2.5-Coder, DeepSeek-Coder, \
-                 StarCoder2, Codestral, CodeGemma, ...), or send a `prompt` alone"
+                 StarCoder2, CodeGemma, ...), or send a `prompt` alone"
             ),
             Some(field),
         )
     })
 }
 
-/// The prompt's tokens: `[BOS] [files] PRE prefix SUF suffix MID middle`.
+/// The prompt's tokens: `[BOS] [files] PRE prefix prefix_tail SUF suffix MID`.
 pub fn prompt(tokenizer: &Tokenizer, fim: FimTokens, infill: &Infill<'_>) -> Vec<TokenId> {
     let text = |s: &str| tokenizer.tokenize_text(s);
     let mut tokens: Vec<TokenId> = tokenizer.bos_to_add().into_iter().collect();
@@ -81,10 +83,10 @@ pub fn prompt(tokenizer: &Tokenizer, fim: FimTokens, infill: &Infill<'_>) -> Vec
     }
     tokens.push(fim.prefix);
     tokens.extend(text(infill.prefix));
+    tokens.extend(text(infill.prefix_tail));
     tokens.push(fim.suffix);
     tokens.extend(text(infill.suffix));
     tokens.push(fim.middle);
-    tokens.extend(text(infill.middle));
     tokens
 }
 
@@ -103,15 +105,14 @@ mod tests {
         let infill = Infill {
             prefix: "def f(",
             suffix: "):",
-            middle: "a",
+            prefix_tail: "a",
             ..Infill::default()
         };
         let mut expected = vec![fim.prefix];
-        expected.extend(bytes("def f("));
+        expected.extend(bytes("def f(a"));
         expected.push(fim.suffix);
         expected.extend(bytes("):"));
         expected.push(fim.middle);
-        expected.extend(bytes("a"));
         assert_eq!(prompt(&tokenizer, fim, &infill), expected);
     }
 
@@ -127,7 +128,7 @@ mod tests {
             prefix: "p",
             suffix: "s",
             extra: &extra,
-            middle: "",
+            prefix_tail: "",
         };
         let mut expected = vec![fim.repo.unwrap()];
         expected.extend(bytes("project\n"));

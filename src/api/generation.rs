@@ -81,6 +81,19 @@ pub fn priority_of(
     Ok((state.capped_priority(headers, raw), raw.is_some()))
 }
 
+/// An autocomplete's default priority in the user's units: `fim_priority`, else
+/// [`DEFAULT_FIM_PRIORITY`](crate::config::DEFAULT_FIM_PRIORITY) ahead of chat in the configured
+/// order (negated under `lower_first`, where the edge negates it back).
+fn fim_priority(state: &ApiState) -> i64 {
+    state
+        .app
+        .fim_priority
+        .unwrap_or_else(|| match state.scheduler().priority_order {
+            crate::service::PriorityOrder::HigherFirst => crate::config::DEFAULT_FIM_PRIORITY,
+            crate::service::PriorityOrder::LowerFirst => -crate::config::DEFAULT_FIM_PRIORITY,
+        })
+}
+
 /// A generation with its prompt tokenized: what [`submit`] sends.
 #[derive(Debug)]
 pub struct Prepared {
@@ -188,7 +201,7 @@ pub async fn submit(
         prompt,
         autocomplete,
     } = prepared;
-    let route_default = autocomplete.then_some(state.app.fim_priority);
+    let route_default = autocomplete.then(|| fim_priority(state));
     let (priority, priority_given) =
         priority_of(state, headers, generation.priority, route_default)?;
     let context_tokens = state.service().context_tokens() as usize;

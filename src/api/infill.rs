@@ -1,6 +1,6 @@
 //! `POST /infill`, llama.cpp's fill-in-the-middle route (llama.vim, llama.vscode and the
 //! editors built on them): `input_prefix`, `input_suffix`, the other files in `input_extra`
-//! and the line so far in `prompt`, answered in llama.cpp's own shape (`content`, `stop`,
+//! and the line up to the cursor in `prompt`, answered in llama.cpp's own shape (`content`, `stop`,
 //! the token counts; streamed as `data:` events with no `[DONE]`). Options of llama.cpp's
 //! that steer its own slots and timers (`cache_prompt`, `id_slot`, `t_max_prompt_ms`,
 //! `t_max_predict_ms`, `samplers`, `n_indent`, `response_fields`) are accepted and not read:
@@ -33,7 +33,7 @@ pub struct InfillDto {
     pub input_suffix: String,
     #[serde(default)]
     pub input_extra: Vec<ExtraFile>,
-    /// Text the middle starts with.
+    /// The current line up to the cursor: the end of the prefix.
     #[serde(default)]
     pub prompt: String,
     /// At most this many tokens; -1 (or any negative): until the model stops.
@@ -101,7 +101,7 @@ pub async fn infill(
                 prefix: &dto.input_prefix,
                 suffix: &dto.input_suffix,
                 extra: &dto.input_extra,
-                middle: &dto.prompt,
+                prefix_tail: &dto.prompt,
             };
             let tokens = fim::prompt(tokenizer, fim_tokens, &infill);
             Ok((

@@ -212,8 +212,9 @@ impl ApiKeyEntry {
 }
 
 /// The app's keys of the config file (the scheduler's keys sit beside them, flat).
-/// `fim_priority`'s default: an autocomplete goes before chat (0) and before a chat request's
-/// small-request boost (+1), and leaves room above it for what the user ranks higher.
+/// `fim_priority`'s default, in scheduler order: an autocomplete goes before chat (0) and
+/// before a chat request's small-request boost (+1), and leaves room above it for what the
+/// user ranks higher. Under `priority_order: lower_first` it is -5 in the user's units.
 pub const DEFAULT_FIM_PRIORITY: i64 = 5;
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -267,8 +268,9 @@ pub struct AppSettings {
     pub body_read_timeout_secs: u32,
     /// Clients of `/v1/scheduler/events` at once; one more gets a 429 `server_busy`.
     pub event_subscribers_max: u32,
-    /// The priority of an autocomplete request (completions, infill) that names none.
-    pub fim_priority: i64,
+    /// The priority of an autocomplete request (completions, infill) that names none, in
+    /// `priority_order`'s units; `None`: [`DEFAULT_FIM_PRIORITY`] ahead of chat in either order.
+    pub fim_priority: Option<i64>,
     /// The tool-call format family; `auto` takes the chat template's.
     pub tool_call_format: ToolCallFormat,
     /// Host header values accepted besides the bound address and localhost (DNS rebinding).
@@ -313,7 +315,7 @@ impl Default for AppSettings {
             header_read_timeout_secs: 30,
             body_read_timeout_secs: 60,
             event_subscribers_max: 32,
-            fim_priority: DEFAULT_FIM_PRIORITY,
+            fim_priority: None,
             tool_call_format: ToolCallFormat::Auto,
             allowed_hosts: Vec::new(),
             cors_origins: Vec::new(),

@@ -57,9 +57,10 @@ impl Config {
         )?;
         bound(
             "fim_priority",
-            (-1_000_000..=1_000_000).contains(&a.fim_priority),
+            a.fim_priority
+                .is_none_or(|p| (-1_000_000..=1_000_000).contains(&p)),
             "between -1000000 and 1000000",
-            a.fim_priority.to_string(),
+            format!("{:?}", a.fim_priority),
         )?;
         bound(
             "body_limit_mib",

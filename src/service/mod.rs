@@ -37,7 +37,7 @@ pub use handle::{
 pub use crate::protocol::{DeviceFacts, Grammar, Sampling};
 pub use crate::scheduler::{
     ConfigError as SettingsError, ConversationView, FinishReason, GiveWay, KeptIn, ParkCause,
-    ParkKind, ParkedIn, ParkedView, RequestStatus, SchedulerSettings, SlotStatus,
+    ParkKind, ParkedIn, ParkedView, PriorityOrder, RequestStatus, SchedulerSettings, SlotStatus,
     SlotView as SchedulerSlotView, WaitingView, resolve_priority,
 };
 pub use event_log::{LOG_ENTRIES_MAX, LengthRefusal, LogEntry, LogKind, SharedLog};

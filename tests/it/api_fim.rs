@@ -89,6 +89,7 @@ async fn continue_s_fim_request_is_answered_from_the_model_s_fim_tokens_in_order
 #[tokio::test]
 async fn a_whole_completion_reads_special_tokens_in_its_prompt_and_text_in_its_suffix() {
     let server = server(scripted(&[
+        ("<<FIM_PRE>><|fim_prefix|>def add", "names stayed text"),
         (ADD_TOKENS, ADD_ANSWER),
         ("<think>", "<think>not reasoning</think>plain"),
     ]))
@@ -104,14 +105,14 @@ async fn a_whole_completion_reads_special_tokens_in_its_prompt_and_text_in_its_s
     assert_eq!(answer["choices"][0]["text"], ADD_ANSWER);
     assert_eq!(answer["choices"][0]["finish_reason"], "stop");
     assert!(answer["usage"]["prompt_tokens"].as_u64().unwrap() > 0);
-    // with a suffix, the prompt's names are text: the layout is not the FIM one
-    let body = json!({"prompt": ADD_PROMPT, "suffix": "", "max_tokens": 8, "temperature": 0});
+    // with a suffix, the prompt's names are text after the real prefix token
+    let body = json!({"prompt": ADD_PROMPT, "suffix": "", "max_tokens": 32});
     let answer: Value = post(&server, "/v1/completions", &body)
         .await
         .json()
         .await
         .unwrap();
-    assert_ne!(answer["choices"][0]["text"], ADD_ANSWER);
+    assert_eq!(answer["choices"][0]["text"], "names stayed text");
     // a completion is text: a `<think>` it writes is not taken for reasoning
     let body = json!({"prompt": "<think>", "suffix": "", "max_tokens": 64});
     let answer: Value = post(&server, "/v1/completions", &body)
@@ -128,7 +129,7 @@ async fn a_whole_completion_reads_special_tokens_in_its_prompt_and_text_in_its_s
 #[tokio::test]
 async fn infill_reads_the_other_files_first_and_answers_in_llama_cpp_s_shape() {
     let expected = "<<FIM_REP>>project\n<<FIM_SEP>>util.py\ndef helper(): pass\
-                    <<FIM_SEP>>filename\n<<FIM_PRE>>x = <<FIM_SUF>>\n<<FIM_MID>>hel";
+                    <<FIM_SEP>>filename\n<<FIM_PRE>>x = hel<<FIM_SUF>>\n<<FIM_MID>>";
     let server = server(scripted(&[(expected, "per()")])).await;
     // llama.vscode's fields (its options for llama.cpp's slots and timers are accepted)
     let body = json!({
@@ -179,7 +180,7 @@ async fn an_autocomplete_goes_before_chat_at_fim_priority_unless_it_names_one() 
             ..Setup::default().fake
         },
         app: AppSettings {
-            fim_priority: 7,
+            fim_priority: Some(7),
             ..AppSettings::default()
         },
         ..Setup::default()
@@ -251,6 +252,54 @@ async fn an_autocomplete_goes_before_chat_at_fim_priority_unless_it_names_one() 
         chat_done < named_done,
         "a named priority of -2 went before chat"
     );
+}
+
+#[tokio::test]
+async fn under_lower_first_the_default_autocomplete_priority_still_goes_before_chat() {
+    let server = server(Setup {
+        fake: FakeOptions {
+            decode_steps_per_sec: 40.0,
+            ..Setup::default().fake
+        },
+        scheduler: strata_desk::scheduler::SchedulerSettings {
+            priority_order: strata_desk::scheduler::PriorityOrder::LowerFirst,
+            ..Default::default()
+        },
+        ..Setup::default()
+    })
+    .await;
+    let base = server.base.clone();
+    let running = tokio::spawn(async move {
+        let body = json!({"messages": [{"role": "user", "content": "x"}], "max_tokens": 40});
+        let client = reqwest::Client::new();
+        let response = client
+            .post(format!("{base}/v1/chat/completions"))
+            .json(&body)
+            .send();
+        response.await.unwrap().text().await.unwrap()
+    });
+    server
+        .until("one decodes", |s| {
+            s.slots
+                .iter()
+                .any(|slot| slot.state == SlotStatus::Decoding)
+        })
+        .await;
+    let base = server.base.clone();
+    let fim = tokio::spawn(async move {
+        let body = json!({"prompt": "a", "suffix": "b", "max_tokens": 2});
+        let client = reqwest::Client::new();
+        let response = client
+            .post(format!("{base}/v1/completions"))
+            .json(&body)
+            .send();
+        response.await.unwrap().status()
+    });
+    server.until("it waits", |s| s.waiting.len() == 1).await;
+    // in scheduler order (higher first): 5 ahead of chat's 0
+    assert_eq!(server.service.snapshot().waiting[0].priority, 5);
+    assert_eq!(fim.await.unwrap(), 200);
+    running.await.unwrap();
 }
 
 #[tokio::test]

@@ -252,7 +252,7 @@ pub const KEYS: &[Key] = &[
         App,
         Restart,
         None,
-        None,
+        Some("ahead of chat: 5, or -5 with `priority_order: lower_first`"),
         "-1000000..1000000: the priority of an editor's autocomplete (`/v1/completions`, \
          `/v1/fim/completions`, `/infill`) that names none, in `priority_order`'s units; above \
          chat's 0 so a completion is not worthless by the time it arrives (docs/SCHEDULING.md, \
