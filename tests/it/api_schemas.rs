@@ -167,7 +167,7 @@ async fn agents_tool_sets_are_served_with_their_grammars_on_the_real_model() {
         .iter()
         .map(|t| t["name"].clone())
         .collect();
-    let body = json!({"model": "m", "max_tokens": 400, "tools": tools,
+    let body = json!({"model": "m", "max_tokens": 400, "tools": tools, "temperature": 0,
         "tool_choice": {"type": "any"},
         "messages": [{"role": "user", "content": "List the files in this folder."}]});
     let (status, v) = post(&server, "/v1/messages", &body).await;
@@ -187,7 +187,9 @@ async fn agents_tool_sets_are_served_with_their_grammars_on_the_real_model() {
 
     // Codex's tools on Responses, a call required
     let started = std::time::Instant::now();
-    let body = json!({"model": "m", "max_output_tokens": 160,
+    // greedy: with sampling at temperature 1 the call's command sometimes ran past the output
+    // limit, and a cut call is an `incomplete` item (CI failed on it once)
+    let body = json!({"model": "m", "max_output_tokens": 400, "temperature": 0,
         "tools": fixture_tools("codex-responses.json"), "tool_choice": "required",
         "input": "List the files in this folder."});
     let (status, v) = post(&server, "/v1/responses", &body).await;
@@ -198,6 +200,7 @@ async fn agents_tool_sets_are_served_with_their_grammars_on_the_real_model() {
         .iter()
         .find(|o| o["type"] == "function_call")
         .unwrap_or_else(|| panic!("no function_call: {v}"));
+    assert_eq!(call["status"], "completed", "{v}");
     let args: Value = serde_json::from_str(call["arguments"].as_str().unwrap()).unwrap();
     assert!(args.is_object(), "{call}");
     eprintln!("codex's tools: {:.1} s", started.elapsed().as_secs_f64());
