@@ -303,6 +303,56 @@ async fn under_lower_first_the_default_autocomplete_priority_still_goes_before_c
 }
 
 #[tokio::test]
+async fn an_autocomplete_gets_no_small_request_boost_its_route_default_counts_as_given() {
+    let server = server(Setup {
+        fake: FakeOptions {
+            decode_steps_per_sec: 40.0,
+            ..Setup::default().fake
+        },
+        scheduler: strata_desk::scheduler::SchedulerSettings {
+            solo_priority: true,
+            min_run_quantum_secs: 3600.0,
+            ..Default::default()
+        },
+        ..Setup::default()
+    })
+    .await;
+    let base = server.base.clone();
+    let running = tokio::spawn(async move {
+        let body = json!({"messages": [{"role": "user", "content": "x"}], "max_tokens": 40});
+        let client = reqwest::Client::new();
+        let response = client
+            .post(format!("{base}/v1/chat/completions"))
+            .json(&body)
+            .send();
+        response.await.unwrap().text().await.unwrap()
+    });
+    server
+        .until("one decodes", |s| {
+            s.slots
+                .iter()
+                .any(|slot| slot.state == SlotStatus::Decoding)
+        })
+        .await;
+    let base = server.base.clone();
+    let fim = tokio::spawn(async move {
+        let body = json!({"prompt": "a", "suffix": "b", "max_tokens": 2});
+        let client = reqwest::Client::new();
+        let response = client
+            .post(format!("{base}/v1/completions"))
+            .json(&body)
+            .send();
+        response.await.unwrap().status()
+    });
+    server.until("it waits", |s| s.waiting.len() == 1).await;
+    let waiting = server.service.snapshot().waiting[0].clone();
+    // small and unranked by its client, but ranked by its route: 5, no +1
+    assert_eq!((waiting.priority, waiting.boost), (5, 0), "{waiting:?}");
+    assert_eq!(fim.await.unwrap(), 200);
+    running.await.unwrap();
+}
+
+#[tokio::test]
 async fn an_autocomplete_whose_client_left_is_cancelled() {
     let server = server(Setup {
         fake: FakeOptions {
