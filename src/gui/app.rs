@@ -330,6 +330,9 @@ impl Dashboard {
             egui::ScrollArea::vertical().show(ui, |ui| {
                 requests_ui(ui, &s, &mut self.request_order, &mut self.commands);
                 ui.separator();
+                super::cost::cost_ui(ui, &s);
+                super::cost::finished_ui(ui, &s);
+                ui.separator();
                 panels::slots_ui(ui, &s);
                 panels::parked_ui(ui, &s);
                 panels::waiting_ui(ui, &s, self.starving_secs);

@@ -4,6 +4,7 @@
 //! - `app`: [`Dashboard`], the window's state and frame;
 //! - `panels`: one `*_ui` function per panel, reading the snapshot;
 //! - `history`: the scheduler's log with request ids, and the too-long-prompt banner;
+//! - `cost`: what preemption cost and saved, by priority, and a line per ended request;
 //! - `controls`: the Preemption and give-way switches and the expert `give_way` values;
 //! - `preemption`: those switches' labels and what a click on them sends;
 //! - `requests`: the requests table (one row per live request, with its "why");
@@ -22,6 +23,7 @@
 mod app;
 mod commands;
 mod controls;
+mod cost;
 mod history;
 mod panels;
 mod preemption;

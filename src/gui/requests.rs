@@ -82,6 +82,28 @@ pub fn requests_ui(
         });
 }
 
+/// The priority as given, and what it ranks at when a boost or aging adds to it:
+/// "0 -> 1 boost" (the window's font has no arrow glyph).
+pub fn priority_cell(r: &RequestRow) -> String {
+    let mut added = Vec::new();
+    if r.boost > 0 {
+        added.push("boost");
+    }
+    if r.aging > 0 {
+        added.push("aging");
+    }
+    if added.is_empty() {
+        r.priority.to_string()
+    } else {
+        format!(
+            "{} -> {} {}",
+            r.priority,
+            r.effective_priority,
+            added.join(", ")
+        )
+    }
+}
+
 /// The why column's least width, in points.
 const WHY_MIN_WIDTH: f32 = 180.0;
 
@@ -96,13 +118,18 @@ fn row_ui(ui: &mut Ui, r: &RequestRow, q: &mut CommandQueue) {
         }
         _ => r.state.to_string(),
     };
+    let parked = match r.parks {
+        0 => String::new(),
+        1 => format!("; parked once, {:.1} s in all", r.parked_secs),
+        n => format!("; parked {n} times, {:.1} s in all", r.parked_secs),
+    };
     ui.label(state)
-        .on_hover_text(format!("{:.1} s since it arrived", r.elapsed_secs));
-    ui.label(format!("{} -> {}", r.priority, r.effective_priority))
-        .on_hover_text(format!(
-            "priority {} -> effective {} (boost +{}, aging +{})",
-            r.priority, r.effective_priority, r.boost, r.aging
-        ));
+        .on_hover_text(format!("{:.1} s since it arrived{parked}", r.elapsed_secs));
+    ui.label(priority_cell(r)).on_hover_text(format!(
+        "given {}; effective {}",
+        r.priority,
+        crate::service::priority_words(r)
+    ));
     let max = r.max_tokens.map_or("-".to_owned(), |m| m.to_string());
     ui.label(format!(
         "read {}/{}, out {}/{max}",
@@ -177,6 +204,8 @@ mod tests {
             aging: 0,
             elapsed_secs: waited_secs,
             waited_secs,
+            parks: 0,
+            parked_secs: 0.0,
             prompt_tokens: 10,
             read_tokens: 0,
             generated_tokens: 0,
@@ -185,6 +214,24 @@ mod tests {
             pausable_in_secs: None,
             why: String::new(),
         }
+    }
+
+    #[test]
+    fn a_boosted_requests_priority_cell_names_the_boost() {
+        use egui_kittest::Harness;
+        use egui_kittest::kittest::Queryable;
+        let mut s = ServiceSnapshot::starting(SchedulerSettings::default(), 1, true);
+        let mut boosted = row(1, 1, 0.5);
+        boosted.boost = 1;
+        let mut aged = row(2, 3, 9.0);
+        aged.aging = 3;
+        s.requests = vec![boosted, aged, row(3, 0, 1.0)];
+        let mut order = RequestOrder::State;
+        let mut q = CommandQueue::default();
+        let harness = Harness::new_ui(|ui| requests_ui(ui, &s, &mut order, &mut q));
+        harness.get_by_label("0 -> 1 boost");
+        harness.get_by_label("0 -> 3 aging");
+        harness.get_by_label("0");
     }
 
     #[test]

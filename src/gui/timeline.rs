@@ -234,6 +234,7 @@ mod tests {
                 generated_tokens: 0,
                 has_lane: lane,
                 effective_priority: None,
+                boost: 0,
                 run_secs: 0.0,
                 pausable_in_secs: None,
             },

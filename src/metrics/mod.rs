@@ -110,6 +110,8 @@ pub struct Metrics {
     f: Families,
     ttft: Histograms<PriorityLabel>,
     queue_time: Histograms<PriorityLabel>,
+    parked_time: Histograms<PriorityLabel>,
+    pauses: Histograms<PriorityLabel>,
     vllm_ttft: Histograms<ModelLabel>,
     last: Mutex<(Counters, String)>,
 }
@@ -124,6 +126,11 @@ fn histogram() -> Histogram {
     Histogram::new(LATENCY_BUCKETS_SECS)
 }
 
+/// Pauses one request suffered: 0, 1, 2, 3, 5, 10, more.
+fn pause_histogram() -> Histogram {
+    Histogram::new([0.0, 1.0, 2.0, 3.0, 5.0, 10.0])
+}
+
 impl Default for Metrics {
     fn default() -> Self {
         Self::new()
@@ -135,6 +142,8 @@ impl Metrics {
         let f = Families::default();
         let ttft: Histograms<PriorityLabel> = Family::new_with_constructor(histogram);
         let queue_time: Histograms<PriorityLabel> = Family::new_with_constructor(histogram);
+        let parked_time: Histograms<PriorityLabel> = Family::new_with_constructor(histogram);
+        let pauses: Histograms<PriorityLabel> = Family::new_with_constructor(pause_histogram);
         let vllm_ttft: Histograms<ModelLabel> = Family::new_with_constructor(histogram);
         let mut r = Registry::default();
         r.register(
@@ -146,6 +155,16 @@ impl Metrics {
             "strata_request_queue_time_seconds",
             "Arrival to the first slot, by priority class",
             queue_time.clone(),
+        );
+        r.register(
+            "strata_request_parked_seconds",
+            "Time one request spent parked (paused, gave way, pool full) in all, by priority class",
+            parked_time.clone(),
+        );
+        r.register(
+            "strata_request_pauses",
+            "Times one request's decode was paused for a higher priority, by priority class",
+            pauses.clone(),
         );
         r.register(
             "strata_num_requests_waiting",
@@ -303,6 +322,8 @@ impl Metrics {
             f,
             ttft,
             queue_time,
+            parked_time,
+            pauses,
             vllm_ttft,
             last: Mutex::new((Counters::default(), String::new())),
         }
@@ -342,6 +363,15 @@ impl Metrics {
             priority: priority_class(priority),
         };
         self.queue_time.get_or_create(&label).observe(secs);
+    }
+
+    /// An ended request's time parked in all and its pauses.
+    pub fn observe_request_cost(&self, priority: i32, parked_secs: f64, pauses: u32) {
+        let label = PriorityLabel {
+            priority: priority_class(priority),
+        };
+        self.parked_time.get_or_create(&label).observe(parked_secs);
+        self.pauses.get_or_create(&label).observe(f64::from(pauses));
     }
 
     /// A request ended: its tokens and how it ended.

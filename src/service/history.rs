@@ -64,12 +64,21 @@ impl Actor {
             format!(" from {}", origin.client)
         };
         let text = format!(
-            "{} arrived{from}: {} prompt tokens, priority {}",
+            "{} arrived{from}: {} prompt tokens, priority {}{}",
             self.client_id(id),
             live.submission.prompt.len(),
-            live.submission.priority
+            live.submission.priority,
+            self.boost_words(id)
         );
         self.note(LogKind::Arrived, Some(id), text);
+    }
+
+    /// " + 1 small-request boost" for a request that has the boost now, else nothing.
+    fn boost_words(&self, id: RequestId) -> String {
+        match self.scheduler.boost_of(id) {
+            0 => String::new(),
+            boost => format!(" + {boost} small-request boost"),
+        }
     }
 
     /// A submission refused before it was queued; a prompt too long for the context is
@@ -119,6 +128,7 @@ impl Actor {
                 }
                 Action::Park { request, to, .. } => self.note_park(*request, *to),
                 Action::Restore { request, .. } => {
+                    self.streams.resumed(*request);
                     let text = format!(
                         "{} resumed where it stopped, nothing lost",
                         self.client_id(*request)
@@ -190,7 +200,19 @@ impl Actor {
             ParkPlace::HostRam => "saved to host RAM",
         };
         let by = view.as_ref().and_then(|v| v.parked_for);
-        let by_name = by.map(|w| self.client_id(w)).unwrap_or_default();
+        let paused = view.as_ref().and_then(|v| v.cause) == Some(ParkCause::Paused);
+        // its cost ledger, and the wait the pause saved the one it was paused for
+        self.streams.parked(request, by.filter(|_| paused));
+        // the boost named where it is why the other one ranks higher
+        let by_name = by
+            .map(|w| match self.boost_words(w) {
+                words if words.is_empty() => self.client_id(w),
+                words => {
+                    let priority = self.streams.get(w).map_or(0, |l| l.submission.priority);
+                    format!("{} (priority {priority}{words})", self.client_id(w))
+                }
+            })
+            .unwrap_or_default();
         let (kind, text) = match view.and_then(|v| v.cause) {
             Some(ParkCause::Paused) => (
                 LogKind::Paused,

@@ -26,6 +26,8 @@ pub(super) struct Live {
     first_token_at: Option<Instant>,
     /// Whether it got a slot yet (the first assign counts a cache hit or miss).
     pub admitted: bool,
+    /// What parks cost it and what its pauses of others saved it.
+    pub cost: super::cost::Ledger,
 }
 
 impl Live {
@@ -43,6 +45,7 @@ impl Live {
             tokens_sent: 0,
             first_token_at: None,
             admitted: false,
+            cost: super::cost::Ledger::default(),
         }
     }
 
@@ -57,6 +60,11 @@ impl Live {
             self.first_token_at = Some(now);
         }
         (self.tokens_sent == 1).then(|| now.duration_since(self.arrived))
+    }
+
+    /// Tokens delivered so far.
+    pub fn tokens_sent(&self) -> u64 {
+        self.tokens_sent
     }
 
     /// Seconds from arrival to the first token, once it went out.

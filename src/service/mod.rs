@@ -10,10 +10,12 @@
 //! - `engine_link`: the engine worker of the current generation, its open requests and step;
 //! - `streams` and `live`: the clients' streams (decoder, stop matcher) and what delivering
 //!   measures;
+//! - `cost`: what parks cost each request and what pauses saved, per request and summed;
 //! - `publish` and `snapshot`: what the API and the GUI see (stable field names, no prompt
 //!   text), and the Prometheus levels.
 
 mod actor;
+mod cost;
 mod engine_link;
 mod event_log;
 mod execute;
@@ -40,8 +42,9 @@ pub use crate::scheduler::{
     ParkKind, ParkedIn, ParkedView, PriorityOrder, RequestStatus, SchedulerSettings, SlotStatus,
     SlotView as SchedulerSlotView, WaitingView, resolve_priority,
 };
+pub use cost::{COST_WINDOW_SECS, CostClass, CostView, FinishedRequest, cost_view};
 pub use event_log::{LOG_ENTRIES_MAX, LengthRefusal, LogEntry, LogKind, SharedLog};
-pub use requests::{LiveFacts, RequestRow, request_rows};
+pub use requests::{LiveFacts, RequestRow, priority_words, request_rows};
 pub use snapshot::{
     ConversationCacheView, CountersView, EngineStatus, EngineView, ServiceSnapshot, SlotView,
     TtftSample, mode_for,

@@ -60,6 +60,8 @@ impl Actor {
                 prompt_tokens: live.submission.prompt.len() as u32,
                 max_tokens: live.submission.max_tokens,
                 elapsed_secs: wall.duration_since(live.arrived).as_secs_f64(),
+                parks: live.cost.parks,
+                parked_secs: live.cost.parked_secs(wall),
             })
         });
         let (hits, misses) = self.streams.cache_hits();
@@ -67,6 +69,8 @@ impl Actor {
         snapshot.conversation_cache.hits = hits;
         snapshot.conversation_cache.misses = misses;
         snapshot.ttft = self.streams.ttft();
+        snapshot.finished = self.streams.finished();
+        snapshot.cost = self.streams.cost(wall);
         snapshot.log = self.log.entries();
         snapshot.last_length_refusal = self.last_length_refusal.clone();
         let running = snapshot

@@ -30,6 +30,10 @@ pub struct RequestRow {
     pub elapsed_secs: f64,
     /// Seconds in its present wait (waiting or parked; 0 while it runs).
     pub waited_secs: f64,
+    /// Times it was parked so far (paused, gave way, or the pool was full), and the time
+    /// parked in all, the present park included.
+    pub parks: u32,
+    pub parked_secs: f64,
     pub prompt_tokens: u32,
     /// Prompt tokens its sequence holds so far (the whole prompt once decoding).
     pub read_tokens: u32,
@@ -50,6 +54,8 @@ pub struct LiveFacts {
     pub prompt_tokens: u32,
     pub max_tokens: Option<u32>,
     pub elapsed_secs: f64,
+    pub parks: u32,
+    pub parked_secs: f64,
 }
 
 /// The rows, running first (slot order), then parked, then waiting (the scheduler's order).
@@ -72,6 +78,8 @@ pub fn request_rows(
             aging: 0,
             elapsed_secs: f.elapsed_secs,
             waited_secs: 0.0,
+            parks: f.parks,
+            parked_secs: f.parked_secs,
             prompt_tokens: f.prompt_tokens,
             read_tokens: 0,
             generated_tokens: 0,
@@ -92,7 +100,8 @@ pub fn request_rows(
         rows.push(RequestRow {
             priority,
             effective_priority: effective,
-            aging: effective - i64::from(priority),
+            boost: slot.boost,
+            aging: effective - i64::from(priority) - slot.boost,
             prompt_tokens: slot.prompt_tokens,
             read_tokens: slot.held_tokens.min(slot.prompt_tokens),
             generated_tokens: slot.generated_tokens,
@@ -105,7 +114,8 @@ pub fn request_rows(
         rows.push(RequestRow {
             priority: p.priority,
             effective_priority: p.effective_priority,
-            aging: p.effective_priority - i64::from(p.priority),
+            boost: p.boost,
+            aging: p.effective_priority - i64::from(p.priority) - p.boost,
             waited_secs: p.parked_secs,
             generated_tokens: p.generated_tokens,
             // what it holds, kept while parked (regression: shown as 0)
@@ -143,7 +153,16 @@ fn why(
     s: &ServiceSnapshot,
     names: &HashMap<RequestId, String>,
 ) -> String {
-    let name = |id: RequestId| names.get(&id).cloned().unwrap_or_else(|| id.to_string());
+    // a request no longer live is named by the id its client saw (never the internal one)
+    let name = |id: RequestId| {
+        names.get(&id).cloned().unwrap_or_else(|| {
+            s.finished
+                .iter()
+                .rev()
+                .find(|f| f.request_id == id)
+                .map_or_else(|| "an earlier request".to_owned(), |f| f.client_id.clone())
+        })
+    };
     match r.state {
         RequestStatus::Waiting => waiting_why(r, rows, s),
         RequestStatus::Reading => {
@@ -182,10 +201,25 @@ fn why(
                 let priority = rows
                     .iter()
                     .find(|x| x.request_id == id)
-                    .map(|x| format!(" (priority {})", x.effective_priority))
+                    .map(|x| format!(" ({})", priority_words(x)))
                     .unwrap_or_default();
                 format!("{}{priority}", name(id))
             };
+            // the one it made room for no longer holds a slot: say who does now, and why
+            // that one went first (recomputed from the present, never the stale name)
+            let holding = |id: RequestId| {
+                rows.iter().any(|x| {
+                    x.request_id == id
+                        && matches!(x.state, RequestStatus::Reading | RequestStatus::Decoding)
+                })
+            };
+            if let Some(w) = by.filter(|w| !holding(*w)) {
+                let gave_way = matches!(
+                    view.and_then(|p| p.cause),
+                    Some(ParkCause::GaveWayHigherPriority | ParkCause::GaveWayShorterLeft)
+                );
+                return overtaken_why(r, rows, &name(w), gave_way);
+            }
             match (view.and_then(|p| p.cause), by) {
                 (Some(ParkCause::Paused), Some(w)) => format!(
                     "paused for {}; resumes when it is done, nothing lost",
@@ -207,6 +241,66 @@ fn why(
             }
         }
     }
+}
+
+/// A request's effective priority in words, naming what it adds to the one it was given:
+/// "priority 5", "priority 1: 0 + 1 small-request boost".
+pub fn priority_words(r: &RequestRow) -> String {
+    let mut added = Vec::new();
+    if r.boost > 0 {
+        added.push(format!("{} small-request boost", r.boost));
+    }
+    if r.aging > 0 {
+        added.push(format!("{} aging", r.aging));
+    }
+    if added.is_empty() {
+        format!("priority {}", r.effective_priority)
+    } else {
+        format!(
+            "priority {}: {} + {}",
+            r.effective_priority,
+            r.priority,
+            added.join(" + ")
+        )
+    }
+}
+
+/// A parked request whose request it made room for (`gone`) holds no slot any more: who holds
+/// the slot now, and by which rule that one went first.
+/// `gave_way`: it was a read that gave way (its place among equals was renewed, R4).
+fn overtaken_why(r: &RequestRow, rows: &[RequestRow], gone: &str, gave_way: bool) -> String {
+    let earlier = format!("made room for {gone}, which no longer holds a slot");
+    let Some(h) = rows.iter().find(|x| {
+        x.request_id != r.request_id
+            && matches!(x.state, RequestStatus::Reading | RequestStatus::Decoding)
+    }) else {
+        return format!("{earlier}; resumes at the next step, nothing lost");
+    };
+    let rule = if h.effective_priority > r.effective_priority {
+        if h.boost > 0 && h.effective_priority - h.boost <= r.effective_priority {
+            format!(
+                "ranks higher by the small-request boost ({})",
+                priority_words(h)
+            )
+        } else {
+            format!("ranks higher ({})", priority_words(h))
+        }
+    } else if h.effective_priority == r.effective_priority
+        && h.elapsed_secs < r.elapsed_secs
+        && gave_way
+    {
+        "arrived later at the same priority and went first: a read that gives way goes \
+         behind its equals that were waiting (R4's new ticket)"
+            .to_owned()
+    } else if h.effective_priority == r.effective_priority {
+        "went first at the same priority".to_owned()
+    } else {
+        "took the slot first".to_owned()
+    };
+    format!(
+        "{earlier}; now overtaken by {}, which {rule}; resumes when the slot is free, nothing lost",
+        h.client_id
+    )
 }
 
 /// Why a waiting request has no slot yet.
@@ -234,10 +328,10 @@ fn waiting_why(r: &RequestRow, rows: &[RequestRow], s: &ServiceSnapshot) -> Stri
         .collect();
     let queue = match ahead.first() {
         Some(first) => format!(
-            "; {} ahead of it ({} first, priority {})",
+            "; {} ahead of it ({} first, {})",
             ahead.len(),
             first.client_id,
-            first.effective_priority
+            priority_words(first)
         ),
         None => String::new(),
     };
@@ -260,6 +354,12 @@ fn waiting_why(r: &RequestRow, rows: &[RequestRow], s: &ServiceSnapshot) -> Stri
         return format!("waits for the slot{queue}");
     };
     let outranks = r.effective_priority > h.effective_priority && ahead.is_empty();
+    // it outranks the holder only by the small-request boost: say so
+    let by_boost = if r.boost > 0 && r.effective_priority - r.boost <= h.effective_priority {
+        " (this one ranks higher by the small-request boost)"
+    } else {
+        ""
+    };
     let holder = match h.state {
         RequestStatus::Reading if outranks && s.give_way != GiveWay::Off => format!(
             "{} is reading its prompt and gives way at the next chunk boundary",
@@ -274,10 +374,14 @@ fn waiting_why(r: &RequestRow, rows: &[RequestRow], s: &ServiceSnapshot) -> Stri
             h.client_id
         ),
         _ if outranks => match h.pausable_in_secs {
-            Some(left) if left > 0.0 => {
-                format!("{} decoding, may be paused in {left:.1} s", h.client_id)
-            }
-            _ => format!("{} decoding, to be paused at the next token", h.client_id),
+            Some(left) if left > 0.0 => format!(
+                "{} decoding, may be paused in {left:.1} s{by_boost}",
+                h.client_id
+            ),
+            _ => format!(
+                "{} decoding, to be paused at the next token{by_boost}",
+                h.client_id
+            ),
         },
         _ => format!(
             "{} decoding (priority {}, not below this one's {}: only a higher priority pauses it)",

@@ -32,6 +32,7 @@ fn slot(id: u32, request: u64, state: SlotStatus, priority: i32) -> SlotView {
             generated_tokens: 100,
             has_lane: state == SlotStatus::Reading,
             effective_priority: Some(i64::from(priority)),
+            boost: 0,
             run_secs: 2.9,
             pausable_in_secs: None,
         },
@@ -56,6 +57,7 @@ fn parked(request: u64, cause: ParkCause, parked_for: Option<u64>) -> ParkedView
         request_id: RequestId(request),
         priority: 0,
         effective_priority: 0,
+        boost: 0,
         generated_tokens: 40,
         read_tokens: 300,
         parked_secs: 1.5,
@@ -83,6 +85,8 @@ fn facts(id: RequestId) -> Option<LiveFacts> {
         prompt_tokens: 300,
         max_tokens: Some(64),
         elapsed_secs: 3.0,
+        parks: 0,
+        parked_secs: 0.0,
     })
 }
 
@@ -263,4 +267,115 @@ fn a_parked_request_shows_the_prompt_it_read_and_holds_not_zero() {
         .map(|r| (r.prompt_tokens, r.read_tokens, r.generated_tokens))
         .collect();
     assert_eq!(progress, [(300, 300, 40), (300, 120, 40)]);
+}
+
+#[test]
+fn a_request_that_outranks_a_stream_only_by_the_boost_is_told_so() {
+    let mut s = ready(true, 1);
+    s.slots = vec![slot(0, 7, SlotStatus::Decoding, 0)];
+    let mut boosted = waiting(8, 0, 0.4);
+    (boosted.boost, boosted.effective_priority) = (1, 1);
+    s.waiting = vec![boosted];
+    assert_eq!(
+        why_of(&s, 8),
+        "waits for the slot: chatcmpl-7 decoding, to be paused at the next token \
+         (this one ranks higher by the small-request boost)"
+    );
+    let rows = request_rows(&s, facts);
+    assert_eq!(
+        priority_words(&rows[1]),
+        "priority 1: 0 + 1 small-request boost"
+    );
+}
+
+#[test]
+fn a_stream_paused_for_a_boosted_request_names_the_boost() {
+    let mut s = ready(true, 1);
+    let mut short = slot(0, 9, SlotStatus::Decoding, 0);
+    (short.slot.boost, short.slot.effective_priority) = (1, Some(1));
+    s.slots = vec![short];
+    s.parked = vec![parked(7, ParkCause::Paused, Some(9))];
+    assert_eq!(
+        why_of(&s, 7),
+        "paused for msg_9 (priority 1: 0 + 1 small-request boost); resumes when it is done, \
+         nothing lost"
+    );
+    let rows = request_rows(&s, facts);
+    assert_eq!(
+        (rows[0].boost, rows[0].aging),
+        (1, 0),
+        "the boost is not aging"
+    );
+}
+
+/// Facts where request 7 arrived 10 s ago and every other one 3 s ago.
+fn facts_7_first(id: RequestId) -> Option<LiveFacts> {
+    let mut f = facts(id)?;
+    if id.0 == 7 {
+        f.elapsed_secs = 10.0;
+    }
+    Some(f)
+}
+
+#[test]
+fn a_read_overtaken_after_the_one_it_gave_way_to_ended_names_who_overtook_it_and_by_which_rule() {
+    let mut s = ready(false, 1);
+    // it gave way to 14, which has ended; 15, of its priority and later, holds the slot now
+    s.slots = vec![slot(0, 15, SlotStatus::Decoding, 0)];
+    s.parked = vec![parked(7, ParkCause::GaveWayShorterLeft, Some(14))];
+    s.finished = vec![crate::service::cost::FinishedRequest {
+        request_id: RequestId(14),
+        client_id: "chatcmpl-14".into(),
+        client: String::new(),
+        route: Route::ChatCompletions,
+        priority: 0,
+        outcome: "stop",
+        prompt_tokens: 10,
+        output_tokens: 10,
+        queue_wait_secs: None,
+        ttft_secs: None,
+        parks: 0,
+        parked_secs: 0.0,
+        pauses: 0,
+        give_ways: 0,
+        end_to_end_secs: 1.0,
+        paused_others: 0,
+        gained_secs_estimate: None,
+        ended_at_secs: 1.0,
+    }];
+    let rows = request_rows(&s, facts_7_first);
+    let why = &rows.iter().find(|r| r.request_id.0 == 7).unwrap().why;
+    assert_eq!(
+        why,
+        "made room for chatcmpl-14, which no longer holds a slot; now overtaken by \
+         chatcmpl-15, which arrived later at the same priority and went first: a read that \
+         gives way goes behind its equals that were waiting (R4's new ticket); resumes when \
+         the slot is free, nothing lost"
+    );
+    assert!(!why.contains("req-"), "{why}");
+
+    // a paused decode keeps its place among equals (no new ticket): R4 is not the rule
+    s.parked = vec![parked(7, ParkCause::Paused, Some(14))];
+    let rows = request_rows(&s, facts_7_first);
+    let why = &rows.iter().find(|r| r.request_id.0 == 7).unwrap().why;
+    assert!(
+        why.contains("chatcmpl-15, which went first at the same priority;"),
+        "{why}"
+    );
+
+    // overtaken by a boosted one: the boost is the rule named
+    let mut boosted = slot(0, 15, SlotStatus::Decoding, 0);
+    (boosted.slot.boost, boosted.slot.effective_priority) = (1, Some(1));
+    s.slots = vec![boosted];
+    s.finished.clear();
+    let rows = request_rows(&s, facts_7_first);
+    let why = &rows.iter().find(|r| r.request_id.0 == 7).unwrap().why;
+    assert!(
+        why.starts_with(
+            "made room for an earlier request, which no longer holds a slot; now \
+             overtaken by chatcmpl-15, which ranks higher by the small-request boost \
+             (priority 1: 0 + 1 small-request boost)"
+        ),
+        "{why}"
+    );
 }

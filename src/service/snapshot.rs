@@ -182,6 +182,11 @@ pub struct ServiceSnapshot {
     pub counters: CountersView,
     /// The most recent first tokens, oldest first.
     pub ttft: Vec<TtftSample>,
+    /// The latest ended requests (up to 50), oldest first: what each waited, was parked and
+    /// took end to end.
+    pub finished: Vec<super::cost::FinishedRequest>,
+    /// What parks cost and pauses saved over the last ten minutes, by priority.
+    pub cost: super::cost::CostView,
     /// Every scheduler setting in force.
     pub settings: SchedulerSettings,
 }
@@ -225,6 +230,11 @@ impl ServiceSnapshot {
             conversation_cache: ConversationCacheView::default(),
             counters: CountersView::default(),
             ttft: Vec::new(),
+            finished: Vec::new(),
+            cost: super::cost::CostView {
+                window_secs: super::cost::COST_WINDOW_SECS,
+                by_priority: Vec::new(),
+            },
             settings,
         }
     }
@@ -288,6 +298,7 @@ impl ServiceSnapshot {
             r.waited_secs = 0.0;
             r.tokens_per_sec = None;
             r.pausable_in_secs = r.pausable_in_secs.map(|_| 0.0);
+            r.parked_secs = 0.0;
             // its counts move with the clock ("may be paused in 2.1 s"); its causes show in
             // the other fields
             r.why.clear();

@@ -2,6 +2,7 @@
 //! goes out on it, and the figures that come from delivering (time to first token, cache hits,
 //! per-request metrics).
 
+use super::cost::{self, CostView, FinishedRequest};
 use super::handle::{Failure, Finished, StreamEvent, Submission, Usage};
 use super::live::Live;
 use super::snapshot::TtftSample;
@@ -15,6 +16,9 @@ use tokio::sync::mpsc;
 
 /// First-token samples kept for the snapshot's `ttft`.
 const TTFT_SAMPLES_MAX: usize = 256;
+/// Ended requests kept for the cost sums, and the latest of them the snapshot lists.
+const FINISHED_KEPT_MAX: usize = 1000;
+const FINISHED_SHOWN_MAX: usize = 50;
 
 pub(super) struct Streams {
     live: HashMap<RequestId, Live>,
@@ -25,6 +29,8 @@ pub(super) struct Streams {
     /// Admitted requests that reused a held or cached prefix, and those that read it all.
     cache_hits: u64,
     cache_misses: u64,
+    /// Ended requests' figures, oldest first.
+    finished: VecDeque<FinishedRequest>,
 }
 
 impl Streams {
@@ -36,6 +42,7 @@ impl Streams {
             ttft: VecDeque::new(),
             cache_hits: 0,
             cache_misses: 0,
+            finished: VecDeque::new(),
         }
     }
 
@@ -174,14 +181,14 @@ impl Streams {
         }
     }
 
-    /// A request ended: its metrics.
-    fn ended(&self, id: RequestId, reason: Option<FinishReason>, stats: &RequestStats) {
+    /// A request ended: its metrics, and its figures kept for `finished` and `cost`.
+    fn ended(&mut self, id: RequestId, reason: Option<FinishReason>, stats: &RequestStats) {
         let Some(live) = self.live.get(&id) else {
             return;
         };
+        let priority = live.submission.priority;
         if let Some(wait) = stats.queue_wait_secs {
-            self.metrics
-                .observe_queue_time(live.submission.priority, wait);
+            self.metrics.observe_queue_time(priority, wait);
         }
         self.metrics.request_ended(
             reason,
@@ -189,6 +196,81 @@ impl Streams {
             stats.prompt_tokens_held,
             stats.output_tokens,
         );
+        let now = Instant::now();
+        let parked_secs = live.cost.parked_secs(now);
+        self.metrics
+            .observe_request_cost(priority, parked_secs, stats.pauses);
+        let origin = &live.submission.origin;
+        let record = FinishedRequest {
+            request_id: id,
+            client_id: origin.route.client_id(id),
+            client: origin.client.clone(),
+            route: origin.route,
+            priority,
+            outcome: match reason {
+                Some(FinishReason::Stop) => "stop",
+                Some(FinishReason::Length) => "length",
+                Some(FinishReason::Cancelled) => "cancelled",
+                None => "failed",
+            },
+            prompt_tokens: stats.prompt_tokens,
+            output_tokens: stats.output_tokens,
+            queue_wait_secs: stats.queue_wait_secs,
+            ttft_secs: live.ttft_secs(),
+            parks: live.cost.parks,
+            parked_secs,
+            pauses: stats.pauses,
+            give_ways: stats.give_ways,
+            end_to_end_secs: now.duration_since(live.arrived).as_secs_f64(),
+            paused_others: live.cost.paused_others,
+            gained_secs_estimate: live.cost.gained_secs_estimate,
+            ended_at_secs: now.duration_since(self.epoch).as_secs_f64(),
+        };
+        if self.finished.len() == FINISHED_KEPT_MAX {
+            self.finished.pop_front();
+        }
+        self.finished.push_back(record);
+    }
+
+    /// `id` left the active set (paused, gave way, or the pool was full); `paused_for` is
+    /// the request it was paused for, which is credited with the wait it avoided.
+    pub fn parked(&mut self, id: RequestId, paused_for: Option<RequestId>) {
+        let now = Instant::now();
+        let Some(live) = self.live.get_mut(&id) else {
+            return;
+        };
+        live.cost.parked(now);
+        let estimate = cost::wait_estimate_secs(
+            live.submission.max_tokens,
+            live.tokens_sent(),
+            live.tokens_per_sec(now),
+        );
+        if let Some(winner) = paused_for.and_then(|w| self.live.get_mut(&w)) {
+            winner.cost.paused_other(estimate);
+        }
+    }
+
+    /// `id` is back in a slot.
+    pub fn resumed(&mut self, id: RequestId) {
+        if let Some(live) = self.live.get_mut(&id) {
+            live.cost.resumed(Instant::now());
+        }
+    }
+
+    /// The latest ended requests, oldest first.
+    pub fn finished(&self) -> Vec<FinishedRequest> {
+        let skip = self.finished.len().saturating_sub(FINISHED_SHOWN_MAX);
+        self.finished.iter().skip(skip).cloned().collect()
+    }
+
+    /// The cost sums of the requests that ended in the last [`cost::COST_WINDOW_SECS`].
+    pub fn cost(&mut self, now: Instant) -> CostView {
+        let now_secs = now.duration_since(self.epoch).as_secs_f64();
+        cost::cost_view(
+            self.finished.make_contiguous(),
+            now_secs,
+            cost::COST_WINDOW_SECS,
+        )
     }
 
     pub fn tokens_per_sec(&self, id: RequestId, now: Instant) -> Option<f64> {

@@ -42,6 +42,25 @@ pub(crate) async fn admin(
     (status, response.json().await.unwrap_or(Value::Null))
 }
 
+/// A server on the simulated engine decoding 40 tokens a second, with `solo_priority` on,
+/// the given quantum and no aging.
+pub(crate) async fn preempting_server(min_run_quantum_secs: f64) -> Server {
+    server(Setup {
+        fake: FakeOptions {
+            decode_steps_per_sec: 40.0,
+            ..FakeOptions::instant()
+        },
+        scheduler: SchedulerSettings {
+            solo_priority: true,
+            min_run_quantum_secs,
+            aging_interval_secs: 0.0,
+            ..SchedulerSettings::default()
+        },
+        ..Setup::default()
+    })
+    .await
+}
+
 pub(crate) fn streaming(text: &str, max_tokens: u32) -> Value {
     let mut body = chat(text, max_tokens);
     body["stream"] = json!(true);
@@ -344,7 +363,7 @@ print(json.dumps(out))
     serde_json::from_slice(&out.stdout).unwrap()
 }
 
-async fn scrape(server: &Server) -> HashMap<String, f64> {
+pub(crate) async fn scrape(server: &Server) -> HashMap<String, f64> {
     let response = reqwest::get(format!("{}/metrics", server.base))
         .await
         .unwrap();

@@ -2,10 +2,9 @@
 //! sent it (the User-Agent's product here), and why it waits or is parked, in words.
 
 use crate::api_fake::{Setup, chat, server};
-use crate::api_observe::{get_json, streaming};
+use crate::api_observe::{get_json, preempting_server, streaming};
 use serde_json::{Value, json};
 use strata_desk::engine_worker::FakeOptions;
-use strata_desk::scheduler::SchedulerSettings;
 use strata_desk::service::SlotStatus;
 
 fn row<'a>(v: &'a Value, client_id: &str) -> &'a Value {
@@ -19,20 +18,7 @@ fn row<'a>(v: &'a Value, client_id: &str) -> &'a Value {
 
 #[tokio::test]
 async fn a_waiting_request_is_told_when_the_stream_may_be_paused_and_the_paused_stream_for_whom() {
-    let server = server(Setup {
-        fake: FakeOptions {
-            decode_steps_per_sec: 40.0,
-            ..FakeOptions::instant()
-        },
-        scheduler: SchedulerSettings {
-            solo_priority: true,
-            min_run_quantum_secs: 1.5,
-            aging_interval_secs: 0.0,
-            ..SchedulerSettings::default()
-        },
-        ..Setup::default()
-    })
-    .await;
+    let server = preempting_server(1.5).await;
     let long = server
         .post(&streaming("a long story", 400))
         .header("user-agent", "claude-cli/2.0.1 (external, cli)")
@@ -152,4 +138,53 @@ async fn a_prompt_longer_than_the_context_is_logged_as_a_refusal_with_its_number
 /// The context limit a refusal's words give.
 fn refused_limit(text: &str) -> u64 {
     text.rsplit(' ').next().unwrap().parse().unwrap()
+}
+
+#[tokio::test]
+async fn a_pause_won_by_the_small_request_boost_names_the_boost_in_the_log_and_the_why() {
+    let server = preempting_server(0.3).await;
+    // the agent's stream gives its priority (0: no boost); a bare request gives none
+    let mut long = streaming("a long story", 400);
+    long["priority"] = json!(0);
+    let long = server.post(&long).send().await.unwrap();
+    server
+        .until("the long one decodes", |s| {
+            s.slots.iter().any(|x| x.state == SlotStatus::Decoding)
+        })
+        .await;
+    let short = tokio::spawn(server.post(&chat("a quick question", 200)).send());
+    server
+        .until("the long one is parked", |s| s.parked.len() == 1)
+        .await;
+    let v = get_json(&server, "/v1/scheduler").await;
+    assert_eq!(
+        row(&v, "chatcmpl-1")["why"],
+        "paused for chatcmpl-2 (priority 1: 0 + 1 small-request boost); resumes when it is \
+         done, nothing lost",
+        "{v}"
+    );
+    let short_row = row(&v, "chatcmpl-2");
+    assert_eq!(
+        (short_row["boost"].as_i64(), short_row["aging"].as_i64()),
+        (Some(1), Some(0))
+    );
+    let texts: Vec<&str> = v["log"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["text"].as_str().unwrap())
+        .collect();
+    assert!(
+        texts.iter().any(|t| t.starts_with("chatcmpl-2 arrived")
+            && t.ends_with("priority 0 + 1 small-request boost")),
+        "{texts:?}"
+    );
+    assert!(
+        texts.iter().any(|t| t.starts_with(
+            "chatcmpl-1 was paused for chatcmpl-2 (priority 0 + 1 small-request boost)"
+        )),
+        "{texts:?}"
+    );
+    drop(long);
+    short.abort();
 }

@@ -10,6 +10,7 @@ mod api_access;
 mod api_agents;
 mod api_bounds;
 mod api_control;
+mod api_cost;
 mod api_disconnect;
 mod api_drift;
 mod api_fake;

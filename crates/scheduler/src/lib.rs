@@ -231,6 +231,11 @@ impl Scheduler {
 
     /// A new priority as the scheduler keeps it: clamped to `priority_range` (as resolved,
     /// the mirror image when lower-first), like an arrival's and a re-prioritised request's.
+    /// The small-request boost a live request has now (0 or 1; `solo_priority` only).
+    pub fn boost_of(&self, id: RequestId) -> i64 {
+        self.requests.get(&id).map_or(0, |r| self.boost(r))
+    }
+
     pub fn clamp_priority(&self, priority: i32) -> i32 {
         let (lo, hi) = settings::resolved_range(&self.settings);
         priority.clamp(lo, hi)

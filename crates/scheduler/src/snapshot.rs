@@ -170,6 +170,8 @@ pub struct SlotView {
     pub has_lane: bool,
     /// Its request's priority with boost and aging (`null` when empty).
     pub effective_priority: Option<i64>,
+    /// Its request's small-request boost (0 or 1, `solo_priority` only; 0 when empty).
+    pub boost: i64,
     /// Seconds since its request got the slot or last resumed.
     pub run_secs: f64,
     /// With `solo_priority`, while decoding: seconds until R7 may pause it (0 once its
@@ -183,6 +185,8 @@ pub struct ParkedView {
     pub request_id: RequestId,
     pub priority: i32,
     pub effective_priority: i64,
+    /// The small-request boost (0 or 1, `solo_priority` only).
+    pub boost: i64,
     pub generated_tokens: u32,
     /// Prompt tokens read before it was parked, all kept (the whole prompt for a paused
     /// stream, where its read had got to for a read that gave way).
@@ -283,6 +287,7 @@ impl Scheduler {
                     generated_tokens: r.map_or(0, |r| r.generated()),
                     has_lane: request.is_some() && self.lane == request,
                     effective_priority: r.map(|r| self.effective(r, now)),
+                    boost: r.map_or(0, |r| self.boost(r)),
                     run_secs: r.map_or(0.0, |r| now.saturating_sub(r.run_since).as_secs_f64()),
                     // R7's own guard, so the countdown and the pause agree.
                     pausable_in_secs: r
@@ -338,6 +343,7 @@ impl Scheduler {
                     request_id: r.id,
                     priority: r.priority,
                     effective_priority: self.effective(r, now),
+                    boost: self.boost(r),
                     place,
                     kind: match kind {
                         ParkedKind::Read { .. } => ParkKind::Read,
