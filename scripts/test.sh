@@ -26,6 +26,7 @@ if [ "${STRATA_SKIP_AGENTS_LOOP:-0}" = 1 ]; then
 else
   SERVER_BIN="${CARGO_TARGET_DIR:-target}/debug/strata-desk" scripts/agents-loop.sh
 fi
-# The Windows program compiles and links, cross-built from here (docs/TESTING.md, section 11);
-# STRATA_SKIP_WINDOWS_BUILD=1 skips it.
-[ "${STRATA_SKIP_WINDOWS_BUILD:-0}" = 1 ] || scripts/windows/cross-build.sh
+# The Windows program compiles and links, cross-built from here (docs/TESTING.md, section 11),
+# in the link-check profile (Cargo.toml: nothing optimised, no debug info; llama.cpp's own
+# Release build); STRATA_SKIP_WINDOWS_BUILD=1 skips it.
+[ "${STRATA_SKIP_WINDOWS_BUILD:-0}" = 1 ] || scripts/windows/cross-build.sh --profile link-check
