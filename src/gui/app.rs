@@ -6,12 +6,12 @@ use super::controls;
 use super::history::{LogFilter, length_refusal_ui, scheduler_log_ui};
 use super::panels;
 use super::preemption::GiveWayMemory;
-use super::requests::{RequestOrder, requests_ui};
+use super::requests::{RequestsView, requests_ui};
 use super::settings::{SettingsView, settings_ui};
 use super::timeline::{Timeline, timeline_ui};
 use super::tray::Tray;
 use crate::control::Control;
-use crate::service::{CountersView, ServiceHandle, ServiceSnapshot, SlotStatus};
+use crate::service::{ServiceHandle, ServiceSnapshot, SlotStatus};
 use std::collections::VecDeque;
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -46,6 +46,8 @@ pub fn close_action(
 }
 
 const LOG_LINES_MAX: usize = 200;
+/// Lines kept from the engines an apply replaced.
+const EARLIER_LINES_MAX: usize = 1000;
 
 #[derive(Debug)]
 pub struct Dashboard {
@@ -69,11 +71,12 @@ pub struct Dashboard {
     runtime: tokio::runtime::Handle,
     commands: CommandQueue,
     log: VecDeque<(f64, String)>,
-    last_counters: Option<CountersView>,
+    /// The log lines of the engines an apply replaced, oldest first.
+    earlier_log: VecDeque<String>,
     confirm_restart: bool,
     /// The `give_way` the give-way switch puts back.
     give_way_memory: GiveWayMemory,
-    request_order: RequestOrder,
+    requests_view: RequestsView,
     log_filter: LogFilter,
     /// The length refusal (its time) the user dismissed.
     refusal_dismissed_at: Option<f64>,
@@ -99,10 +102,10 @@ impl Dashboard {
             runtime,
             commands: CommandQueue::default(),
             log: VecDeque::new(),
-            last_counters: None,
+            earlier_log: VecDeque::new(),
             confirm_restart: false,
             give_way_memory: GiveWayMemory::default(),
-            request_order: RequestOrder::default(),
+            requests_view: RequestsView::default(),
             log_filter: LogFilter::default(),
             refusal_dismissed_at: None,
             starving_secs: 30.0,
@@ -200,18 +203,17 @@ impl Dashboard {
     /// the timeline, update the tray, take the commands' outcomes. eframe calls it even while
     /// the window is hidden (when it draws nothing), so the tray stays current.
     pub fn tick(&mut self, ctx: &egui::Context) -> ServiceSnapshot {
-        if let Some(control) = &self.control {
-            let unit = control.unit();
-            if unit.generation != self.generation {
-                // A new engine serves (an apply): follow its service.
-                self.generation = unit.generation;
-                self.service = unit.service.clone();
-                self.last_counters = None;
-                self.timeline = Timeline::default();
-            }
+        let unit = self.control.as_ref().map(|c| c.unit());
+        if let Some(unit) = unit
+            && unit.generation != self.generation
+        {
+            // A new engine serves (an apply): keep the old one's log, follow the new service.
+            self.keep_earlier_log();
+            self.generation = unit.generation;
+            self.service = unit.service.clone();
+            self.timeline = Timeline::default();
         }
         let s = self.service.snapshot();
-        self.note_events(&s);
         self.timeline.record(&s);
         if let Some(tray) = &mut self.tray {
             tray.update(&s);
@@ -307,10 +309,7 @@ impl Dashboard {
             .default_size(190.0)
             .size_range(90.0..=700.0)
             .show(ui, |ui| {
-                ui.columns(2, |columns| {
-                    scheduler_log_ui(&mut columns[0], &s, &mut self.log_filter);
-                    panels::log_ui(&mut columns[1], &self.log);
-                });
+                scheduler_log_ui(ui, &s, &mut self.log_filter, &self.log, &self.earlier_log);
             });
         // the totals at the side, as wide as the user drags them; the live view has the rest
         egui::Panel::right("totals")
@@ -328,7 +327,7 @@ impl Dashboard {
             });
         egui::CentralPanel::default().show(ui, |ui| {
             egui::ScrollArea::vertical().show(ui, |ui| {
-                requests_ui(ui, &s, &mut self.request_order, &mut self.commands);
+                requests_ui(ui, &s, &mut self.requests_view, &mut self.commands);
                 ui.separator();
                 super::cost::cost_ui(ui, &s);
                 super::cost::finished_ui(ui, &s);
@@ -353,45 +352,24 @@ impl Dashboard {
         self.log.push_back((at, line));
     }
 
-    /// Log lines for what the counters say happened since the last frame.
-    fn note_events(&mut self, s: &ServiceSnapshot) {
-        let now = &s.counters;
-        if let Some(before) = self.last_counters.take() {
-            let events = [
-                (
-                    now.give_ways_higher_priority,
-                    before.give_ways_higher_priority,
-                    "a read gave way to a higher priority",
-                ),
-                (
-                    now.give_ways_shorter_left,
-                    before.give_ways_shorter_left,
-                    "a read gave way to a shorter one",
-                ),
-                (
-                    now.pauses,
-                    before.pauses,
-                    "a stream was paused for a higher priority",
-                ),
-                (now.resumes, before.resumes, "a paused stream resumed"),
-                (
-                    now.cancellations,
-                    before.cancellations,
-                    "a request was cancelled",
-                ),
-                (
-                    now.engine_restarts,
-                    before.engine_restarts,
-                    "the engine restarted",
-                ),
-            ];
-            for (after, was, what) in events {
-                for _ in was..after {
-                    self.push(s.uptime_secs, what.to_owned());
-                }
+    /// An apply replaced the engine: the old service's log and the window's lines of its
+    /// time move to the earlier lines, closed by a marker (the new service's clock starts at 0).
+    fn keep_earlier_log(&mut self) {
+        let old = self.service.snapshot();
+        let everything = LogFilter::default();
+        let lines = super::history::merged_lines(old.log.as_slice(), &self.log, &everything);
+        self.log.clear();
+        let marker = format!(
+            "-- the engine restarted with the settings applied after {:.1} s: the lines above \
+             are the previous engine's; counters and times start again --",
+            old.uptime_secs
+        );
+        for line in lines.into_iter().chain([marker]) {
+            if self.earlier_log.len() == EARLIER_LINES_MAX {
+                self.earlier_log.pop_front();
             }
+            self.earlier_log.push_back(line);
         }
-        self.last_counters = Some(now.clone());
     }
 
     /// The event log, oldest first.

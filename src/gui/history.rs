@@ -1,8 +1,11 @@
-//! The scheduler's log with request ids (the snapshot's `log[]`), filterable, and the banner
-//! for a prompt refused as longer than the model's context, with what to do about it.
+//! The window's one log: the scheduler's log with client ids (the snapshot's `log[]`) merged
+//! by time with what the window did, after the lines of the engines an apply replaced
+//! (marked); filterable. And the banner for a prompt refused as longer than the model's
+//! context, with what to do about it.
 
 use crate::service::{LengthRefusal, LogEntry, LogKind, ServiceSnapshot};
 use egui::{Color32, RichText, Ui};
+use std::collections::VecDeque;
 
 const BANNER: Color32 = Color32::from_rgb(220, 60, 40);
 
@@ -35,10 +38,53 @@ impl LogFilter {
     }
 }
 
-/// The log, newest at the bottom, with its filter.
-pub fn scheduler_log_ui(ui: &mut Ui, s: &ServiceSnapshot, filter: &mut LogFilter) {
+/// One line of the log as shown: its time and words.
+fn line(at_secs: f64, text: &str) -> String {
+    format!("{at_secs:8.1} s  {text}")
+}
+
+/// The scheduler's entries `filter` shows, merged by time with the window's own lines
+/// (`window`: what it did, on the same clock; hidden under "interruptions only").
+pub fn merged_lines(
+    log: &[LogEntry],
+    window: &VecDeque<(f64, String)>,
+    filter: &LogFilter,
+) -> Vec<String> {
+    let mut lines: Vec<(f64, String)> = log
+        .iter()
+        .filter(|e| filter.shows(e))
+        .map(|e| (e.at_secs, e.text.clone()))
+        .collect();
+    if !filter.interruptions_only {
+        lines.extend(
+            window
+                .iter()
+                .map(|(at, text)| (*at, format!("window: {text}")))
+                .filter(|(_, text)| filter.text.is_empty() || text.contains(filter.text.trim())),
+        );
+    }
+    // stable: at equal times the scheduler's entry comes first
+    lines.sort_by(|a, b| a.0.total_cmp(&b.0));
+    lines
+        .into_iter()
+        .map(|(at, text)| line(at, &text))
+        .collect()
+}
+
+/// The log, newest at the bottom, with its filter: `earlier` holds the lines of engines an
+/// apply replaced, each run closed by a marker line.
+pub fn scheduler_log_ui(
+    ui: &mut Ui,
+    s: &ServiceSnapshot,
+    filter: &mut LogFilter,
+    window: &VecDeque<(f64, String)>,
+    earlier: &VecDeque<String>,
+) {
     ui.horizontal(|ui| {
-        ui.heading("Scheduler log");
+        ui.heading("Log").on_hover_text(
+            "the scheduler's events with the ids clients see, and what the window did; kept \
+             across an apply that restarts the engine",
+        );
         ui.add(
             egui::TextEdit::singleline(&mut filter.text)
                 .hint_text("filter: an id, a client, a word")
@@ -55,8 +101,15 @@ pub fn scheduler_log_ui(ui: &mut Ui, s: &ServiceSnapshot, filter: &mut LogFilter
         .show(ui, |ui| {
             // not justified: a wrapped line keeps its word spacing
             ui.vertical(|ui| {
-                for e in s.log.iter().filter(|e| filter.shows(e)) {
-                    ui.label(format!("{:8.1} s  {}", e.at_secs, e.text));
+                let text = filter.text.trim();
+                for l in earlier
+                    .iter()
+                    .filter(|l| text.is_empty() || l.contains(text))
+                {
+                    ui.weak(l);
+                }
+                for l in merged_lines(s.log.as_slice(), window, filter) {
+                    ui.label(l);
                 }
             });
         });
@@ -136,6 +189,37 @@ mod tests {
         filter.interruptions_only = false;
         filter.text = "chatcmpl-9".into();
         assert!(!filter.shows(&arrived) && filter.shows(&paused));
+    }
+
+    #[test]
+    fn one_log_merges_the_schedulers_entries_and_the_windows_lines_by_time() {
+        let mut arrived = entry(LogKind::Arrived, "chatcmpl-7 arrived from codex");
+        arrived.at_secs = 1.0;
+        let mut paused = entry(LogKind::Paused, "chatcmpl-7 was paused for chatcmpl-9");
+        paused.at_secs = 3.0;
+        let window: VecDeque<(f64, String)> =
+            [(2.0, "preemption on".to_owned())].into_iter().collect();
+        let all = merged_lines(
+            &[arrived.clone(), paused.clone()],
+            &window,
+            &LogFilter::default(),
+        );
+        assert_eq!(
+            all,
+            [
+                "     1.0 s  chatcmpl-7 arrived from codex",
+                "     2.0 s  window: preemption on",
+                "     3.0 s  chatcmpl-7 was paused for chatcmpl-9",
+            ]
+        );
+        let interruptions = LogFilter {
+            interruptions_only: true,
+            ..LogFilter::default()
+        };
+        assert_eq!(
+            merged_lines(&[arrived, paused], &window, &interruptions),
+            ["     3.0 s  chatcmpl-7 was paused for chatcmpl-9"]
+        );
     }
 
     #[test]

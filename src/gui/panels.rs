@@ -429,23 +429,6 @@ pub fn ttft_ui(ui: &mut Ui, s: &ServiceSnapshot) {
         });
 }
 
-/// The last scheduler events, newest last.
-pub fn log_ui(ui: &mut Ui, log: &std::collections::VecDeque<(f64, String)>) {
-    ui.heading("Events")
-        .on_hover_text("what the counters say happened, and what the window did");
-    egui::ScrollArea::vertical()
-        .max_height(ui.available_height())
-        .stick_to_bottom(true)
-        .show(ui, |ui| {
-            // not justified: a wrapped line keeps its word spacing
-            ui.vertical(|ui| {
-                for (at, line) in log {
-                    ui.label(format!("{at:8.1} s  {line}"));
-                }
-            });
-        });
-}
-
 /// The device line: where the layers run, and a warning when GPU memory runs low.
 fn device_ui(ui: &mut Ui, d: &DeviceFacts, threads: u32) {
     ui.strong("Device");

@@ -31,6 +31,14 @@ impl RequestOrder {
     }
 }
 
+/// The table's state in the window: its order, and the decoding request whose Cancel waits
+/// for a confirmation.
+#[derive(Debug, Clone, Default)]
+pub struct RequestsView {
+    pub order: RequestOrder,
+    pub confirm_cancel: Option<crate::ids::RequestId>,
+}
+
 /// The rows in `order` (a stable sort: equals keep the scheduler's order).
 pub fn sorted_rows(s: &ServiceSnapshot, order: RequestOrder) -> Vec<&RequestRow> {
     let mut rows: Vec<&RequestRow> = s.requests.iter().collect();
@@ -46,9 +54,10 @@ pub fn sorted_rows(s: &ServiceSnapshot, order: RequestOrder) -> Vec<&RequestRow>
 pub fn requests_ui(
     ui: &mut Ui,
     s: &ServiceSnapshot,
-    order: &mut RequestOrder,
+    view: &mut RequestsView,
     q: &mut CommandQueue,
 ) {
+    let order = &mut view.order;
     ui.horizontal(|ui| {
         ui.heading("Requests");
         ui.label("sort by");
@@ -76,10 +85,42 @@ pub fn requests_ui(
             }
             ui.end_row();
             for r in sorted_rows(s, *order) {
-                row_ui(ui, r, q);
+                row_ui(ui, r, q, &mut view.confirm_cancel);
                 ui.end_row();
             }
         });
+    confirm_cancel_ui(ui, s, &mut view.confirm_cancel, q);
+}
+
+/// A decoding request's Cancel throws away what it has written so far: ask first.
+fn confirm_cancel_ui(
+    ui: &mut Ui,
+    s: &ServiceSnapshot,
+    confirm: &mut Option<crate::ids::RequestId>,
+    q: &mut CommandQueue,
+) {
+    let Some(id) = *confirm else { return };
+    let Some(r) = s.requests.iter().find(|r| r.request_id == id) else {
+        // it ended meanwhile: nothing to cancel
+        *confirm = None;
+        return;
+    };
+    ui.horizontal(|ui| {
+        ui.colored_label(
+            WAITING_WHY,
+            format!(
+                "Cancel {}? It has written {} tokens; its client gets an error.",
+                r.client_id, r.generated_tokens
+            ),
+        );
+        if ui.button("Cancel it").clicked() {
+            q.send(Command::Cancel(id));
+            *confirm = None;
+        }
+        if ui.button("Keep it").clicked() {
+            *confirm = None;
+        }
+    });
 }
 
 /// The priority as given, and what it ranks at when a boost or aging adds to it:
@@ -107,7 +148,12 @@ pub fn priority_cell(r: &RequestRow) -> String {
 /// The why column's least width, in points.
 const WHY_MIN_WIDTH: f32 = 180.0;
 
-fn row_ui(ui: &mut Ui, r: &RequestRow, q: &mut CommandQueue) {
+fn row_ui(
+    ui: &mut Ui,
+    r: &RequestRow,
+    q: &mut CommandQueue,
+    confirm: &mut Option<crate::ids::RequestId>,
+) {
     ui.label(&r.client_id)
         .on_hover_text(format!("{} on {:?}", r.request_id, r.route));
     ui.label(if r.client.is_empty() { "-" } else { &r.client })
@@ -169,7 +215,12 @@ fn row_ui(ui: &mut Ui, r: &RequestRow, q: &mut CommandQueue) {
                 .on_hover_text(format!("cancel {} (its client gets an error)", r.client_id))
                 .clicked()
             {
-                q.send(Command::Cancel(r.request_id));
+                // a decoding request loses what it wrote: confirmed below the table first
+                if r.state == RequestStatus::Decoding {
+                    *confirm = Some(r.request_id);
+                } else {
+                    q.send(Command::Cancel(r.request_id));
+                }
             }
         })
     });
@@ -226,12 +277,54 @@ mod tests {
         let mut aged = row(2, 3, 9.0);
         aged.aging = 3;
         s.requests = vec![boosted, aged, row(3, 0, 1.0)];
-        let mut order = RequestOrder::State;
+        let mut view = RequestsView::default();
         let mut q = CommandQueue::default();
-        let harness = Harness::new_ui(|ui| requests_ui(ui, &s, &mut order, &mut q));
+        let harness = Harness::new_ui(|ui| requests_ui(ui, &s, &mut view, &mut q));
         harness.get_by_label("0 -> 1 boost");
         harness.get_by_label("0 -> 3 aging");
         harness.get_by_label("0");
+    }
+
+    #[test]
+    fn cancelling_a_decoding_request_asks_first_and_a_waiting_one_does_not() {
+        use egui_kittest::Harness;
+        use egui_kittest::kittest::Queryable;
+        let mut s = ServiceSnapshot::starting(SchedulerSettings::default(), 1, true);
+        let mut decoding = row(1, 0, 0.0);
+        decoding.state = RequestStatus::Decoding;
+        decoding.generated_tokens = 562;
+        s.requests = vec![decoding, row(2, 0, 1.0)];
+        let state = (RequestsView::default(), CommandQueue::default());
+        let mut harness = Harness::new_ui_state(
+            |ui, (view, q): &mut (RequestsView, CommandQueue)| requests_ui(ui, &s, view, q),
+            state,
+        );
+        let cancels: Vec<_> = harness.get_all_by_label("Cancel").collect();
+        cancels[0].click();
+        harness.run();
+        assert!(harness.state().1.pending.is_empty(), "cancelled unasked");
+        harness.get_by_label(
+            "Cancel chatcmpl-1? It has written 562 tokens; its client gets an error.",
+        );
+        harness.get_by_label("Keep it").click();
+        harness.run();
+        assert!(harness.state().1.pending.is_empty());
+        assert!(
+            harness.query_by_label("Keep it").is_none(),
+            "the question stays"
+        );
+        harness.get_all_by_label("Cancel").next().unwrap().click();
+        harness.run();
+        harness.get_by_label("Cancel it").click();
+        harness.run();
+        assert!(matches!(
+            harness.state().1.pending[..],
+            [Command::Cancel(RequestId(1))]
+        ));
+        // the waiting one is cancelled at once
+        harness.get_all_by_label("Cancel").nth(1).unwrap().click();
+        harness.run();
+        assert_eq!(harness.state().1.pending.len(), 2);
     }
 
     #[test]

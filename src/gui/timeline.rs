@@ -24,6 +24,8 @@ pub enum Activity {
 #[derive(Debug, Clone, PartialEq)]
 pub struct Segment {
     pub request: Option<RequestId>,
+    /// The id its client sees (`chatcmpl-7`), as the rest of the window names it.
+    pub label: String,
     pub activity: Activity,
     pub from_secs: f64,
     pub to_secs: f64,
@@ -87,8 +89,17 @@ impl Timeline {
             segments: VecDeque::new(),
             open: false,
         });
+        let label = |id: Option<RequestId>| {
+            id.map_or_else(String::new, |id| {
+                s.requests
+                    .iter()
+                    .find(|r| r.request_id == id)
+                    .map_or_else(|| format!("#{}", id.0), |r| r.client_id.clone())
+            })
+        };
         for (row, (name, now_held)) in self.rows.iter_mut().zip(held) {
             row.name = name;
+            let now_held = now_held.map(|(id, activity)| (id, activity, label(id)));
             extend(row, now_held, now);
             while row
                 .segments
@@ -109,8 +120,8 @@ impl Timeline {
     }
 }
 
-fn extend(row: &mut Row, held: Option<(Option<RequestId>, Activity)>, now: f64) {
-    let Some((request, activity)) = held else {
+fn extend(row: &mut Row, held: Option<(Option<RequestId>, Activity, String)>, now: f64) {
+    let Some((request, activity, label)) = held else {
         row.open = false;
         return;
     };
@@ -118,6 +129,7 @@ fn extend(row: &mut Row, held: Option<(Option<RequestId>, Activity)>, now: f64) 
         row.open = true;
         row.segments.push_back(Segment {
             request,
+            label,
             activity,
             from_secs: now,
             to_secs: now,
@@ -132,6 +144,7 @@ fn extend(row: &mut Row, held: Option<(Option<RequestId>, Activity)>, now: f64) 
         }
         _ => row.segments.push_back(Segment {
             request,
+            label,
             activity,
             from_secs: now,
             to_secs: now,
@@ -199,13 +212,11 @@ pub fn timeline_ui(ui: &mut Ui, timeline: &Timeline) {
             let bar =
                 Rect::from_min_max(pos2(left, top + 3.0), pos2(right, top + row_height - 3.0));
             painter.rect_filled(bar, 2.0, colour(seg.request, seg.activity));
-            if let Some(id) = seg.request
-                && bar.width() > 40.0
-            {
+            if seg.request.is_some() && bar.width() > 60.0 {
                 painter.text(
                     bar.center(),
                     Align2::CENTER_CENTER,
-                    id.to_string(),
+                    &seg.label,
                     font.clone(),
                     Color32::BLACK,
                 );
@@ -275,6 +286,23 @@ mod tests {
                 (Some(RequestId(8)), Activity::Reading),
             ]
         );
+    }
+
+    #[test]
+    fn segments_are_labelled_with_the_id_the_client_sees_not_the_internal_one() {
+        let mut s = at(1.0, slot(SlotStatus::Decoding, Some(7), false));
+        s.requests = crate::service::request_rows(&s, |_| {
+            Some(crate::service::LiveFacts {
+                origin: crate::service::RequestOrigin {
+                    route: crate::service::Route::Messages,
+                    ..Default::default()
+                },
+                ..Default::default()
+            })
+        });
+        let mut t = Timeline::default();
+        t.record(&s);
+        assert_eq!(t.rows()[1].segments[0].label, "msg_7");
     }
 
     #[test]

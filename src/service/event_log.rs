@@ -71,6 +71,10 @@ impl SharedLog {
         self.0.len()
     }
 
+    pub fn as_slice(&self) -> &[LogEntry] {
+        &self.0
+    }
+
     pub fn is_empty(&self) -> bool {
         self.0.is_empty()
     }

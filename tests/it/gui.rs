@@ -170,9 +170,9 @@ fn parked_and_waiting_rows_render_a_starving_request_is_highlighted_and_cancel_w
     assert!(harness.query_by_label("pauses").is_some());
     assert!(
         harness
-            .query_by_label_contains("a stream was paused")
+            .query_by_label_contains("chatcmpl-1 was paused for chatcmpl-2")
             .is_some(),
-        "no event line"
+        "no log line naming the pause by client ids"
     );
 
     // the requests table: each row's why, in the scheduler's order (running, parked, waiting)
@@ -305,6 +305,19 @@ fn applying_settings_starts_a_new_engine_on_the_same_address_keeps_the_live_swit
             .query_all_by_label_contains("a new engine serves the new settings")
             .next()
             .is_some()
+    );
+    // One log, kept across the restart: the old engine's lines stay above a marker.
+    assert!(
+        harness
+            .query_by_label_contains("-- the engine restarted with the settings applied after")
+            .is_some(),
+        "no marker where the engine restarted"
+    );
+    assert!(
+        harness
+            .query_by_label_contains("preemption (solo_priority) on by")
+            .is_some(),
+        "the old engine's log was lost"
     );
     // The new engine answers on the same address.
     let answer = rt.block_on(async {
