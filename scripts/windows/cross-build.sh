@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Builds the Windows program from Linux (x86_64-pc-windows-gnu, MinGW-w64, CPU llama.cpp):
 # installs mingw-w64 and the Rust target if missing, then `cargo build` for that target with
-# the arguments given (e.g. --release). scripts/test.sh runs it (the dev profile) so CI catches
-# code that does not compile or link for Windows; scripts/check-windows.sh runs the release.
+# the arguments given (e.g. --release). scripts/test.sh runs it (`--profile link-check`: nothing
+# optimised, no debug info) so CI catches code that does not compile or link for Windows;
+# scripts/check-windows.sh runs the release.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 SUDO=""

@@ -71,8 +71,9 @@ pub struct Dashboard {
     runtime: tokio::runtime::Handle,
     commands: CommandQueue,
     log: VecDeque<(f64, String)>,
-    /// The log lines of the engines an apply replaced, oldest first.
-    earlier_log: VecDeque<String>,
+    /// The log lines of the engines an apply replaced, oldest first, each with whether it
+    /// is an interruption (the filter's "interruptions only").
+    earlier_log: VecDeque<(bool, String)>,
     confirm_restart: bool,
     /// The `give_way` the give-way switch puts back.
     give_way_memory: GiveWayMemory,
@@ -336,7 +337,7 @@ impl Dashboard {
                 panels::parked_ui(ui, &s);
                 panels::waiting_ui(ui, &s, self.starving_secs);
                 ui.separator();
-                panels::ttft_ui(ui, &s);
+                super::ttft::ttft_ui(ui, &s);
                 ui.separator();
                 timeline_ui(ui, &self.timeline);
             });
@@ -358,13 +359,19 @@ impl Dashboard {
         let old = self.service.snapshot();
         let everything = LogFilter::default();
         let lines = super::history::merged_lines(old.log.as_slice(), &self.log, &everything);
+        let interruptions = LogFilter {
+            interruptions_only: true,
+            ..LogFilter::default()
+        };
+        let flagged = super::history::merged_lines(old.log.as_slice(), &self.log, &interruptions);
         self.log.clear();
         let marker = format!(
             "-- the engine restarted with the settings applied after {:.1} s: the lines above \
              are the previous engine's; counters and times start again --",
             old.uptime_secs
         );
-        for line in lines.into_iter().chain([marker]) {
+        let flagged_lines = lines.into_iter().map(|l| (flagged.contains(&l), l));
+        for line in flagged_lines.chain([(true, marker)]) {
             if self.earlier_log.len() == EARLIER_LINES_MAX {
                 self.earlier_log.pop_front();
             }

@@ -35,7 +35,7 @@ pub fn cost_ui(ui: &mut Ui, s: &ServiceSnapshot) {
             for title in [
                 "priority",
                 "ended",
-                "parked (pauses, give-ways)",
+                "requests parked (pauses, give-ways)",
                 "time parked",
                 "end to end: parked / never",
                 "paused others (TTFT)",
@@ -69,10 +69,10 @@ fn class_row_ui(ui: &mut Ui, c: &CostClass) {
             secs(c.interrupting_ttft_secs_mean)
         )
     });
-    ui.label(if c.interrupting == 0 {
-        "–".to_owned()
-    } else {
-        format!("about {:.1} s", c.gained_secs_estimate)
+    ui.label(match (c.interrupting, c.gained_secs_estimate) {
+        (0, _) => "–".to_owned(),
+        (_, Some(gained)) => format!("about {gained:.1} s"),
+        (_, None) => "no estimate: the paused had no max_tokens".to_owned(),
     });
     ui.end_row();
 }

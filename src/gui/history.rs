@@ -78,7 +78,7 @@ pub fn scheduler_log_ui(
     s: &ServiceSnapshot,
     filter: &mut LogFilter,
     window: &VecDeque<(f64, String)>,
-    earlier: &VecDeque<String>,
+    earlier: &VecDeque<(bool, String)>,
 ) {
     ui.horizontal(|ui| {
         ui.heading("Log").on_hover_text(
@@ -102,10 +102,11 @@ pub fn scheduler_log_ui(
             // not justified: a wrapped line keeps its word spacing
             ui.vertical(|ui| {
                 let text = filter.text.trim();
-                for l in earlier
-                    .iter()
-                    .filter(|l| text.is_empty() || l.contains(text))
-                {
+                let shown = earlier.iter().filter(|(interruption, l)| {
+                    (!filter.interruptions_only || *interruption)
+                        && (text.is_empty() || l.contains(text))
+                });
+                for (_, l) in shown {
                     ui.weak(l);
                 }
                 for l in merged_lines(s.log.as_slice(), window, filter) {

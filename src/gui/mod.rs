@@ -12,7 +12,8 @@
 //! - `timeline`: who held the read lane and each slot, the last minutes;
 //! - `commands`: user actions, queued in a frame and drained once at its end;
 //! - `startup`: the window before the server is up: the model's fetch, a failed start;
-//! - `tray`: the tray icon and its menu.
+//! - `tray`: the tray icon and its menu;
+//! - `ttft`: time to first token per client, with each dot's request on hover.
 //!
 //! The settings, their changes and their saving belong to the control plane
 //! (`crate::control`); the window and the tray only send it commands. Closing the window keeps
@@ -32,6 +33,7 @@ mod settings;
 mod startup;
 mod timeline;
 mod tray;
+mod ttft;
 
 pub use app::{CloseAction, Dashboard, close_action};
 pub use commands::{Command, CommandQueue, Outcome, TRAY, WINDOW};

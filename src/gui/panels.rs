@@ -25,6 +25,14 @@ pub fn engine_ui(
             EngineStatus::Failed(reason) => format!("failed: {reason}"),
         };
         ui.label(format!("{} - {state}", display_model(s)));
+        if !s.engine.model_file.is_empty() {
+            ui.weak(format!(
+                "{}, {}",
+                s.engine.model_file,
+                bytes_words(s.engine.model_file_bytes)
+            ))
+            .on_hover_text("the model's file and its size (about the weights' memory)");
+        }
         if s.engine.simulated {
             ui.colored_label(Color32::YELLOW, "SIMULATED engine");
         }
@@ -89,6 +97,17 @@ pub fn engine_ui(
                 *confirm_restart = false;
             }
         });
+    }
+}
+
+/// A size in bytes in the unit a person reads: "86.4 MiB", "17.3 GiB".
+pub fn bytes_words(bytes: u64) -> String {
+    const MIB: f64 = (1u64 << 20) as f64;
+    let b = bytes as f64;
+    if b >= GIB {
+        format!("{:.1} GiB", b / GIB)
+    } else {
+        format!("{:.1} MiB", b / MIB)
     }
 }
 
@@ -376,59 +395,6 @@ pub fn percentiles(samples: &mut [f64]) -> Option<(f64, f64)> {
     Some((at(0.5), at(0.95)))
 }
 
-/// Recent time to first token by priority class, with p50/p95.
-pub fn ttft_ui(ui: &mut Ui, s: &ServiceSnapshot) {
-    ui.heading("Time to first token").on_hover_text(
-        "seconds from arrival to the first token, by priority class (low < 0, normal 0, \
-         high > 0)",
-    );
-    let classes = [
-        ("low", Color32::GRAY),
-        ("normal", Color32::LIGHT_BLUE),
-        ("high", Color32::GOLD),
-    ];
-    let mut summary = Vec::new();
-    let mut series = Vec::new();
-    for (class, color) in classes {
-        let points: Vec<[f64; 2]> = s
-            .ttft
-            .iter()
-            .filter(|t| crate::metrics::priority_class(t.priority) == class)
-            .map(|t| [t.at_secs, t.ttft_secs])
-            .collect();
-        let mut values: Vec<f64> = points.iter().map(|p| p[1]).collect();
-        if let Some((p50, p95)) = percentiles(&mut values) {
-            summary.push(format!(
-                "{class}: p50 {p50:.2} s, p95 {p95:.2} s ({} samples)",
-                values.len()
-            ));
-        }
-        series.push((class, color, points));
-    }
-    ui.label(if summary.is_empty() {
-        "no samples yet".to_owned()
-    } else {
-        summary.join("   ")
-    });
-    egui_plot::Plot::new("ttft")
-        .height(160.0)
-        .legend(egui_plot::Legend::default().position(egui_plot::Corner::LeftTop))
-        // headroom above the highest point, so the legend covers none
-        .set_margin_fraction(egui::vec2(0.05, 0.35))
-        .include_y(0.0)
-        .x_axis_label("seconds since start")
-        .y_axis_label("TTFT, s")
-        .show(ui, |plot| {
-            for (class, color, points) in series {
-                plot.points(
-                    egui_plot::Points::new(class, points)
-                        .color(color)
-                        .radius(3.0),
-                );
-            }
-        });
-}
-
 /// The device line: where the layers run, and a warning when GPU memory runs low.
 fn device_ui(ui: &mut Ui, d: &DeviceFacts, threads: u32) {
     ui.strong("Device");
@@ -484,6 +450,12 @@ mod tests {
         );
         let harness = Harness::new_ui(|ui| pool_mismatches_ui(ui, 2));
         harness.get_by_label("KV pool mismatches: 2");
+    }
+
+    #[test]
+    fn sizes_read_in_mebibytes_or_gibibytes() {
+        assert_eq!(super::bytes_words(90_596_352), "86.4 MiB");
+        assert_eq!(super::bytes_words(18_575_000_000), "17.3 GiB");
     }
 
     #[test]

@@ -31,12 +31,31 @@ impl RequestOrder {
     }
 }
 
-/// The table's state in the window: its order, and the decoding request whose Cancel waits
-/// for a confirmation.
+/// The table's state in the window: its order, the decoding request whose Cancel waits for
+/// a confirmation, and the rows' last order with whether the pointer was over them (rows
+/// keep their places under the pointer, so a click lands on the row it was aimed at).
 #[derive(Debug, Clone, Default)]
 pub struct RequestsView {
     pub order: RequestOrder,
     pub confirm_cancel: Option<crate::ids::RequestId>,
+    shown: Vec<crate::ids::RequestId>,
+    pointer_over: bool,
+}
+
+/// `rows` in the places they had in `shown` (the last frame's order); rows that are new go
+/// after them in their own order, rows that ended are gone.
+pub fn keep_places<'a>(
+    shown: &[crate::ids::RequestId],
+    mut rows: Vec<&'a RequestRow>,
+) -> Vec<&'a RequestRow> {
+    // a stable sort: the new rows (no place) keep their order at the end
+    rows.sort_by_key(|r| {
+        shown
+            .iter()
+            .position(|id| *id == r.request_id)
+            .unwrap_or(usize::MAX)
+    });
+    rows
 }
 
 /// The rows in `order` (a stable sort: equals keep the scheduler's order).
@@ -74,7 +93,12 @@ pub fn requests_ui(
         ui.label("no request in flight");
         return;
     }
-    egui::Grid::new("requests")
+    let mut rows = sorted_rows(s, *order);
+    if view.pointer_over {
+        rows = keep_places(&view.shown, rows);
+    }
+    view.shown = rows.iter().map(|r| r.request_id).collect();
+    let table = egui::Grid::new("requests")
         .striped(true)
         .num_columns(8)
         .show(ui, |ui| {
@@ -84,11 +108,12 @@ pub fn requests_ui(
                 ui.strong(heading);
             }
             ui.end_row();
-            for r in sorted_rows(s, *order) {
+            for r in rows {
                 row_ui(ui, r, q, &mut view.confirm_cancel);
                 ui.end_row();
             }
         });
+    view.pointer_over = ui.rect_contains_pointer(table.response.rect);
     confirm_cancel_ui(ui, s, &mut view.confirm_cancel, q);
 }
 
@@ -215,8 +240,9 @@ fn row_ui(
                 .on_hover_text(format!("cancel {} (its client gets an error)", r.client_id))
                 .clicked()
             {
-                // a decoding request loses what it wrote: confirmed below the table first
-                if r.state == RequestStatus::Decoding {
+                // a request that has written something loses it: confirmed below the table
+                // first (a decoding one, and a paused stream)
+                if r.generated_tokens > 0 {
                     *confirm = Some(r.request_id);
                 } else {
                     q.send(Command::Cancel(r.request_id));
@@ -262,6 +288,7 @@ mod tests {
             generated_tokens: 0,
             max_tokens: None,
             tokens_per_sec: None,
+            read_secs_left: None,
             pausable_in_secs: None,
             why: String::new(),
         }
@@ -286,14 +313,17 @@ mod tests {
     }
 
     #[test]
-    fn cancelling_a_decoding_request_asks_first_and_a_waiting_one_does_not() {
+    fn cancelling_a_request_that_has_written_asks_first_and_a_waiting_one_does_not() {
         use egui_kittest::Harness;
         use egui_kittest::kittest::Queryable;
         let mut s = ServiceSnapshot::starting(SchedulerSettings::default(), 1, true);
         let mut decoding = row(1, 0, 0.0);
         decoding.state = RequestStatus::Decoding;
         decoding.generated_tokens = 562;
-        s.requests = vec![decoding, row(2, 0, 1.0)];
+        let mut paused = row(3, 0, 2.0);
+        paused.state = RequestStatus::Parked;
+        paused.generated_tokens = 40;
+        s.requests = vec![decoding, row(2, 0, 1.0), paused];
         let state = (RequestsView::default(), CommandQueue::default());
         let mut harness = Harness::new_ui_state(
             |ui, (view, q): &mut (RequestsView, CommandQueue)| requests_ui(ui, &s, view, q),
@@ -325,6 +355,59 @@ mod tests {
         harness.get_all_by_label("Cancel").nth(1).unwrap().click();
         harness.run();
         assert_eq!(harness.state().1.pending.len(), 2);
+        // a paused stream has written too: it asks
+        harness.get_all_by_label("Cancel").nth(2).unwrap().click();
+        harness.run();
+        assert_eq!(harness.state().1.pending.len(), 2);
+        harness
+            .get_by_label("Cancel chatcmpl-3? It has written 40 tokens; its client gets an error.");
+    }
+
+    #[test]
+    fn under_the_pointer_rows_keep_their_places_new_ones_go_last_and_ended_ones_go() {
+        let (a, c, d) = (row(1, 0, 1.0), row(3, 0, 1.0), row(4, 0, 1.0));
+        let shown = [RequestId(3), RequestId(1), RequestId(2)];
+        // 2 ended, 4 is new; the sort now says 1, 4, 3
+        let kept = keep_places(&shown, vec![&a, &d, &c]);
+        let ids: Vec<u64> = kept.iter().map(|r| r.request_id.0).collect();
+        assert_eq!(ids, [3, 1, 4]);
+    }
+
+    #[test]
+    fn a_row_keeps_its_place_while_the_pointer_is_over_the_table() {
+        use egui_kittest::Harness;
+        use egui_kittest::kittest::Queryable;
+        type State = (ServiceSnapshot, RequestsView, CommandQueue);
+        let mut s = ServiceSnapshot::starting(SchedulerSettings::default(), 1, true);
+        s.requests = vec![row(1, 0, 1.0), row(2, 0, 1.0)];
+        let view = RequestsView {
+            order: RequestOrder::Priority,
+            ..RequestsView::default()
+        };
+        let mut harness = Harness::new_ui_state(
+            |ui, (s, view, q): &mut State| requests_ui(ui, s, view, q),
+            (s, view, CommandQueue::default()),
+        );
+        let order = |h: &Harness<'_, State>| {
+            let mut ids: Vec<(f32, String)> = ["chatcmpl-1", "chatcmpl-2"]
+                .into_iter()
+                .map(|id| (h.get_by_label(id).rect().top(), id.to_owned()))
+                .collect();
+            ids.sort_by(|a, b| a.0.total_cmp(&b.0));
+            ids.into_iter().map(|(_, id)| id).collect::<Vec<_>>()
+        };
+        assert_eq!(order(&harness), ["chatcmpl-1", "chatcmpl-2"]);
+        harness.get_by_label("chatcmpl-1").hover();
+        harness.run();
+        // 2 now ranks higher: under the pointer the rows stay where they were
+        harness.state_mut().0.requests[1].effective_priority = 5;
+        harness.run();
+        assert_eq!(order(&harness), ["chatcmpl-1", "chatcmpl-2"]);
+        // the pointer leaves: the sort applies
+        harness.hover_at(egui::pos2(5000.0, 5000.0));
+        harness.run();
+        harness.run();
+        assert_eq!(order(&harness), ["chatcmpl-2", "chatcmpl-1"]);
     }
 
     #[test]

@@ -24,12 +24,15 @@ pub(super) struct Ledger {
 }
 
 impl Ledger {
-    /// It left the active set at `now` (paused, gave way, or the pool was full).
-    pub fn parked(&mut self, now: Instant) {
-        if self.parked_since.is_none() {
-            self.parked_since = Some(now);
-            self.parks += 1;
+    /// It left the active set at `now` (paused, gave way, or the pool was full); false when
+    /// it was parked already (a parked request moved to host RAM is parked once).
+    pub fn parked(&mut self, now: Instant) -> bool {
+        if self.parked_since.is_some() {
+            return false;
         }
+        self.parked_since = Some(now);
+        self.parks += 1;
+        true
     }
 
     /// It is back in a slot at `now`.
@@ -170,7 +173,8 @@ pub struct CostClass {
     /// the estimated seconds the pauses saved them in all (see `gained_secs_estimate`).
     pub interrupting: u32,
     pub interrupting_ttft_secs_mean: Option<f64>,
-    pub gained_secs_estimate: f64,
+    /// `null` when none of the streams they paused had a `max_tokens` to estimate from.
+    pub gained_secs_estimate: Option<f64>,
 }
 
 /// The `cost` of `/v1/scheduler`: what was paid and gained in the last `window_secs`.
@@ -221,7 +225,7 @@ pub fn cost_view(finished: &[FinishedRequest], now_secs: f64, window_secs: f64) 
                 gained_secs_estimate: interrupting
                     .iter()
                     .filter_map(|f| f.gained_secs_estimate)
-                    .sum(),
+                    .fold(None, |sum, g| Some(sum.unwrap_or(0.0) + g)),
             }
         })
         .collect();

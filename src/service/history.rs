@@ -63,22 +63,28 @@ impl Actor {
         } else {
             format!(" from {}", origin.client)
         };
+        let priority = self
+            .boosted_priority_words(id)
+            .unwrap_or_else(|| format!("priority {}", live.submission.priority));
         let text = format!(
-            "{} arrived{from}: {} prompt tokens, priority {}{}",
+            "{} arrived{from}: {} prompt tokens, {priority}",
             self.client_id(id),
             live.submission.prompt.len(),
-            live.submission.priority,
-            self.boost_words(id)
         );
         self.note(LogKind::Arrived, Some(id), text);
     }
 
-    /// " + 1 small-request boost" for a request that has the boost now, else nothing.
-    fn boost_words(&self, id: RequestId) -> String {
-        match self.scheduler.boost_of(id) {
-            0 => String::new(),
-            boost => format!(" + {boost} small-request boost"),
-        }
+    /// "priority 1: 0 + 1 small-request boost" for a request that has the boost now (the
+    /// words of the requests table's why), else `None`.
+    fn boosted_priority_words(&self, id: RequestId) -> Option<String> {
+        let boost = self.scheduler.boost_of(id);
+        let priority = i64::from(self.streams.get(id)?.submission.priority);
+        (boost > 0).then(|| {
+            format!(
+                "priority {}: {priority} + {boost} small-request boost",
+                priority + boost
+            )
+        })
     }
 
     /// A submission refused before it was queued; a prompt too long for the context is
@@ -202,15 +208,17 @@ impl Actor {
         let by = view.as_ref().and_then(|v| v.parked_for);
         let paused = view.as_ref().and_then(|v| v.cause) == Some(ParkCause::Paused);
         // its cost ledger, and the wait the pause saved the one it was paused for
-        self.streams.parked(request, by.filter(|_| paused));
+        if !self.streams.parked(request, by.filter(|_| paused)) {
+            // parked already: its cells were needed, so its state moved to host RAM
+            let text = format!("{name}, parked, was moved to host RAM: its cells were needed");
+            self.note(LogKind::Parked, Some(request), text);
+            return;
+        }
         // the boost named where it is why the other one ranks higher
         let by_name = by
-            .map(|w| match self.boost_words(w) {
-                words if words.is_empty() => self.client_id(w),
-                words => {
-                    let priority = self.streams.get(w).map_or(0, |l| l.submission.priority);
-                    format!("{} (priority {priority}{words})", self.client_id(w))
-                }
+            .map(|w| match self.boosted_priority_words(w) {
+                Some(words) => format!("{} ({words})", self.client_id(w)),
+                None => self.client_id(w),
             })
             .unwrap_or_default();
         let (kind, text) = match view.and_then(|v| v.cause) {

@@ -39,6 +39,18 @@ impl Actor {
         snapshot.engine.status = self.engine_status(scheduled.engine);
         snapshot.engine.model = handshake.map(|h| h.model.name.clone()).unwrap_or_default();
         snapshot.engine.context_tokens = handshake.map_or(0, |h| h.model.n_ctx);
+        snapshot.engine.prompt_tokens_per_sec = handshake.map_or(0.0, |h| h.prompt_tokens_per_sec);
+        if let Some(path) = handshake
+            .map(|h| std::path::Path::new(&h.model.path))
+            .filter(|p| !p.as_os_str().is_empty())
+        {
+            snapshot.engine.model_file = path
+                .file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_default();
+            // one stat per publish: cheaper than keeping it in step with every engine start
+            snapshot.engine.model_file_bytes = std::fs::metadata(path).map_or(0, |m| m.len());
+        }
         snapshot.engine.threads = handshake.map_or(0, |h| h.threads);
         snapshot.engine.device = handshake.map(|h| h.device.clone());
         snapshot.engine.generation = self.engine.generation();
@@ -53,6 +65,9 @@ impl Actor {
             let streams = &self.streams;
             snapshot.set_scheduler(&scheduled, |id| streams.tokens_per_sec(id, wall));
         }
+        // before the rows: a why names an ended request by the id its client saw
+        snapshot.finished = self.streams.finished();
+        snapshot.cost = self.streams.cost(wall);
         snapshot.requests = super::requests::request_rows(&snapshot, |id| {
             let live = self.streams.get(id)?;
             Some(super::requests::LiveFacts {
@@ -69,8 +84,6 @@ impl Actor {
         snapshot.conversation_cache.hits = hits;
         snapshot.conversation_cache.misses = misses;
         snapshot.ttft = self.streams.ttft();
-        snapshot.finished = self.streams.finished();
-        snapshot.cost = self.streams.cost(wall);
         snapshot.log = self.log.entries();
         snapshot.last_length_refusal = self.last_length_refusal.clone();
         let running = snapshot

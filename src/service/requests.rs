@@ -41,6 +41,8 @@ pub struct RequestRow {
     /// The output limit it asked for (`null`: none given).
     pub max_tokens: Option<u32>,
     pub tokens_per_sec: Option<f64>,
+    /// Reading its prompt with the lane: seconds left at the engine's prompt rate.
+    pub read_secs_left: Option<f64>,
     /// Decoding under `solo_priority`: seconds until a higher priority may pause it.
     pub pausable_in_secs: Option<f64>,
     /// Where it stands and why, in words, naming the other requests by their client ids.
@@ -85,6 +87,7 @@ pub fn request_rows(
             generated_tokens: 0,
             max_tokens: f.max_tokens,
             tokens_per_sec: None,
+            read_secs_left: None,
             pausable_in_secs: None,
             why: String::new(),
         }
@@ -106,6 +109,10 @@ pub fn request_rows(
             read_tokens: slot.held_tokens.min(slot.prompt_tokens),
             generated_tokens: slot.generated_tokens,
             tokens_per_sec: slot.tokens_per_sec,
+            read_secs_left: (slot.has_lane && s.engine.prompt_tokens_per_sec > 0.0).then(|| {
+                f64::from(slot.prompt_tokens.saturating_sub(slot.held_tokens))
+                    / s.engine.prompt_tokens_per_sec
+            }),
             pausable_in_secs: slot.pausable_in_secs,
             ..row(id, state)
         });
@@ -177,8 +184,12 @@ fn why(
                 .and_then(|x| x.request_id);
             match lane {
                 _ if has_lane => format!(
-                    "reading its prompt: {} of {} tokens",
-                    r.read_tokens, r.prompt_tokens
+                    "reading its prompt: {} of {} tokens{}",
+                    r.read_tokens,
+                    r.prompt_tokens,
+                    r.read_secs_left
+                        .map(|left| format!(", about {left:.1} s left"))
+                        .unwrap_or_default()
                 ),
                 Some(reader) => format!(
                     "holds a slot, waits for the read lane: {} is reading its prompt",
@@ -218,7 +229,7 @@ fn why(
                     view.and_then(|p| p.cause),
                     Some(ParkCause::GaveWayHigherPriority | ParkCause::GaveWayShorterLeft)
                 );
-                return overtaken_why(r, rows, &name(w), gave_way);
+                return overtaken_why(r, rows, &name(w), gave_way, s.slots.len());
             }
             match (view.and_then(|p| p.cause), by) {
                 (Some(ParkCause::Paused), Some(w)) => format!(
@@ -268,8 +279,19 @@ pub fn priority_words(r: &RequestRow) -> String {
 /// A parked request whose request it made room for (`gone`) holds no slot any more: who holds
 /// the slot now, and by which rule that one went first.
 /// `gave_way`: it was a read that gave way (its place among equals was renewed, R4).
-fn overtaken_why(r: &RequestRow, rows: &[RequestRow], gone: &str, gave_way: bool) -> String {
+/// With several slots no one holder is "who overtook it": it says what it waits for.
+fn overtaken_why(
+    r: &RequestRow,
+    rows: &[RequestRow],
+    gone: &str,
+    gave_way: bool,
+    slots: usize,
+) -> String {
     let earlier = format!("made room for {gone}, which no longer holds a slot");
+    if slots > 1 {
+        let what = if gave_way { "the read lane" } else { "a slot" };
+        return format!("{earlier}; resumes when {what} is free, nothing lost");
+    }
     let Some(h) = rows.iter().find(|x| {
         x.request_id != r.request_id
             && matches!(x.state, RequestStatus::Reading | RequestStatus::Decoding)

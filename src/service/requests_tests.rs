@@ -196,6 +196,18 @@ fn a_slot_holder_without_the_lane_names_the_reader() {
 }
 
 #[test]
+fn a_request_reading_its_prompt_says_how_long_is_left_at_the_engines_rate() {
+    let mut s = ready(false, 1);
+    s.engine.prompt_tokens_per_sec = 296.0;
+    s.slots = vec![slot(0, 9, SlotStatus::Reading, 0)];
+    // 2000 tokens, 512 held: 1488 left at 296 a second
+    assert_eq!(
+        why_of(&s, 9),
+        "reading its prompt: 512 of 2000 tokens, about 5.0 s left"
+    );
+}
+
+#[test]
 fn in_batch_mode_a_waiting_request_is_told_every_slot_is_busy_and_no_one_is_paused() {
     let mut s = ready(false, 2);
     s.mode = Mode::Batch;
@@ -361,6 +373,17 @@ fn a_read_overtaken_after_the_one_it_gave_way_to_ended_names_who_overtook_it_and
     assert!(
         why.contains("chatcmpl-15, which went first at the same priority;"),
         "{why}"
+    );
+
+    // with two slots no one holder overtook it: it says what it waits for
+    let mut two = s.clone();
+    two.slots.push(slot(1, 16, SlotStatus::Decoding, 0));
+    let rows = request_rows(&two, facts_7_first);
+    let why = &rows.iter().find(|r| r.request_id.0 == 7).unwrap().why;
+    assert_eq!(
+        why,
+        "made room for chatcmpl-14, which no longer holds a slot; resumes when a slot is free, \
+         nothing lost"
     );
 
     // overtaken by a boosted one: the boost is the rule named

@@ -24,6 +24,12 @@ pub struct EngineView {
     #[serde(flatten)]
     pub status: EngineStatus,
     pub model: String,
+    /// The model's file name and its size in bytes (empty and 0 for the simulated engine and
+    /// before the first handshake).
+    pub model_file: String,
+    pub model_file_bytes: u64,
+    /// Prompt tokens the engine reads per second, as it measured at load (0 before).
+    pub prompt_tokens_per_sec: f64,
     /// Times an engine came up again after a death or a restart.
     pub restarts: u64,
     pub simulated: bool,
@@ -149,6 +155,10 @@ impl From<&scheduler::Counters> for CountersView {
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct TtftSample {
     pub request_id: RequestId,
+    /// The id its client saw, and who sent it (the API key's name, else the User-Agent's
+    /// product, else empty).
+    pub client_id: String,
+    pub client: String,
     pub priority: i32,
     pub ttft_secs: f64,
     /// When the first token went out, in seconds since the service started.
@@ -202,6 +212,9 @@ impl ServiceSnapshot {
             engine: EngineView {
                 status: EngineStatus::Loading,
                 model: String::new(),
+                model_file: String::new(),
+                model_file_bytes: 0,
+                prompt_tokens_per_sec: 0.0,
                 restarts: 0,
                 simulated,
                 kv_cells_total: 0,

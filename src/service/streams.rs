@@ -112,8 +112,11 @@ impl Streams {
             if self.ttft.len() == TTFT_SAMPLES_MAX {
                 self.ttft.pop_front();
             }
+            let origin = &live.submission.origin;
             self.ttft.push_back(TtftSample {
                 request_id: id,
+                client_id: origin.route.client_id(id),
+                client: origin.client.clone(),
                 priority,
                 ttft_secs: ttft.as_secs_f64(),
                 at_secs: now.duration_since(self.epoch).as_secs_f64(),
@@ -233,13 +236,19 @@ impl Streams {
     }
 
     /// `id` left the active set (paused, gave way, or the pool was full); `paused_for` is
-    /// the request it was paused for, which is credited with the wait it avoided.
-    pub fn parked(&mut self, id: RequestId, paused_for: Option<RequestId>) {
+    /// the request it was paused for, which is credited with the wait it avoided. False when
+    /// it was parked already (a parked request moved to host RAM): nothing is counted again.
+    pub fn parked(&mut self, id: RequestId, paused_for: Option<RequestId>) -> bool {
         let now = Instant::now();
         let Some(live) = self.live.get_mut(&id) else {
-            return;
+            return false;
         };
-        live.cost.parked(now);
+        if !live.cost.parked(now) {
+            return false;
+        }
+        // taken as the pause is decided: the tokens this outcome still delivers are not
+        // counted as sent, and a rate over a window that spans an earlier park is low (both
+        // make the estimate a little high; it is labelled an estimate)
         let estimate = cost::wait_estimate_secs(
             live.submission.max_tokens,
             live.tokens_sent(),
@@ -248,6 +257,7 @@ impl Streams {
         if let Some(winner) = paused_for.and_then(|w| self.live.get_mut(&w)) {
             winner.cost.paused_other(estimate);
         }
+        true
     }
 
     /// `id` is back in a slot.

@@ -41,9 +41,18 @@ fn finished<'a>(v: &'a Value, client_id: &str) -> &'a Value {
         .unwrap_or_else(|| panic!("{client_id} not in finished[]: {v}"))
 }
 
+/// The service's interval lies inside the client's (it starts once the request has arrived
+/// and ends before the last byte reaches the client; time parked sits inside the stream's
+/// silence): over what the client measured by no more than delivery jitter, under it by the
+/// HTTP round trip and a token's step. Within 0.1 s on a quiet machine (the figures are
+/// printed); 0.05 s over and 0.25 s under are allowed for a loaded CI runner.
 fn close(what: &str, reported: f64, measured: f64) {
+    eprintln!(
+        "{what}: reported {reported:.3} s, the client measured {measured:.3} s ({:+.3} s)",
+        reported - measured
+    );
     assert!(
-        (reported - measured).abs() <= 0.1,
+        reported <= measured + 0.05 && reported >= measured - 0.25,
         "{what}: reported {reported:.3} s, the client measured {measured:.3} s"
     );
 }
@@ -110,7 +119,7 @@ async fn a_paused_streams_time_parked_and_end_to_end_match_what_its_client_measu
     );
 
     // the short one: its first token, and the estimate of the wait the pause saved it (the
-    // stream's tokens left when it was paused, at 40 tokens a second)
+    // stream's tokens left when it was paused, at the rate it was streaming)
     let s = finished(&v, "chatcmpl-2");
     assert_eq!(
         (s["parks"].as_u64(), s["paused_others"].as_u64()),
@@ -129,8 +138,25 @@ async fn a_paused_streams_time_parked_and_end_to_end_match_what_its_client_measu
         s["end_to_end_secs"].as_f64().unwrap(),
         measured,
     );
-    let sent_before_pause = long_times.iter().filter(|t| **t < short_times[0]).count();
-    let expected = (160 - sent_before_pause) as f64 / 40.0;
+    // in steps: some tokens show no text of their own, so the client counts the engine's
+    // steps (the usual gap between content deltas) to know the tokens sent and the rate
+    let before: Vec<Instant> = long_times
+        .iter()
+        .copied()
+        .filter(|t| *t < short_times[0])
+        .collect();
+    let mut gaps: Vec<f64> = before
+        .windows(2)
+        .map(|w| w[1].duration_since(w[0]).as_secs_f64())
+        .filter(|gap| *gap > 0.005)
+        .collect();
+    gaps.sort_by(f64::total_cmp);
+    let step_secs = gaps[gaps.len() / 2];
+    let decoding_secs = before[before.len() - 1]
+        .duration_since(before[0])
+        .as_secs_f64();
+    let sent = (decoding_secs / step_secs).round() + 1.0;
+    let expected = (160.0 - sent) * step_secs;
     let estimate = s["gained_secs_estimate"].as_f64().unwrap();
     assert!(
         (estimate - expected).abs() <= 0.25 * expected,
@@ -157,5 +183,79 @@ async fn a_paused_streams_time_parked_and_end_to_end_match_what_its_client_measu
         "parked seconds in /metrics",
         m[r#"strata_request_parked_seconds_sum{priority="normal"}"#],
         gap,
+    );
+}
+
+#[tokio::test]
+async fn a_paused_stream_moved_to_host_ram_is_one_park_and_one_pause_to_the_one_that_paused_it() {
+    // a pool where the short one's output needs the cells the paused stream keeps
+    let server = crate::api_fake::server(crate::api_fake::Setup {
+        fake: strata_desk::engine_worker::FakeOptions {
+            kv_cells: 400,
+            decode_steps_per_sec: 40.0,
+            ..strata_desk::engine_worker::FakeOptions::instant()
+        },
+        scheduler: strata_desk::scheduler::SchedulerSettings {
+            solo_priority: true,
+            min_run_quantum_secs: 0.3,
+            aging_interval_secs: 0.0,
+            output_reserve_tokens: 32,
+            ..strata_desk::scheduler::SchedulerSettings::default()
+        },
+        worker: |w| w.slots = 1,
+        ..crate::api_fake::Setup::default()
+    })
+    .await;
+    let long = server
+        .post(&streaming("a long story", 200))
+        .send()
+        .await
+        .unwrap();
+    let long = tokio::spawn(delta_times(long));
+    server
+        .until("the long one decodes", |s| {
+            s.slots.iter().any(|x| x.state == SlotStatus::Decoding)
+        })
+        .await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let mut short = streaming(&"x".repeat(280), 80);
+    short["priority"] = json!(5);
+    let short = tokio::spawn(delta_times(server.post(&short).send().await.unwrap()));
+    let _ = short.await.unwrap();
+    let _ = long.await.unwrap();
+    server.until("both ended", |s| s.finished.len() == 2).await;
+    let v = get_json(&server, "/v1/scheduler").await;
+    assert!(
+        v["counters"]["parks_to_host"].as_u64().unwrap() >= 1,
+        "the paused stream was never moved to host RAM: {}",
+        v["counters"]
+    );
+    let l = finished(&v, "chatcmpl-1");
+    assert_eq!(
+        (l["parks"].as_u64(), l["pauses"].as_u64()),
+        (Some(1), Some(1)),
+        "{l}"
+    );
+    let s = finished(&v, "chatcmpl-2");
+    assert_eq!(s["paused_others"], 1, "{s}");
+    let texts: Vec<&str> = v["log"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["text"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        texts
+            .iter()
+            .filter(|t| t.contains("was paused for"))
+            .count(),
+        1,
+        "{texts:?}"
+    );
+    assert!(
+        texts
+            .iter()
+            .any(|t| t.starts_with("chatcmpl-1, parked, was moved to host RAM")),
+        "{texts:?}"
     );
 }

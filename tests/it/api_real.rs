@@ -24,6 +24,27 @@ fn story(priority: i64, max_tokens: u32) -> Value {
 }
 
 #[tokio::test]
+async fn the_engine_view_names_the_models_file_its_size_and_the_prompt_rate_it_measured() {
+    let _serial = real_model();
+    let server = server(Setup {
+        real: real(4096),
+        ..Setup::default()
+    })
+    .await;
+    let engine = server.service.snapshot().engine;
+    let model = crate::support::model_path();
+    assert_eq!(
+        engine.model_file,
+        model.file_name().unwrap().to_string_lossy()
+    );
+    assert_eq!(
+        engine.model_file_bytes,
+        std::fs::metadata(&model).unwrap().len()
+    );
+    assert!(engine.prompt_tokens_per_sec > 0.0, "{engine:?}");
+}
+
+#[tokio::test]
 async fn stream_and_non_stream_agree_under_greedy_decoding() {
     let _serial = real_model();
     let server = server(Setup {

@@ -176,12 +176,12 @@ async fn a_pause_won_by_the_small_request_boost_names_the_boost_in_the_log_and_t
         .collect();
     assert!(
         texts.iter().any(|t| t.starts_with("chatcmpl-2 arrived")
-            && t.ends_with("priority 0 + 1 small-request boost")),
+            && t.ends_with("priority 1: 0 + 1 small-request boost")),
         "{texts:?}"
     );
     assert!(
         texts.iter().any(|t| t.starts_with(
-            "chatcmpl-1 was paused for chatcmpl-2 (priority 0 + 1 small-request boost)"
+            "chatcmpl-1 was paused for chatcmpl-2 (priority 1: 0 + 1 small-request boost)"
         )),
         "{texts:?}"
     );

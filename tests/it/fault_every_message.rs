@@ -255,6 +255,16 @@ async fn a_fault_at_every_protocol_message_loses_no_token_leaves_nothing_behind_
     );
     assert!(cache.entries >= 1 && cache.hits >= 1, "{cache:?}");
     assert_eq!(counters.cancellations, 1, "{counters:?}");
+    // each pause counted once in what it cost and what it saved (api_cost.rs has the move of
+    // a paused stream to host RAM, which once credited the winner a second pause)
+    let finished = clean_server.service.snapshot().finished;
+    let paused_others: u64 = finished.iter().map(|f| u64::from(f.paused_others)).sum();
+    let pauses: u64 = finished.iter().map(|f| u64::from(f.pauses)).sum();
+    assert_eq!(
+        (paused_others, pauses),
+        (counters.pauses, counters.pauses),
+        "{finished:?}"
+    );
     let probe = whole(&clean_server.base, &chat("probe", 3)).await;
     let Ending::Text(probe_text) = probe else {
         panic!("{probe:?}")

@@ -229,13 +229,13 @@ impl Scheduler {
         Ok(self.handle(Event::SettingsChanged(Box::new(settings)), now))
     }
 
-    /// A new priority as the scheduler keeps it: clamped to `priority_range` (as resolved,
-    /// the mirror image when lower-first), like an arrival's and a re-prioritised request's.
     /// The small-request boost a live request has now (0 or 1; `solo_priority` only).
     pub fn boost_of(&self, id: RequestId) -> i64 {
         self.requests.get(&id).map_or(0, |r| self.boost(r))
     }
 
+    /// A new priority as the scheduler keeps it: clamped to `priority_range` (as resolved,
+    /// the mirror image when lower-first), like an arrival's and a re-prioritised request's.
     pub fn clamp_priority(&self, priority: i32) -> i32 {
         let (lo, hi) = settings::resolved_range(&self.settings);
         priority.clamp(lo, hi)
