@@ -72,7 +72,7 @@ fn class_row_ui(ui: &mut Ui, c: &CostClass) {
     ui.label(match (c.interrupting, c.gained_secs_estimate) {
         (0, _) => "–".to_owned(),
         (_, Some(gained)) => format!("about {gained:.1} s"),
-        (_, None) => "no estimate: the paused had no max_tokens".to_owned(),
+        (_, None) => "no estimate (no max_tokens or rate)".to_owned(),
     });
     ui.end_row();
 }

@@ -31,7 +31,7 @@ impl RequestOrder {
     }
 }
 
-/// The table's state in the window: its order, the decoding request whose Cancel waits for
+/// The table's state in the window: its order, the request whose Cancel waits for
 /// a confirmation, and the rows' last order with whether the pointer was over them (rows
 /// keep their places under the pointer, so a click lands on the row it was aimed at).
 #[derive(Debug, Clone, Default)]
@@ -117,7 +117,8 @@ pub fn requests_ui(
     confirm_cancel_ui(ui, s, &mut view.confirm_cancel, q);
 }
 
-/// A decoding request's Cancel throws away what it has written so far: ask first.
+/// Cancelling a request that has written something (decoding, or a paused stream) throws
+/// that away: ask first.
 fn confirm_cancel_ui(
     ui: &mut Ui,
     s: &ServiceSnapshot,
@@ -134,8 +135,10 @@ fn confirm_cancel_ui(
         ui.colored_label(
             WAITING_WHY,
             format!(
-                "Cancel {}? It has written {} tokens; its client gets an error.",
-                r.client_id, r.generated_tokens
+                "Cancel {}? It has written {} token{}; its client gets an error.",
+                r.client_id,
+                r.generated_tokens,
+                if r.generated_tokens == 1 { "" } else { "s" }
             ),
         );
         if ui.button("Cancel it").clicked() {

@@ -6,7 +6,7 @@ use super::panels::percentiles;
 use crate::service::{ServiceSnapshot, TtftSample};
 use egui::{Color32, Ui};
 
-/// Clients drawn as series of their own (the busiest first); the rest share one.
+/// Clients drawn as series of their own (the busiest); the rest share one.
 const CLIENT_SERIES_MAX: usize = 4;
 const OTHERS: &str = "other clients";
 const COLOURS: [Color32; CLIENT_SERIES_MAX + 1] = [
@@ -26,8 +26,9 @@ fn client_name(t: &TtftSample) -> &str {
     }
 }
 
-/// The samples by series, in plot order: the clients with the most samples first (ties by
-/// name), then every other client in one series.
+/// The samples by series, in plot order: the clients with the most samples (ties by name),
+/// in name order so that a client keeps its colour while the counts move, then every other
+/// client in one series.
 pub fn ttft_series(samples: &[TtftSample]) -> Vec<(String, Vec<&TtftSample>)> {
     let mut counts: Vec<(&str, usize)> = Vec::new();
     for t in samples {
@@ -37,11 +38,12 @@ pub fn ttft_series(samples: &[TtftSample]) -> Vec<(String, Vec<&TtftSample>)> {
         }
     }
     counts.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(b.0)));
-    let own: Vec<&str> = counts
+    let mut own: Vec<&str> = counts
         .iter()
         .take(CLIENT_SERIES_MAX)
         .map(|(c, _)| *c)
         .collect();
+    own.sort_unstable();
     let mut series: Vec<(String, Vec<&TtftSample>)> = own
         .iter()
         .map(|c| {
@@ -173,8 +175,8 @@ mod tests {
         }
         let series = ttft_series(&samples);
         let names: Vec<&str> = series.iter().map(|(n, _)| n.as_str()).collect();
-        // the busiest first, ties by name, the rest in one series
-        assert_eq!(names, ["claude-cli", "a", "b", "c", OTHERS]);
+        // the four busiest (ties by name) in name order, the rest in one series
+        assert_eq!(names, ["a", "b", "c", "claude-cli", OTHERS]);
         let others: Vec<u64> = series[4].1.iter().map(|t| t.request_id.0).collect();
         assert_eq!(others, [3, 13]);
         assert_eq!(

@@ -210,8 +210,10 @@ impl Actor {
         // its cost ledger, and the wait the pause saved the one it was paused for
         if !self.streams.parked(request, by.filter(|_| paused)) {
             // parked already: its cells were needed, so its state moved to host RAM
-            let text = format!("{name}, parked, was moved to host RAM: its cells were needed");
-            self.note(LogKind::Parked, Some(request), text);
+            if to == ParkPlace::HostRam {
+                let text = format!("{name}, parked, was moved to host RAM: its cells were needed");
+                self.note(LogKind::Parked, Some(request), text);
+            }
             return;
         }
         // the boost named where it is why the other one ranks higher

@@ -289,8 +289,12 @@ fn overtaken_why(
 ) -> String {
     let earlier = format!("made room for {gone}, which no longer holds a slot");
     if slots > 1 {
-        let what = if gave_way { "the read lane" } else { "a slot" };
-        return format!("{earlier}; resumes when {what} is free, nothing lost");
+        let what = if gave_way {
+            "a slot and the read lane are"
+        } else {
+            "a slot is"
+        };
+        return format!("{earlier}; resumes when {what} free, nothing lost");
     }
     let Some(h) = rows.iter().find(|x| {
         x.request_id != r.request_id

@@ -45,14 +45,15 @@ fn finished<'a>(v: &'a Value, client_id: &str) -> &'a Value {
 /// and ends before the last byte reaches the client; time parked sits inside the stream's
 /// silence): over what the client measured by no more than delivery jitter, under it by the
 /// HTTP round trip and a token's step. Within 0.1 s on a quiet machine (the figures are
-/// printed); 0.05 s over and 0.25 s under are allowed for a loaded CI runner.
+/// printed); 0.1 s over (a late chunk before the pause shortens the silence the client saw)
+/// and 0.25 s under are allowed for a loaded CI runner.
 fn close(what: &str, reported: f64, measured: f64) {
     eprintln!(
         "{what}: reported {reported:.3} s, the client measured {measured:.3} s ({:+.3} s)",
         reported - measured
     );
     assert!(
-        reported <= measured + 0.05 && reported >= measured - 0.25,
+        reported <= measured + 0.1 && reported >= measured - 0.25,
         "{what}: reported {reported:.3} s, the client measured {measured:.3} s"
     );
 }
@@ -151,6 +152,10 @@ async fn a_paused_streams_time_parked_and_end_to_end_match_what_its_client_measu
         .filter(|gap| *gap > 0.005)
         .collect();
     gaps.sort_by(f64::total_cmp);
+    assert!(
+        before.len() >= 2 && !gaps.is_empty(),
+        "too few tokens before the pause to count steps: {long_times:?}"
+    );
     let step_secs = gaps[gaps.len() / 2];
     let decoding_secs = before[before.len() - 1]
         .duration_since(before[0])
@@ -217,7 +222,8 @@ async fn a_paused_stream_moved_to_host_ram_is_one_park_and_one_pause_to_the_one_
             s.slots.iter().any(|x| x.state == SlotStatus::Decoding)
         })
         .await;
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    // past the 0.3 s quantum, while the stream's cells and the short one's still fit the pool
+    tokio::time::sleep(Duration::from_millis(350)).await;
     let mut short = streaming(&"x".repeat(280), 80);
     short["priority"] = json!(5);
     let short = tokio::spawn(delta_times(server.post(&short).send().await.unwrap()));
