@@ -73,6 +73,7 @@ pub fn spawn(options: ServiceOptions) -> Result<ServiceHandle, ConfigError> {
         log: super::event_log::EventLog::default(),
         last_length_refusal: None,
         pool_mismatches: 0,
+        model_file: Default::default(),
     };
     tokio::spawn(actor.run());
     Ok(ServiceHandle {
@@ -106,6 +107,8 @@ pub(super) struct Actor {
     pub(super) last_length_refusal: Option<super::event_log::LengthRefusal>,
     /// Steps after which the engine's pool differed from the scheduler's.
     pub(super) pool_mismatches: u64,
+    /// The loaded model's path, file name and size, read once per model (not per publish).
+    pub(super) model_file: (String, String, u64),
 }
 
 impl Actor {

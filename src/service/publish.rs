@@ -40,17 +40,19 @@ impl Actor {
         snapshot.engine.model = handshake.map(|h| h.model.name.clone()).unwrap_or_default();
         snapshot.engine.context_tokens = handshake.map_or(0, |h| h.model.n_ctx);
         snapshot.engine.prompt_tokens_per_sec = handshake.map_or(0.0, |h| h.prompt_tokens_per_sec);
-        if let Some(path) = handshake
-            .map(|h| std::path::Path::new(&h.model.path))
-            .filter(|p| !p.as_os_str().is_empty())
-        {
-            snapshot.engine.model_file = path
+        let model_path = handshake.map_or("", |h| h.model.path.as_str());
+        if model_path != self.model_file.0 {
+            // a new model: its file's name and size, read once (publishing runs per token)
+            let path = std::path::Path::new(model_path);
+            let name = path
                 .file_name()
                 .map(|n| n.to_string_lossy().into_owned())
                 .unwrap_or_default();
-            // one stat per publish: cheaper than keeping it in step with every engine start
-            snapshot.engine.model_file_bytes = std::fs::metadata(path).map_or(0, |m| m.len());
+            let bytes = std::fs::metadata(path).map_or(0, |m| m.len());
+            self.model_file = (model_path.to_owned(), name, bytes);
         }
+        snapshot.engine.model_file = self.model_file.1.clone();
+        snapshot.engine.model_file_bytes = self.model_file.2;
         snapshot.engine.threads = handshake.map_or(0, |h| h.threads);
         snapshot.engine.device = handshake.map(|h| h.device.clone());
         snapshot.engine.generation = self.engine.generation();
