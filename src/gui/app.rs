@@ -3,6 +3,7 @@
 
 use super::commands::{CommandQueue, Outcome};
 use super::controls;
+use super::earlier::Earlier;
 use super::history::{LogFilter, length_refusal_ui, scheduler_log_ui};
 use super::panels;
 use super::preemption::GiveWayMemory;
@@ -67,6 +68,8 @@ pub struct Dashboard {
     settings: SettingsView,
     show_settings: bool,
     timeline: Timeline,
+    /// What the window keeps of the engines an apply replaced (samples, counters, clock).
+    earlier: Earlier,
     tray: Option<Tray>,
     runtime: tokio::runtime::Handle,
     commands: CommandQueue,
@@ -99,6 +102,7 @@ impl Dashboard {
             settings: SettingsView::default(),
             show_settings: false,
             timeline: Timeline::default(),
+            earlier: Earlier::default(),
             tray: None,
             runtime,
             commands: CommandQueue::default(),
@@ -208,14 +212,16 @@ impl Dashboard {
         if let Some(unit) = unit
             && unit.generation != self.generation
         {
-            // A new engine serves (an apply): keep the old one's log, follow the new service.
-            self.keep_earlier_log();
+            // A new engine serves (an apply): keep the old one's log, samples and counters,
+            // follow the new service; the window's clock runs on.
+            let old = self.keep_earlier_log();
+            self.earlier.replaced(&old);
+            self.timeline.mark_restart(self.earlier.offset_secs);
             self.generation = unit.generation;
             self.service = unit.service.clone();
-            self.timeline = Timeline::default();
         }
         let s = self.service.snapshot();
-        self.timeline.record(&s);
+        self.timeline.record_at(&s, self.earlier.now_secs(&s));
         if let Some(tray) = &mut self.tray {
             tray.update(&s);
         }
@@ -321,7 +327,7 @@ impl Dashboard {
                 egui::ScrollArea::vertical()
                     .id_salt("totals")
                     .show(ui, |ui| {
-                        panels::counters_ui(ui, &s);
+                        panels::counters_ui(ui, &s, &self.earlier);
                         ui.separator();
                         panels::conversations_ui(ui, &s);
                     });
@@ -337,7 +343,7 @@ impl Dashboard {
                 panels::parked_ui(ui, &s);
                 panels::waiting_ui(ui, &s, self.starving_secs);
                 ui.separator();
-                super::ttft::ttft_ui(ui, &s);
+                super::ttft::ttft_ui(ui, &s, &self.earlier);
                 ui.separator();
                 timeline_ui(ui, &self.timeline);
             });
@@ -355,7 +361,7 @@ impl Dashboard {
 
     /// An apply replaced the engine: the old service's log and the window's lines of its
     /// time move to the earlier lines, closed by a marker (the new service's clock starts at 0).
-    fn keep_earlier_log(&mut self) {
+    fn keep_earlier_log(&mut self) -> ServiceSnapshot {
         let old = self.service.snapshot();
         let everything = LogFilter::default();
         let lines = super::history::merged_lines(old.log.as_slice(), &self.log, &everything);
@@ -367,7 +373,7 @@ impl Dashboard {
         self.log.clear();
         let marker = format!(
             "-- the engine restarted with the settings applied after {:.1} s: the lines above \
-             are the previous engine's; counters and times start again --",
+             are the previous engine's; the log's times and the counters' \"now\" start again --",
             old.uptime_secs
         );
         let flagged_lines = lines.into_iter().map(|l| (flagged.contains(&l), l));
@@ -377,6 +383,7 @@ impl Dashboard {
             }
             self.earlier_log.push_back(line);
         }
+        old
     }
 
     /// The event log, oldest first.

@@ -25,6 +25,7 @@ mod app;
 mod commands;
 mod controls;
 mod cost;
+mod earlier;
 mod history;
 mod panels;
 mod preemption;

@@ -43,14 +43,20 @@ pub struct Row {
 pub struct Timeline {
     rows: Vec<Row>,
     last_secs: f64,
+    /// When an apply replaced the engine (drawn as a line across the rows).
+    restarts_at_secs: VecDeque<f64>,
 }
 
 impl Timeline {
     /// Notes who holds what at the snapshot's time.
     pub fn record(&mut self, s: &ServiceSnapshot) {
-        let now = s.uptime_secs;
+        self.record_at(s, s.uptime_secs);
+    }
+
+    /// Notes who holds what at `now` on the window's clock (which runs on across engines).
+    pub fn record_at(&mut self, s: &ServiceSnapshot, now: f64) {
         if now < self.last_secs {
-            // A new service: its clock starts again.
+            // A clock that went back: nothing before it can be placed.
             self.rows.clear();
         }
         self.last_secs = now;
@@ -109,6 +115,26 @@ impl Timeline {
                 row.segments.pop_front();
             }
         }
+        while self
+            .restarts_at_secs
+            .front()
+            .is_some_and(|at| *at < now - TIMELINE_SECS)
+        {
+            self.restarts_at_secs.pop_front();
+        }
+    }
+
+    /// An apply replaced the engine at `at_secs` (the window's clock): every holder's segment
+    /// ends there (the new engine's request ids start again) and a line marks it.
+    pub fn mark_restart(&mut self, at_secs: f64) {
+        for row in &mut self.rows {
+            row.open = false;
+        }
+        self.restarts_at_secs.push_back(at_secs);
+    }
+
+    pub fn restarts_at_secs(&self) -> impl Iterator<Item = f64> + '_ {
+        self.restarts_at_secs.iter().copied()
     }
 
     pub fn rows(&self) -> &[Row] {
@@ -222,6 +248,17 @@ pub fn timeline_ui(ui: &mut Ui, timeline: &Timeline) {
                 );
             }
         }
+    }
+    for at in timeline.restarts_at_secs() {
+        let x = x_of(at);
+        painter.vline(x, rect.y_range(), Stroke::new(2.0, Color32::WHITE));
+        painter.text(
+            pos2(x + 3.0, rect.top()),
+            Align2::LEFT_TOP,
+            "engine restarted",
+            font.clone(),
+            ui.visuals().strong_text_color(),
+        );
     }
 }
 
@@ -358,5 +395,24 @@ mod tests {
             .map(|s| (s.from_secs, s.to_secs))
             .collect();
         assert_eq!(spans, [(1.0, 5.0), (9.0, 9.0)]);
+    }
+
+    #[test]
+    fn an_engine_replaced_by_an_apply_keeps_the_earlier_segments_and_marks_the_restart() {
+        let mut t = Timeline::default();
+        t.record_at(&at(1.0, slot(SlotStatus::Decoding, Some(1), false)), 1.0);
+        t.record_at(&at(4.0, slot(SlotStatus::Decoding, Some(1), false)), 4.0);
+        t.mark_restart(4.5);
+        // the new engine's clock starts at 0 and its ids again at 1: on the window's clock
+        // (4.5 s on) its request 1 is a segment of its own
+        t.record_at(&at(0.5, slot(SlotStatus::Decoding, Some(1), false)), 5.0);
+        t.record_at(&at(1.5, slot(SlotStatus::Decoding, Some(1), false)), 6.0);
+        let spans: Vec<_> = t.rows()[1]
+            .segments
+            .iter()
+            .map(|s| (s.from_secs, s.to_secs))
+            .collect();
+        assert_eq!(spans, [(1.0, 4.0), (5.0, 6.0)]);
+        assert_eq!(t.restarts_at_secs().collect::<Vec<_>>(), [4.5]);
     }
 }

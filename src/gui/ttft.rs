@@ -2,6 +2,7 @@
 //! its request on hover, p50/p95 per client above the plot, and a sentence instead of an empty
 //! grid before the first answer. The mouse wheel scrolls the page, not the plot.
 
+use super::earlier::Earlier;
 use super::panels::percentiles;
 use crate::service::{ServiceSnapshot, TtftSample};
 use egui::{Color32, Ui};
@@ -80,19 +81,23 @@ pub fn hover_words(
 }
 
 /// The panel.
-pub fn ttft_ui(ui: &mut Ui, s: &ServiceSnapshot) {
+///
+/// The replaced engines' samples stay (an apply starts the service's again), on the window's
+/// clock, with a line where each replacement happened.
+pub fn ttft_ui(ui: &mut Ui, s: &ServiceSnapshot, earlier: &Earlier) {
     ui.heading("Time to first token").on_hover_text(
         "seconds from arrival to the first token of each recent request, per client (the API \
          key's name, else the User-Agent's product); point at a dot for its request",
     );
-    if s.ttft.is_empty() {
+    let samples = earlier.ttft_with(s);
+    if samples.is_empty() {
         ui.weak(
             "no request has had its first token yet: each one will show here as a dot, \
              per client",
         );
         return;
     }
-    let series = ttft_series(&s.ttft);
+    let series = ttft_series(&samples);
     let summary: Vec<String> = series
         .iter()
         .filter_map(|(name, points)| {
@@ -113,7 +118,7 @@ pub fn ttft_ui(ui: &mut Ui, s: &ServiceSnapshot) {
         // headroom above the highest point, so the legend covers none
         .set_margin_fraction(egui::vec2(0.05, 0.35))
         .include_y(0.0)
-        .x_axis_label("seconds since start")
+        .x_axis_label("seconds since the window opened")
         .y_axis_label("TTFT, s")
         // the wheel scrolls the page it sits in
         .allow_scroll(false)
@@ -132,6 +137,9 @@ pub fn ttft_ui(ui: &mut Ui, s: &ServiceSnapshot) {
                         .color(colour)
                         .radius(3.0),
                 );
+            }
+            for at in &earlier.restarts_at_secs {
+                plot.vline(egui_plot::VLine::new("engine restarted", *at).color(Color32::WHITE));
             }
         });
 }
@@ -158,7 +166,7 @@ mod tests {
     #[test]
     fn an_idle_window_says_what_the_plot_will_show_instead_of_an_empty_grid() {
         let s = ServiceSnapshot::starting(SchedulerSettings::default(), 1, true);
-        let harness = Harness::new_ui(|ui| ttft_ui(ui, &s));
+        let harness = Harness::new_ui(|ui| ttft_ui(ui, &s, &Earlier::default()));
         harness.get_by_label_contains("no request has had its first token yet");
         assert!(harness.query_by_label("TTFT, s").is_none());
     }
@@ -191,7 +199,7 @@ mod tests {
 
         let mut s = ServiceSnapshot::starting(SchedulerSettings::default(), 1, true);
         s.ttft = samples;
-        let harness = Harness::new_ui(|ui| ttft_ui(ui, &s));
+        let harness = Harness::new_ui(|ui| ttft_ui(ui, &s, &Earlier::default()));
         harness.get_by_label("claude-cli: p50 0.20 s, p95 0.40 s (2 requests)");
         harness.get_by_label("other clients: p50 0.10 s, p95 1.50 s (2 requests)");
     }

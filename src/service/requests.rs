@@ -409,6 +409,12 @@ fn waiting_why(r: &RequestRow, rows: &[RequestRow], s: &ServiceSnapshot) -> Stri
                 h.client_id
             ),
         },
+        // it outranks the holder, but the first waiting one pauses it (for itself)
+        _ if r.effective_priority > h.effective_priority => format!(
+            "{} decoding (priority {}, below this one's {}: it is paused for the first of \
+             those ahead)",
+            h.client_id, h.effective_priority, r.effective_priority
+        ),
         _ => format!(
             "{} decoding (priority {}, not below this one's {}: only a higher priority pauses it)",
             h.client_id, h.effective_priority, r.effective_priority

@@ -148,6 +148,14 @@ fn a_queue_ahead_is_counted_and_its_first_named() {
         why.ends_with("; 1 ahead of it (msg_9 first, priority 5)"),
         "{why}"
     );
+    // it outranks the stream too: it is not told that only a higher priority pauses it
+    assert!(
+        why.starts_with(
+            "waits for the slot: chatcmpl-7 decoding (priority 0, below this one's 1: it is paused \
+             for the first of those ahead)"
+        ),
+        "{why}"
+    );
 }
 
 #[test]

@@ -21,7 +21,7 @@ use strata_desk::service::{EngineStatus, ServiceSnapshot, SettingsChange};
 
 use crate::support::runtime;
 
-fn wait(
+pub(crate) fn wait(
     rt: &tokio::runtime::Runtime,
     server: &Server,
     what: &str,
@@ -30,7 +30,7 @@ fn wait(
     rt.block_on(server.until(what, check));
 }
 
-fn frames(harness: &mut Harness<'_>, rt: &tokio::runtime::Runtime, secs: f64) {
+pub(crate) fn frames(harness: &mut Harness<'_>, rt: &tokio::runtime::Runtime, secs: f64) {
     let started = Instant::now();
     while started.elapsed().as_secs_f64() < secs {
         // One frame each (not `run`, which waits to settle: a spinner never does).
@@ -264,6 +264,19 @@ fn applying_settings_starts_a_new_engine_on_the_same_address_keeps_the_live_swit
         },
         || frames(&mut harness, &rt, 0.05),
     );
+    // A request answered before the apply: its first token and count outlive the engine.
+    let before = rt.block_on(async {
+        reqwest::Client::new()
+            .post(format!("http://{}/v1/chat/completions", hosted.addr))
+            .header("user-agent", "before-apply/1.0")
+            .json(&chat("hello", 4))
+            .send()
+            .await
+            .unwrap()
+    });
+    assert_eq!(before.status(), 200);
+    frames(&mut harness, &rt, 0.1);
+    harness.get_by_label_contains("before-apply: p50");
 
     harness.get_by_label("Settings and model").click();
     harness.run_ok();
@@ -318,6 +331,17 @@ fn applying_settings_starts_a_new_engine_on_the_same_address_keeps_the_live_swit
             .query_by_label_contains("preemption (solo_priority) on by")
             .is_some(),
         "the old engine's log was lost"
+    );
+    // ... and its first-token samples, and its counters in an "all" column
+    assert!(
+        harness
+            .query_by_label_contains("before-apply: p50")
+            .is_some(),
+        "the old engine's TTFT samples were lost"
+    );
+    assert!(
+        harness.query_by_label("all").is_some(),
+        "no column of the counters with the old engine's"
     );
     // The new engine answers on the same address.
     let answer = rt.block_on(async {

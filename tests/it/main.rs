@@ -39,6 +39,7 @@ mod engine_real;
 mod fault_every_message;
 mod grammar_real;
 mod gui;
+mod gui_layout;
 mod lifecycle;
 mod models_found;
 mod platform;
