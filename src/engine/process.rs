@@ -416,6 +416,7 @@ fn placeholder_handshake() -> Handshake {
             trims_at_any_token: true,
             keeps_checkpoints: false,
             chat_template: None,
+            size: Box::default(),
         },
         slots: 0,
         sequences: 0,

@@ -158,6 +158,7 @@ impl FakeEngine {
                     trims_at_any_token: !options.non_trimmable,
                     keeps_checkpoints: false,
                     chat_template: None,
+                    size: Box::default(),
                 },
                 slots,
                 sequences,

@@ -123,7 +123,7 @@ impl<'m> LlamaEngine<'m> {
         let n_batch = ctx.n_batch();
         let kv_cells = ctx.n_ctx();
 
-        let facts = model_facts(model, model_path, kv_cells);
+        let facts = model_facts(model, model_path, kv_cells, options.kv_type);
         let mut engine = Self {
             model,
             ctx,
@@ -394,7 +394,12 @@ pub fn chunk_tokens_for(prompt_tokens_per_sec: f64, n_batch: u32) -> u32 {
     rounded.clamp(64, 8192).min(n_batch.max(64))
 }
 
-fn model_facts(model: &LlamaModel, model_path: &std::path::Path, n_ctx: u32) -> ModelFacts {
+fn model_facts(
+    model: &LlamaModel,
+    model_path: &std::path::Path,
+    n_ctx: u32,
+    kv: KvType,
+) -> ModelFacts {
     let vocab = model.vocab();
     let name = model.meta_val_str("general.name").unwrap_or_else(|_| {
         model_path
@@ -428,6 +433,37 @@ fn model_facts(model: &LlamaModel, model_path: &std::path::Path, n_ctx: u32) -> 
             .chat_template(None)
             .ok()
             .and_then(|t| t.to_string().ok()),
+        size: Box::new(model_size(model, kv)),
+    }
+}
+
+/// The model's quantization (its header's file type) and sizes.
+fn model_size(model: &LlamaModel, kv: KvType) -> crate::protocol::ModelSize {
+    let meta_u32 = |key: &str| model.meta_val_str(key).ok()?.trim().parse::<u32>().ok();
+    let arch = model
+        .meta_val_str("general.architecture")
+        .unwrap_or_default();
+    let head = model.n_embd().max(0) as u32 / model.n_head().max(1);
+    let shape = super::model_size::AttentionShape {
+        layers: model.n_layer(),
+        kv_heads: model.n_head_kv(),
+        key_length: meta_u32(&format!("{arch}.attention.key_length")).unwrap_or(head),
+        value_length: meta_u32(&format!("{arch}.attention.value_length")).unwrap_or(head),
+    };
+    // a recurrent model's state is not a cache of cells
+    let per_cell = !(model.is_recurrent() || model.is_hybrid());
+    crate::protocol::ModelSize {
+        quantization: meta_u32("general.file_type")
+            .and_then(super::model_size::quantization_name)
+            .unwrap_or_default()
+            .to_owned(),
+        params: model.n_params(),
+        weights_bytes: model.size(),
+        kv_bytes_per_cell: if per_cell {
+            super::model_size::kv_bytes_per_cell(shape, kv)
+        } else {
+            0
+        },
     }
 }
 

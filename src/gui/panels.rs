@@ -26,12 +26,11 @@ pub fn engine_ui(
         };
         ui.label(format!("{} - {state}", display_model(s)));
         if !s.engine.model_file.is_empty() {
-            ui.weak(format!(
-                "{}, {}",
-                s.engine.model_file,
-                bytes_words(s.engine.model_file_bytes)
-            ))
-            .on_hover_text("the model's file and its size (about the weights' memory)");
+            ui.weak(model_words(s)).on_hover_text(
+                "the model's file and size, its quantization and parameters; the memory of its \
+                 weights, of the KV pool (its cells at the cache's type), of the conversations \
+                 kept in host RAM, and the engine process's resident memory",
+            );
         }
         if s.engine.simulated {
             ui.colored_label(Color32::YELLOW, "SIMULATED engine");
@@ -109,6 +108,40 @@ pub fn bytes_words(bytes: u64) -> String {
     } else {
         format!("{:.1} MiB", b / MIB)
     }
+}
+
+/// "model.gguf, 100.2 MiB, Q4_1, 134.5 M parameters; weights 98.3 MiB, KV pool 180.0 MiB".
+pub fn model_words(s: &ServiceSnapshot) -> String {
+    let e = &s.engine;
+    let mut words = vec![e.model_file.clone(), bytes_words(e.model_file_bytes)];
+    if !e.quantization.is_empty() {
+        words.push(e.quantization.clone());
+    }
+    if e.model_params > 0 {
+        words.push(format!("{:.1} M parameters", e.model_params as f64 / 1e6));
+    }
+    let mut memory = Vec::new();
+    if e.weights_bytes > 0 {
+        memory.push(format!("weights {}", bytes_words(e.weights_bytes)));
+    }
+    if e.kv_pool_bytes > 0 {
+        memory.push(format!("KV pool {}", bytes_words(e.kv_pool_bytes)));
+    }
+    if s.conversation_cache.bytes > 0 {
+        memory.push(format!(
+            "host-RAM cache {}",
+            bytes_words(s.conversation_cache.bytes)
+        ));
+    }
+    if let Some(rss) = e.worker_rss_bytes {
+        memory.push(format!("engine process {}", bytes_words(rss)));
+    }
+    let mut line = words.join(", ");
+    if !memory.is_empty() {
+        line.push_str("; ");
+        line.push_str(&memory.join(", "));
+    }
+    line
 }
 
 fn display_model(s: &ServiceSnapshot) -> &str {
@@ -480,6 +513,26 @@ mod tests {
     fn sizes_read_in_mebibytes_or_gibibytes() {
         assert_eq!(super::bytes_words(90_596_352), "86.4 MiB");
         assert_eq!(super::bytes_words(18_575_000_000), "17.3 GiB");
+    }
+
+    #[test]
+    fn the_model_line_names_the_quantization_parameters_and_memory_it_knows() {
+        let mut s = crate::service::ServiceSnapshot::starting(
+            crate::service::SchedulerSettings::default(),
+            1,
+            false,
+        );
+        s.engine.model_file = "m.gguf".into();
+        s.engine.model_file_bytes = 100 << 20;
+        assert_eq!(super::model_words(&s), "m.gguf, 100.0 MiB");
+        s.engine.quantization = "Q4_1".into();
+        s.engine.model_params = 134_515_008;
+        s.engine.weights_bytes = 98 << 20;
+        s.engine.kv_pool_bytes = 180 << 20;
+        assert_eq!(
+            super::model_words(&s),
+            "m.gguf, 100.0 MiB, Q4_1, 134.5 M parameters; weights 98.0 MiB, KV pool 180.0 MiB"
+        );
     }
 
     #[test]

@@ -74,6 +74,7 @@ pub fn spawn(options: ServiceOptions) -> Result<ServiceHandle, ConfigError> {
         last_length_refusal: None,
         pool_mismatches: 0,
         model_file: Default::default(),
+        worker_rss: None,
     };
     tokio::spawn(actor.run());
     Ok(ServiceHandle {
@@ -109,6 +110,8 @@ pub(super) struct Actor {
     pub(super) pool_mismatches: u64,
     /// The loaded model's path, file name and size, read once per model (not per publish).
     pub(super) model_file: (String, String, u64),
+    /// The worker's resident memory, read at most once a second: when, of which process.
+    pub(super) worker_rss: Option<(Instant, u32, Option<u64>)>,
 }
 
 impl Actor {

@@ -168,6 +168,11 @@ impl EngineLink {
         )
     }
 
+    /// The running worker's process id.
+    pub fn worker_pid(&self) -> Option<u32> {
+        self.process.as_ref().map(|p| p.pid())
+    }
+
     /// Bytes in the engine's host-RAM conversation cache.
     pub fn cached_bytes(&self) -> u64 {
         self.cache_bytes.values().sum()

@@ -29,6 +29,7 @@ impl Actor {
     pub(super) fn publish(&mut self) {
         let now = self.now();
         let wall = Instant::now();
+        let worker_rss_bytes = self.worker_rss(wall);
         let handshake = self.engine.handshake();
         let launch = &self.engine.launch().options;
         let parallel = handshake.map_or(launch.slots, |h| h.slots);
@@ -53,6 +54,14 @@ impl Actor {
         }
         snapshot.engine.model_file = self.model_file.1.clone();
         snapshot.engine.model_file_bytes = self.model_file.2;
+        snapshot.engine.worker_rss_bytes = worker_rss_bytes;
+        if let Some(size) = handshake.map(|h| &h.model.size) {
+            snapshot.engine.quantization.clone_from(&size.quantization);
+            snapshot.engine.model_params = size.params;
+            snapshot.engine.weights_bytes = size.weights_bytes;
+            snapshot.engine.kv_pool_bytes =
+                size.kv_bytes_per_cell * u64::from(handshake.map_or(0, |h| h.kv_cells));
+        }
         snapshot.engine.threads = handshake.map_or(0, |h| h.threads);
         snapshot.engine.device = handshake.map(|h| h.device.clone());
         snapshot.engine.generation = self.engine.generation();
@@ -113,4 +122,27 @@ impl Actor {
             changed
         });
     }
+
+    /// The worker's resident memory, read again at most once a second (publishing runs per
+    /// token).
+    fn worker_rss(&mut self, now: Instant) -> Option<u64> {
+        let pid = self.engine.worker_pid()?;
+        match self.worker_rss {
+            Some((at, of, rss)) if of == pid && now.duration_since(at).as_secs_f64() < 1.0 => rss,
+            _ => {
+                let rss = rss_bytes(pid);
+                self.worker_rss = Some((now, pid, rss));
+                rss
+            }
+        }
+    }
+}
+
+/// A process's resident memory from Linux's `/proc/<pid>/status` (`VmRSS:  123456 kB`);
+/// `None` elsewhere.
+fn rss_bytes(pid: u32) -> Option<u64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmRSS:"))?;
+    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kib * 1024)
 }

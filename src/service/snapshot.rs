@@ -28,6 +28,17 @@ pub struct EngineView {
     /// before the first handshake).
     pub model_file: String,
     pub model_file_bytes: u64,
+    /// The model's quantization (its GGUF header's file type: `Q4_1`, `Q4_K_M`, ...; empty
+    /// when unknown and for the simulated engine), parameters, and its weights' bytes.
+    pub quantization: String,
+    pub model_params: u64,
+    pub weights_bytes: u64,
+    /// The KV pool's bytes: its cells times the bytes a cell takes at the cache's type, from
+    /// the model's shape (0 when not known).
+    pub kv_pool_bytes: u64,
+    /// The engine worker's resident memory (its process's RSS, read at most once a second;
+    /// `null` where the system does not say: only Linux's `/proc` is read).
+    pub worker_rss_bytes: Option<u64>,
     /// Prompt tokens the engine reads per second, as it measured at load (0 before).
     pub prompt_tokens_per_sec: f64,
     /// Times an engine came up again after a death or a restart.
@@ -214,6 +225,11 @@ impl ServiceSnapshot {
                 model: String::new(),
                 model_file: String::new(),
                 model_file_bytes: 0,
+                quantization: String::new(),
+                model_params: 0,
+                weights_bytes: 0,
+                kv_pool_bytes: 0,
+                worker_rss_bytes: None,
                 prompt_tokens_per_sec: 0.0,
                 restarts: 0,
                 simulated,
@@ -292,6 +308,8 @@ impl ServiceSnapshot {
     pub fn without_clock(&self) -> Self {
         let mut s = self.clone();
         s.uptime_secs = 0.0;
+        // it is read with the clock (once a second) and moves by itself
+        s.engine.worker_rss_bytes = None;
         for w in &mut s.waiting {
             w.waited_secs = 0.0;
         }

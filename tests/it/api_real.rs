@@ -42,6 +42,24 @@ async fn the_engine_view_names_the_models_file_its_size_and_the_prompt_rate_it_m
         std::fs::metadata(&model).unwrap().len()
     );
     assert!(engine.prompt_tokens_per_sec > 0.0, "{engine:?}");
+    // the test model: SmolLM2-135M, Q4_1; its KV cell at F16 is 30 layers x 3 heads x
+    // (64 + 64) x 2 bytes
+    assert_eq!(engine.quantization, "Q4_1");
+    assert!(
+        (130_000_000..140_000_000).contains(&engine.model_params),
+        "{engine:?}"
+    );
+    assert!(
+        engine.weights_bytes > 0 && engine.weights_bytes < engine.model_file_bytes,
+        "{engine:?}"
+    );
+    assert_eq!(
+        engine.kv_pool_bytes,
+        23_040 * u64::from(engine.kv_cells_total)
+    );
+    // the engine process holds at least its weights
+    let rss = engine.worker_rss_bytes.expect("no RSS read on Linux");
+    assert!(rss > engine.weights_bytes, "{engine:?}");
 }
 
 #[tokio::test]

@@ -301,6 +301,24 @@ pub struct ModelFacts {
     #[serde(default)]
     pub keeps_checkpoints: bool,
     pub chat_template: Option<String>,
+    /// Its quantization and sizes (all empty or 0 for the simulated engine); boxed, so that a
+    /// handshake reply stays near the size of the others.
+    #[serde(default)]
+    pub size: Box<ModelSize>,
+}
+
+/// A loaded model's quantization and sizes.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct ModelSize {
+    /// The file type its GGUF header names (`Q4_1`, `Q4_K_M`, `F16`, ...), empty when the
+    /// header names none.
+    pub quantization: String,
+    /// Parameters, and the bytes of its weights (all its tensors).
+    pub params: u64,
+    pub weights_bytes: u64,
+    /// Bytes of the KV cache one cell (one token of one sequence) takes: every layer's key
+    /// and value at the cache's type; 0 when not known (recurrent and hybrid models).
+    pub kv_bytes_per_cell: u64,
 }
 
 /// What one step did.
