@@ -10,6 +10,8 @@ use egui::{Color32, Ui};
 /// Clients drawn as series of their own (the busiest); the rest share one.
 const CLIENT_SERIES_MAX: usize = 4;
 const OTHERS: &str = "other clients";
+/// The plot's id (its memory: bounds, pan).
+const PLOT_ID: &str = "ttft-plot";
 const COLOURS: [Color32; CLIENT_SERIES_MAX + 1] = [
     Color32::GOLD,
     Color32::LIGHT_BLUE,
@@ -113,12 +115,13 @@ pub fn ttft_ui(ui: &mut Ui, s: &ServiceSnapshot, earlier: &Earlier) {
         ui.label(line);
     }
     egui_plot::Plot::new("ttft")
+        .id(egui::Id::new(PLOT_ID))
         .height(160.0)
         .legend(egui_plot::Legend::default().position(egui_plot::Corner::LeftTop))
         // headroom above the highest point, so the legend covers none
         .set_margin_fraction(egui::vec2(0.05, 0.35))
         .include_y(0.0)
-        .x_axis_label("seconds since the window opened")
+        .x_axis_label("seconds since the app started")
         .y_axis_label("TTFT, s")
         // the wheel scrolls the page it sits in
         .allow_scroll(false)
@@ -202,5 +205,42 @@ mod tests {
         let harness = Harness::new_ui(|ui| ttft_ui(ui, &s, &Earlier::default()));
         harness.get_by_label("claude-cli: p50 0.20 s, p95 0.40 s (2 requests)");
         harness.get_by_label("other clients: p50 0.10 s, p95 1.50 s (2 requests)");
+    }
+
+    #[test]
+    fn the_mouse_wheel_over_the_plot_scrolls_the_page_it_sits_in() {
+        let mut s = ServiceSnapshot::starting(SchedulerSettings::default(), 1, true);
+        s.ttft = (1..=5).map(|i| sample(i, "claude-cli", 0.3)).collect();
+        let mut harness = Harness::builder().with_size([600.0, 300.0]).build_ui(|ui| {
+            egui::ScrollArea::vertical().show(ui, |ui| {
+                ui.label("above the plot");
+                ttft_ui(ui, &s, &Earlier::default());
+                ui.add_space(800.0);
+            });
+        });
+        harness.run();
+        let heading = |h: &Harness<'_>| h.get_by_label("above the plot").rect().top();
+        let before = heading(&harness);
+        let plot = harness.get_by_label("claude-cli: p50 0.30 s, p95 0.30 s (5 requests)");
+        // the pointer well inside the plot, below the summary line
+        harness.hover_at(plot.rect().center() + egui::vec2(0.0, 80.0));
+        harness.run();
+        harness.event(egui::Event::MouseWheel {
+            unit: egui::MouseWheelUnit::Point,
+            delta: egui::vec2(0.0, -120.0),
+            phase: egui::TouchPhase::Move,
+            source: egui::MouseWheelSource::Unknown,
+            modifiers: egui::Modifiers::NONE,
+        });
+        harness.run();
+        assert!(
+            heading(&harness) < before - 50.0,
+            "the page did not scroll: the heading stayed at {} (was {before})",
+            heading(&harness)
+        );
+        // and the plot did not pan: it still fits its points
+        let plot = egui_plot::PlotMemory::load(&harness.ctx, egui::Id::new(PLOT_ID))
+            .expect("no plot drawn");
+        assert!(plot.auto_bounds.all(), "the wheel panned the plot");
     }
 }
