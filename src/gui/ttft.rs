@@ -115,7 +115,7 @@ pub fn ttft_ui(ui: &mut Ui, s: &ServiceSnapshot, earlier: &Earlier) {
         ui.label(line);
     }
     egui_plot::Plot::new("ttft")
-        .id(egui::Id::new(PLOT_ID))
+        .id(egui::Id::unique(PLOT_ID))
         .height(160.0)
         .legend(egui_plot::Legend::default().position(egui_plot::Corner::LeftTop))
         // headroom above the highest point, so the legend covers none
@@ -239,7 +239,7 @@ mod tests {
             heading(&harness)
         );
         // and the plot did not pan: it still fits its points
-        let plot = egui_plot::PlotMemory::load(&harness.ctx, egui::Id::new(PLOT_ID))
+        let plot = egui_plot::PlotMemory::load(&harness.ctx, egui::Id::unique(PLOT_ID))
             .expect("no plot drawn");
         assert!(plot.auto_bounds.all(), "the wheel panned the plot");
     }
