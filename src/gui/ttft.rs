@@ -105,9 +105,10 @@ pub fn ttft_ui(ui: &mut Ui, s: &ServiceSnapshot, earlier: &Earlier) {
         .filter_map(|(name, points)| {
             let mut values: Vec<f64> = points.iter().map(|t| t.ttft_secs).collect();
             let (p50, p95) = percentiles(&mut values)?;
+            let n = values.len();
             Some(format!(
-                "{name}: p50 {p50:.2} s, p95 {p95:.2} s ({} requests)",
-                values.len()
+                "{name}: p50 {p50:.2} s, p95 {p95:.2} s ({n} request{})",
+                if n == 1 { "" } else { "s" }
             ))
         })
         .collect();
@@ -205,6 +206,10 @@ mod tests {
         let harness = Harness::new_ui(|ui| ttft_ui(ui, &s, &Earlier::default()));
         harness.get_by_label("claude-cli: p50 0.20 s, p95 0.40 s (2 requests)");
         harness.get_by_label("other clients: p50 0.10 s, p95 1.50 s (2 requests)");
+        drop(harness);
+        s.ttft.truncate(1);
+        let harness = Harness::new_ui(|ui| ttft_ui(ui, &s, &Earlier::default()));
+        harness.get_by_label("claude-cli: p50 0.20 s, p95 0.20 s (1 request)");
     }
 
     #[test]

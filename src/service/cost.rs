@@ -211,7 +211,8 @@ pub fn cost_view(finished: &[FinishedRequest], now_secs: f64, window_secs: f64) 
                 priority,
                 finished: of.len() as u32,
                 interrupted: hit.len() as u32,
-                parked_secs: hit.iter().map(|f| f.parked_secs).sum(),
+                // from 0.0: an empty f64 sum is -0.0, which reads "-0.0 s"
+                parked_secs: hit.iter().fold(0.0, |sum, f| sum + f.parked_secs),
                 pauses: hit.iter().map(|f| f.pauses).sum(),
                 give_ways: hit.iter().map(|f| f.give_ways).sum(),
                 interrupted_end_to_end_secs_mean: mean(hit.iter().map(|f| f.end_to_end_secs)),

@@ -130,3 +130,11 @@ fn the_sums_cover_the_window_by_priority_highest_first() {
     assert_eq!(zero.uninterrupted_end_to_end_secs_mean, Some(10.0));
     assert_eq!((zero.interrupting, zero.gained_secs_estimate), (0, None));
 }
+
+#[test]
+fn a_class_that_was_never_parked_has_no_negative_zero_time_parked() {
+    let view = cost_view(&[finished(5, 1.0)], 2.0, 600.0);
+    let parked = view.by_priority[0].parked_secs;
+    assert!(parked.is_sign_positive(), "{parked}");
+    assert_eq!(format!("{parked:.1}"), "0.0");
+}
