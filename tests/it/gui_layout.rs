@@ -10,7 +10,6 @@ use egui::Rect;
 use egui_kittest::Harness;
 use egui_kittest::kittest::{NodeT as _, Queryable as _};
 use serde_json::json;
-use std::time::Duration;
 use strata_desk::engine_worker::FakeOptions;
 use strata_desk::gui::Dashboard;
 use strata_desk::scheduler::SchedulerSettings;
@@ -79,6 +78,8 @@ fn a_crowded_table_is_neither_cut_nor_drawn_over_at_the_default_size_and_full_hd
         },
         scheduler: SchedulerSettings {
             solo_priority: true,
+            // the agent is paused soon after a higher priority comes: a parked row too
+            min_run_quantum_secs: 0.3,
             ..SchedulerSettings::default()
         },
         worker: |w| w.slots = 1,
@@ -107,8 +108,25 @@ fn a_crowded_table_is_neither_cut_nor_drawn_over_at_the_default_size_and_full_hd
         body["priority"] = json!(i % 4);
         sent.push(rt.spawn(server.post(&body).send()));
     }
-    wait(&rt, &server, "eleven in flight", |s| s.requests.len() == 11);
-    rt.block_on(async { tokio::time::sleep(Duration::from_millis(500)).await });
+    wait(&rt, &server, "eleven in flight, the agent paused", |s| {
+        s.requests.len() == 11
+            && s.parked.len() == 1
+            && s.requests.iter().any(|r| r.tokens_per_sec.is_some())
+    });
+    // the paused agent holds its whole prompt and what it wrote: its row says so (not "read 0")
+    let held = server
+        .service
+        .snapshot()
+        .requests
+        .iter()
+        .find(|r| r.client == "claude-cli")
+        .map(|r| {
+            format!(
+                "read {}/{}, out {}/2000",
+                r.prompt_tokens, r.prompt_tokens, r.generated_tokens
+            )
+        })
+        .unwrap();
 
     for size in [[1100.0, 720.0], [1920.0, 1080.0]] {
         let mut dashboard = Dashboard::new(server.service.clone(), rt.handle().clone());
@@ -122,7 +140,15 @@ fn a_crowded_table_is_neither_cut_nor_drawn_over_at_the_default_size_and_full_hd
             .iter()
             .filter(|(t, _)| t.starts_with("read "))
             .count();
-        assert_eq!(progress, 11, "not a progress cell per request at {size:?}");
+        // (the Parked panel shows the agent's progress too)
+        assert!(
+            progress >= 11,
+            "{progress} progress cells for 11 requests at {size:?}"
+        );
+        assert!(
+            labels.iter().any(|(t, _)| *t == held),
+            "the paused agent's row does not show {held:?} at {size:?}"
+        );
         assert!(
             labels.iter().any(|(t, _)| t.ends_with(" t/s")),
             "no speed at {size:?}"
