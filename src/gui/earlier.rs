@@ -5,6 +5,7 @@
 //! the TTFT plot).
 
 use crate::service::{ServiceSnapshot, TtftSample};
+use std::borrow::Cow;
 
 /// How many of the replaced engines' first-token samples are kept (the newest).
 pub const EARLIER_TTFT_MAX: usize = 1000;
@@ -57,13 +58,17 @@ impl Earlier {
     }
 
     /// Every first-token sample to show: the replaced engines' and the live service's, on the
-    /// window's clock, oldest first.
-    pub fn ttft_with(&self, s: &ServiceSnapshot) -> Vec<TtftSample> {
+    /// window's clock, oldest first. Borrowed until an apply replaced an engine (this runs
+    /// every frame).
+    pub fn ttft_with<'s>(&self, s: &'s ServiceSnapshot) -> Cow<'s, [TtftSample]> {
+        if self.restarts_at_secs.is_empty() {
+            return Cow::Borrowed(&s.ttft);
+        }
         let live = s.ttft.iter().map(|t| TtftSample {
             at_secs: t.at_secs + self.offset_secs,
             ..t.clone()
         });
-        self.ttft.iter().cloned().chain(live).collect()
+        Cow::Owned(self.ttft.iter().cloned().chain(live).collect())
     }
 }
 

@@ -148,6 +148,15 @@ fn a_queue_ahead_is_counted_and_its_first_named() {
         why.ends_with("; 1 ahead of it (msg_9 first, priority 5)"),
         "{why}"
     );
+}
+
+/// R7: a higher priority pauses the stream, but for the first waiting request, not this one.
+#[test]
+fn r7_a_waiter_that_outranks_the_stream_behind_another_is_told_the_first_ahead_pauses_it() {
+    let mut s = ready(true, 1);
+    s.slots = vec![slot(0, 7, SlotStatus::Decoding, 0)];
+    s.waiting = vec![waiting(9, 5, 0.2), waiting(8, 1, 0.9)];
+    let why = why_of(&s, 8);
     // it outranks the stream too: it is not told that only a higher priority pauses it
     assert!(
         why.starts_with(
