@@ -56,8 +56,11 @@ async fn a_waiting_request_is_told_when_the_stream_may_be_paused_and_the_paused_
         "{why}"
     );
 
+    // the short one may still be reading its prompt when the long one is parked: wait for both
     server
-        .until("the long one is parked", |s| s.parked.len() == 1)
+        .until("the long one is parked and the short one decodes", |s| {
+            s.parked.len() == 1 && s.slots.iter().any(|x| x.state == SlotStatus::Decoding)
+        })
         .await;
     let v = get_json(&server, "/v1/scheduler").await;
     assert_eq!(
