@@ -165,6 +165,9 @@ pub enum CliCommand {
     Generate(GenerateArgs),
     /// Fetch the default model (SmolLM2-135M-Instruct) if it is not here yet, and print its path.
     FetchModel,
+    /// Download a GGUF model from the Hugging Face hub (or the mirror HF_ENDPOINT names) into
+    /// this app's models folder, resumably, checked by its SHA-256; prints its path.
+    Pull(crate::models::pull::PullArgs),
     /// Load a server with one of the seeds' scenarios and report TTFT and tokens/s.
     Bench(crate::bench::BenchArgs),
     /// Run the engine worker (started by the app itself; speaks JSON lines on stdin/stdout).

@@ -27,6 +27,16 @@ fn main() -> anyhow::Result<()> {
             let report = runtime.block_on(strata_desk::bench::run(&args))?;
             print!("{}", report.table());
         }
+        Some(CliCommand::Pull(args)) => {
+            let runtime = tokio::runtime::Runtime::new()?;
+            match runtime.block_on(strata_desk::models::pull::run(&args)) {
+                Ok(path) => println!("{}", path.display()),
+                Err(e) => {
+                    eprintln!("strata-desk pull: {e}");
+                    std::process::exit(1);
+                }
+            }
+        }
         Some(CliCommand::FetchModel) => {
             let path = strata_desk::models::ensure_default_model()?;
             println!("{}", path.display());

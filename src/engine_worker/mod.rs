@@ -16,7 +16,7 @@ mod cache;
 mod fake;
 mod llama;
 mod load;
-mod model_size;
+pub mod model_size;
 mod sampler;
 #[cfg(test)]
 mod sampler_tests;

@@ -3,7 +3,10 @@
 //! proxies apply), checked by SHA-256, unzipped and cached under the platform data dir.
 
 pub mod discover;
+pub mod gguf_header;
+pub mod hub;
 mod path_check;
+pub mod pull;
 
 pub use path_check::{ModelPathError, check_model_path};
 
@@ -68,8 +71,13 @@ pub fn project_dirs() -> Option<directories::ProjectDirs> {
 
 /// Where the default model lives once fetched.
 pub fn default_model_path() -> Result<PathBuf, ModelFetchError> {
+    Ok(models_dir()?.join(DEFAULT_MODEL_FILE))
+}
+
+/// This app's models folder (the default model, and what `strata-desk pull` downloads).
+pub fn models_dir() -> Result<PathBuf, ModelFetchError> {
     let dirs = project_dirs().ok_or(ModelFetchError::NoDataDir)?;
-    Ok(dirs.data_dir().join("models").join(DEFAULT_MODEL_FILE))
+    Ok(dirs.data_dir().join("models"))
 }
 
 /// How far a fetch of the default model is (the window shows it while it waits).

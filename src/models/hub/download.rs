@@ -1,0 +1,291 @@
+//! A model's download: each part into `NAME.part` beside its final name, resumed from what is
+//! there (an HTTP Range request) after a dropped connection, a cancel or a restart of the app,
+//! checked against the hub's SHA-256, then renamed. A file already downloaded and whole is
+//! kept.
+//!
+//! The file is written with std::fs from the async task: one 16-64 KB chunk at a time, each a
+//! short write (tokio's `fs` would move each to a blocking thread for nothing).
+
+use super::{HubClient, HubError, HubFile, HubModel};
+use reqwest::StatusCode;
+use reqwest::header::RANGE;
+use std::fs::{File, OpenOptions};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+/// A dropped connection is resumed this many times in a row before the download gives up.
+const RETRIES_MAX: u32 = 5;
+
+/// How far a download is, across all of a model's parts.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DownloadProgress {
+    /// The file being written now (its name).
+    pub file: String,
+    /// 1-based, of `parts`.
+    pub part: usize,
+    pub parts: usize,
+    pub done_bytes: u64,
+    pub total_bytes: u64,
+    /// Over this connection so far; `None` before a second has passed.
+    pub bytes_per_sec: Option<f64>,
+    pub secs_left: Option<f64>,
+    /// Bytes of this file that were already here when it started (a resume).
+    pub resumed_from_bytes: u64,
+    /// The whole file is here and its SHA-256 is being checked.
+    pub checking: bool,
+}
+
+/// Downloads every part of `model` into `dir`; returns the first part's path (llama.cpp finds
+/// the others beside it). `progress` is called at each chunk; `cancel` stops at the next.
+pub async fn download_model(
+    client: &HubClient,
+    repo: &str,
+    revision: &str,
+    model: &HubModel,
+    dir: &Path,
+    progress: &mut dyn FnMut(&DownloadProgress),
+    cancel: &AtomicBool,
+) -> Result<PathBuf, HubError> {
+    std::fs::create_dir_all(dir).map_err(io(format!("creating {}", dir.display())))?;
+    let total_bytes = model.size_bytes();
+    let mut before_bytes = 0;
+    let mut first = None;
+    for (i, file) in model.parts.iter().enumerate() {
+        let mut job = Job {
+            client,
+            repo,
+            url: client.file_url(repo, revision, &file.path),
+            file,
+            dest: dir.join(file.file_name()),
+            progress: DownloadProgress {
+                file: file.file_name().to_owned(),
+                part: i + 1,
+                parts: model.parts.len(),
+                done_bytes: before_bytes,
+                total_bytes,
+                bytes_per_sec: None,
+                secs_left: None,
+                resumed_from_bytes: 0,
+                checking: false,
+            },
+            before_bytes,
+        };
+        job.run(progress, cancel).await?;
+        first.get_or_insert(job.dest);
+        before_bytes += file.size_bytes;
+    }
+    first.ok_or_else(|| HubError::NotFound {
+        what: format!("a file of {}", model.name),
+        endpoint: client.endpoint().to_owned(),
+    })
+}
+
+struct Job<'a> {
+    client: &'a HubClient,
+    repo: &'a str,
+    url: String,
+    file: &'a HubFile,
+    dest: PathBuf,
+    progress: DownloadProgress,
+    /// The bytes of the parts before this one.
+    before_bytes: u64,
+}
+
+impl Job<'_> {
+    fn part_path(&self) -> PathBuf {
+        let mut name = self.dest.clone().into_os_string();
+        name.push(".part");
+        name.into()
+    }
+
+    async fn run(
+        &mut self,
+        progress: &mut dyn FnMut(&DownloadProgress),
+        cancel: &AtomicBool,
+    ) -> Result<(), HubError> {
+        let size = self.file.size_bytes;
+        if std::fs::metadata(&self.dest).is_ok_and(|m| m.len() == size) {
+            // here already: kept if it checks out, downloaded again if not
+            let at = self.dest.clone();
+            if self.check(&at, progress).is_ok() {
+                return Ok(());
+            }
+            std::fs::rename(&self.dest, self.part_path())
+                .map_err(io(format!("moving {} aside", self.dest.display())))?;
+        }
+        let part = self.part_path();
+        let mut retries = 0;
+        loop {
+            let have = std::fs::metadata(&part).map_or(0, |m| m.len());
+            if have > size {
+                remove(&part)?;
+                continue;
+            }
+            if have == size {
+                break;
+            }
+            match self.fetch(&part, have, progress, cancel).await {
+                Ok(()) => retries = 0,
+                Err(HubError::Network { .. }) if retries < RETRIES_MAX => {
+                    retries += 1;
+                    tracing::warn!(url = %self.url, retries, "download dropped; resuming");
+                    tokio::time::sleep(Duration::from_millis(500 * u64::from(retries))).await;
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        if let Err(e) = self.check(&part, progress) {
+            remove(&part)?;
+            return Err(e);
+        }
+        std::fs::rename(&part, &self.dest).map_err(io(format!(
+            "renaming {} to {}",
+            part.display(),
+            self.dest.display()
+        )))
+    }
+
+    /// The file's SHA-256 against the hub's.
+    fn check(
+        &mut self,
+        path: &Path,
+        progress: &mut dyn FnMut(&DownloadProgress),
+    ) -> Result<(), HubError> {
+        let Some(expected) = &self.file.sha256 else {
+            return Ok(());
+        };
+        self.progress.checking = true;
+        self.progress.done_bytes = self.before_bytes + self.file.size_bytes;
+        self.progress.secs_left = None;
+        progress(&self.progress);
+        self.progress.checking = false;
+        let actual = crate::models::sha256_file(path).map_err(|e| HubError::Io {
+            context: format!("checking {}", path.display()),
+            source: std::io::Error::other(e.to_string()),
+        })?;
+        if actual == *expected {
+            Ok(())
+        } else {
+            Err(HubError::Checksum {
+                file: self.file.path.clone(),
+                expected: expected.clone(),
+                actual,
+            })
+        }
+    }
+
+    /// One request for the rest of the file from `have` bytes on, appended to `part`.
+    async fn fetch(
+        &mut self,
+        part: &Path,
+        have: u64,
+        progress: &mut dyn FnMut(&DownloadProgress),
+        cancel: &AtomicBool,
+    ) -> Result<(), HubError> {
+        let mut request = self.client.get(&self.url);
+        if have > 0 {
+            request = request.header(RANGE, format!("bytes={have}-"));
+        }
+        let path = self.file.path.clone();
+        let response = self
+            .client
+            .send(request, &self.url, self.repo, || {
+                format!("{path} in {}", self.repo)
+            })
+            .await;
+        let mut response = match response {
+            // the part is longer than the file the hub has now: start again
+            Err(HubError::Status { status: 416, .. }) => {
+                remove(part)?;
+                return Ok(());
+            }
+            other => other?,
+        };
+        // 206: the rest, appended; 200: a server that ignored the range sends it all
+        let resumed = response.status() == StatusCode::PARTIAL_CONTENT;
+        let mut out = if resumed {
+            OpenOptions::new().append(true).open(part)
+        } else {
+            File::create(part)
+        }
+        .map_err(io(format!("opening {}", part.display())))?;
+        let mut written = if resumed { have } else { 0 };
+        self.progress.resumed_from_bytes = written;
+        let started = Instant::now();
+        let mut this_request_bytes = 0u64;
+        while let Some(chunk) = response
+            .chunk()
+            .await
+            .map_err(|e| super::network(&self.url, &e))?
+        {
+            if let Err(e) = out.write_all(&chunk) {
+                return Err(self.write_error(part, written, e));
+            }
+            written += chunk.len() as u64;
+            this_request_bytes += chunk.len() as u64;
+            self.report(written, this_request_bytes, started, progress);
+            if cancel.load(Ordering::Relaxed) {
+                out.flush()
+                    .map_err(|e| self.write_error(part, written, e))?;
+                return Err(HubError::Cancelled {
+                    file: self.file.path.clone(),
+                    done_bytes: written,
+                });
+            }
+        }
+        out.flush()
+            .map_err(|e| self.write_error(part, written, e))?;
+        if written != self.file.size_bytes {
+            // the connection ended early: resumed by the caller
+            return Err(HubError::Network {
+                url: self.url.clone(),
+                detail: format!(
+                    "the body ended after {written} of {} bytes",
+                    self.file.size_bytes
+                ),
+            });
+        }
+        Ok(())
+    }
+
+    fn report(
+        &mut self,
+        written: u64,
+        this_request_bytes: u64,
+        started: Instant,
+        progress: &mut dyn FnMut(&DownloadProgress),
+    ) {
+        let secs = started.elapsed().as_secs_f64();
+        let rate = (secs >= 1.0).then(|| this_request_bytes as f64 / secs);
+        self.progress.done_bytes = self.before_bytes + written;
+        self.progress.bytes_per_sec = rate;
+        self.progress.secs_left = rate
+            .filter(|r| *r > 0.0)
+            .map(|r| (self.progress.total_bytes - self.progress.done_bytes) as f64 / r);
+        progress(&self.progress);
+    }
+
+    fn write_error(&self, part: &Path, written: u64, e: std::io::Error) -> HubError {
+        if e.kind() == std::io::ErrorKind::StorageFull {
+            HubError::DiskFull {
+                path: part.display().to_string(),
+                needed_bytes: self.file.size_bytes.saturating_sub(written),
+            }
+        } else {
+            HubError::Io {
+                context: format!("writing {}", part.display()),
+                source: e,
+            }
+        }
+    }
+}
+
+fn remove(path: &Path) -> Result<(), HubError> {
+    std::fs::remove_file(path).map_err(io(format!("removing {}", path.display())))
+}
+
+fn io(context: String) -> impl FnOnce(std::io::Error) -> HubError {
+    move |source| HubError::Io { context, source }
+}

@@ -1,0 +1,307 @@
+//! A client of the Hugging Face model hub, the file layout LM Studio, llama.cpp's `-hf` and
+//! Ollama's `hf.co/` all use: list a repository's GGUF models with their sizes and SHA-256
+//! (`/api/models/{repo}/tree/{revision}`), read a remote GGUF's header through HTTP Range
+//! requests without its weights, and download a file resumably, checked by its SHA-256
+//! (`download`). `HF_ENDPOINT` (a mirror) and `HF_TOKEN` (gated models) are read from the
+//! environment, and so are proxies (reqwest's default).
+
+mod download;
+mod files;
+
+pub use download::{DownloadProgress, download_model};
+pub use files::{HubFile, HubModel, gguf_models, split_part};
+
+use super::gguf_header::{HeaderError, HeaderFacts, parse_prefix};
+use files::TreeEntry;
+use reqwest::StatusCode;
+use reqwest::header::{AUTHORIZATION, HeaderMap, LINK, RANGE};
+
+/// The hub when `HF_ENDPOINT` does not name a mirror.
+pub const DEFAULT_ENDPOINT: &str = "https://huggingface.co";
+
+/// A header prefix is fetched at this size first, doubled while it ends inside the header
+/// (a large vocabulary's token list is several MB), up to the last.
+const HEADER_PREFIX_BYTES: [u64; 4] = [2 << 20, 8 << 20, 32 << 20, 128 << 20];
+
+/// What went wrong, in words that say what to do.
+#[derive(Debug, thiserror::Error)]
+pub enum HubError {
+    #[error("{what} was not found on {endpoint}")]
+    NotFound { what: String, endpoint: String },
+    #[error(
+        "{repo} is gated or private: {endpoint} answered {status}; set HF_TOKEN to a token of an account that has accepted its terms"
+    )]
+    Gated {
+        repo: String,
+        endpoint: String,
+        status: u16,
+    },
+    #[error("{url} answered {status}")]
+    Status { url: String, status: u16 },
+    #[error("cannot reach {url}: {detail}")]
+    Network { url: String, detail: String },
+    #[error("{0}")]
+    Header(#[from] HeaderError),
+    #[error(
+        "the disk is full: {path} needs {needed_bytes} more bytes ({needed_gb:.2} GB); free some space and run it again, the part downloaded so far is kept",
+        needed_gb = *needed_bytes as f64 / 1e9
+    )]
+    DiskFull { path: String, needed_bytes: u64 },
+    #[error(
+        "{file} has SHA-256 {actual}, but the hub lists {expected}: the file was removed; run it again to download it anew"
+    )]
+    Checksum {
+        file: String,
+        expected: String,
+        actual: String,
+    },
+    #[error("{file}: the hub sent {got} bytes where it lists {expected}")]
+    Size {
+        file: String,
+        expected: u64,
+        got: u64,
+    },
+    #[error("cancelled; {done_bytes} bytes of {file} are kept and the next download resumes there")]
+    Cancelled { file: String, done_bytes: u64 },
+    #[error("{context}: {source}")]
+    Io {
+        context: String,
+        source: std::io::Error,
+    },
+}
+
+/// The hub's address and the token to present; cheap to clone.
+#[derive(Debug, Clone)]
+pub struct HubClient {
+    endpoint: String,
+    token: Option<String>,
+    http: reqwest::Client,
+}
+
+impl HubClient {
+    pub fn new(endpoint: &str, token: Option<String>) -> Self {
+        let http = reqwest::Client::builder()
+            .user_agent(concat!("strata-desk/", env!("CARGO_PKG_VERSION")))
+            // only the connection: a download of many GB takes as long as it takes
+            .connect_timeout(std::time::Duration::from_secs(20))
+            .build()
+            .expect("an HTTP client with rustls builds");
+        Self {
+            endpoint: endpoint.trim_end_matches('/').to_owned(),
+            token: token.filter(|t| !t.is_empty()),
+            http,
+        }
+    }
+
+    /// The hub `HF_ENDPOINT` names (or huggingface.co), with `HF_TOKEN` if set.
+    pub fn from_env() -> Self {
+        let endpoint = std::env::var("HF_ENDPOINT")
+            .ok()
+            .filter(|e| !e.is_empty())
+            .unwrap_or_else(|| DEFAULT_ENDPOINT.to_owned());
+        Self::new(&endpoint, std::env::var("HF_TOKEN").ok())
+    }
+
+    pub fn endpoint(&self) -> &str {
+        &self.endpoint
+    }
+
+    /// Where a file of `repo` at `revision` is downloaded from (the hub redirects to its CDN).
+    pub fn file_url(&self, repo: &str, revision: &str, path: &str) -> String {
+        format!("{}/{repo}/resolve/{revision}/{path}", self.endpoint)
+    }
+
+    fn get(&self, url: &str) -> reqwest::RequestBuilder {
+        let request = self.http.get(url);
+        match &self.token {
+            // reqwest drops it on a redirect to another host (the CDN's signed URL)
+            Some(token) => request.header(AUTHORIZATION, format!("Bearer {token}")),
+            None => request,
+        }
+    }
+
+    /// Sends a request, turning the hub's refusals into errors that say what to do.
+    async fn send(
+        &self,
+        request: reqwest::RequestBuilder,
+        url: &str,
+        repo: &str,
+        what: impl FnOnce() -> String,
+    ) -> Result<reqwest::Response, HubError> {
+        let response = request.send().await.map_err(|e| network(url, &e))?;
+        match response.status() {
+            s if s.is_success() => Ok(response),
+            StatusCode::UNAUTHORIZED | StatusCode::FORBIDDEN => Err(HubError::Gated {
+                repo: repo.to_owned(),
+                endpoint: self.endpoint.clone(),
+                status: response.status().as_u16(),
+            }),
+            StatusCode::NOT_FOUND => Err(HubError::NotFound {
+                what: what(),
+                endpoint: self.endpoint.clone(),
+            }),
+            s => Err(HubError::Status {
+                url: url.to_owned(),
+                status: s.as_u16(),
+            }),
+        }
+    }
+
+    /// Every file of `repo` at `revision`, folders included, following the listing's pages.
+    pub async fn list_files(&self, repo: &str, revision: &str) -> Result<Vec<HubFile>, HubError> {
+        let mut url = Some(format!(
+            "{}/api/models/{repo}/tree/{revision}?recursive=true",
+            self.endpoint
+        ));
+        let mut files = Vec::new();
+        while let Some(page) = url.take() {
+            let response = self
+                .send(self.get(&page), &page, repo, || {
+                    format!("the repository {repo} (revision {revision})")
+                })
+                .await?;
+            url = next_page(response.headers());
+            let entries: Vec<TreeEntry> = response.json().await.map_err(|e| HubError::Network {
+                url: page.clone(),
+                detail: format!("its listing did not read as the hub's: {e}"),
+            })?;
+            files.extend(
+                entries
+                    .into_iter()
+                    .filter(|e| e.kind == "file")
+                    .map(HubFile::from),
+            );
+        }
+        Ok(files)
+    }
+
+    /// The GGUF models of `repo` at `revision`.
+    pub async fn list_models(&self, repo: &str, revision: &str) -> Result<Vec<HubModel>, HubError> {
+        Ok(gguf_models(&self.list_files(repo, revision).await?))
+    }
+
+    /// What a remote GGUF's header says, read from its first bytes only.
+    pub async fn remote_facts(
+        &self,
+        repo: &str,
+        revision: &str,
+        path: &str,
+    ) -> Result<HeaderFacts, HubError> {
+        let url = self.file_url(repo, revision, path);
+        let mut last = HeaderError::NeedMore { have: 0 };
+        for prefix_bytes in HEADER_PREFIX_BYTES {
+            let request = self
+                .get(&url)
+                .header(RANGE, format!("bytes=0-{}", prefix_bytes - 1));
+            let mut response = self
+                .send(request, &url, repo, || format!("{path} in {repo}"))
+                .await?;
+            // a server that ignores the range sends the whole file: read only the prefix
+            let mut bytes = Vec::new();
+            while (bytes.len() as u64) < prefix_bytes {
+                match response.chunk().await.map_err(|e| network(&url, &e))? {
+                    Some(chunk) => bytes.extend_from_slice(&chunk),
+                    None => break,
+                }
+            }
+            let whole_file = (bytes.len() as u64) < prefix_bytes;
+            match parse_prefix(&bytes) {
+                Ok(header) => return Ok(header.facts()?),
+                Err(HeaderError::NeedMore { .. }) if whole_file => {
+                    return Err(HeaderError::Invalid(format!(
+                        "{path} ends inside its GGUF header ({} bytes)",
+                        bytes.len()
+                    ))
+                    .into());
+                }
+                Err(e @ HeaderError::NeedMore { .. }) => last = e,
+                Err(e) => return Err(e.into()),
+            }
+        }
+        Err(last.into())
+    }
+}
+
+fn network(url: &str, e: &reqwest::Error) -> HubError {
+    // reqwest's Display stops at the outermost error; the cause says what failed
+    let mut detail = e.to_string();
+    let mut source = std::error::Error::source(e);
+    while let Some(s) = source {
+        detail = format!("{detail}: {s}");
+        source = s.source();
+    }
+    HubError::Network {
+        url: url.to_owned(),
+        detail,
+    }
+}
+
+/// The next page of a listing: the `Link` header's `rel="next"` target.
+fn next_page(headers: &HeaderMap) -> Option<String> {
+    let link = headers.get(LINK)?.to_str().ok()?;
+    link.split(',').find_map(|part| {
+        let (target, params) = part.split_once(';')?;
+        params
+            .split(';')
+            .any(|p| p.trim() == "rel=\"next\"")
+            .then(|| {
+                target
+                    .trim()
+                    .trim_start_matches('<')
+                    .trim_end_matches('>')
+                    .to_owned()
+            })
+    })
+}
+
+/// `REPO[:FILE]` as `strata-desk pull` takes it.
+pub fn parse_model_ref(reference: &str) -> Result<(String, Option<String>), String> {
+    let (repo, file) = match reference.split_once(':') {
+        Some((repo, file)) => (repo, Some(file.to_owned()).filter(|f| !f.is_empty())),
+        None => (reference, None),
+    };
+    let parts: Vec<&str> = repo.split('/').collect();
+    if parts.len() != 2 || parts.iter().any(|p| p.is_empty()) {
+        return Err(format!(
+            "'{reference}' is not REPO[:FILE]: a repository is owner/name (bartowski/Qwen2.5-Coder-7B-Instruct-GGUF)"
+        ));
+    }
+    Ok((repo.to_owned(), file))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_next_page_is_the_links_rel_next() {
+        let mut headers = HeaderMap::new();
+        headers.insert(
+            LINK,
+            "<https://hub/api/models/a/b/tree/main?cursor=xyz>; rel=\"next\""
+                .parse()
+                .unwrap(),
+        );
+        assert_eq!(
+            next_page(&headers).as_deref(),
+            Some("https://hub/api/models/a/b/tree/main?cursor=xyz")
+        );
+        headers.insert(LINK, "<https://hub/x>; rel=\"prev\"".parse().unwrap());
+        assert_eq!(next_page(&headers), None);
+    }
+
+    #[test]
+    fn a_model_reference_is_owner_slash_name_and_an_optional_file() {
+        assert_eq!(
+            parse_model_ref("a/b:c.gguf"),
+            Ok(("a/b".into(), Some("c.gguf".into())))
+        );
+        assert_eq!(parse_model_ref("a/b"), Ok(("a/b".into(), None)));
+        assert!(
+            parse_model_ref("just-a-name")
+                .unwrap_err()
+                .contains("owner/name")
+        );
+        assert!(parse_model_ref("a/b/c").is_err());
+    }
+}

@@ -1,0 +1,314 @@
+//! The model hub client against a local fake hub serving the real test model: listing across
+//! pages, the remote header read through Range requests and checked against llama.cpp's own
+//! reading of the file, a download dropped midway and one cancelled, each resumed to the same
+//! SHA-256, a wrong checksum removed, a gated repository, and `strata-desk pull` end to end.
+
+use crate::fake_hub::{FakeHub, HubFileSpec, TOKEN};
+use crate::support::{model_path, real_model, start, worker_exe};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, OnceLock};
+use strata_desk::engine_worker::KvType;
+use strata_desk::models::discover::describe;
+use strata_desk::models::hub::{DownloadProgress, HubClient, HubError, download_model};
+
+const REPO: &str = "HuggingFaceTB/SmolLM2-135M-Instruct-GGUF";
+const FILE: &str = "smollm2-135m-instruct-q4_1.gguf";
+
+fn model_bytes() -> Arc<Vec<u8>> {
+    static BYTES: OnceLock<Arc<Vec<u8>>> = OnceLock::new();
+    Arc::clone(BYTES.get_or_init(|| Arc::new(std::fs::read(model_path()).unwrap())))
+}
+
+/// A hub with the test model's repository: the model, a README outside LFS and a projector.
+async fn hub() -> FakeHub {
+    let hub = FakeHub::start().await;
+    hub.repo(
+        REPO,
+        false,
+        vec![
+            HubFileSpec {
+                lfs: false,
+                ..HubFileSpec::lfs("README.md", Arc::new(b"# SmolLM2\n".to_vec()))
+            },
+            HubFileSpec::lfs(FILE, model_bytes()),
+            HubFileSpec::lfs("mmproj-smollm2-f16.gguf", Arc::new(b"GGUF".to_vec())),
+        ],
+    );
+    hub
+}
+
+#[tokio::test]
+async fn the_hub_lists_a_repositorys_gguf_models_with_sizes_and_sha256_across_pages() {
+    let hub = hub().await;
+    let client = HubClient::new(&hub.base, None);
+    let files = client.list_files(REPO, "main").await.unwrap();
+    let paths: Vec<&str> = files.iter().map(|f| f.path.as_str()).collect();
+    // 4 entries and a folder, 2 a page: every page was read, the folder left out
+    assert_eq!(paths, ["README.md", FILE, "mmproj-smollm2-f16.gguf"]);
+    assert_eq!(files[0].sha256, None);
+    let models = client.list_models(REPO, "main").await.unwrap();
+    assert_eq!(models.len(), 2);
+    assert_eq!(models[0].name, FILE);
+    assert_eq!(models[0].size_bytes(), model_bytes().len() as u64);
+    assert_eq!(
+        models[0].parts[0].sha256.as_deref(),
+        Some(strata_desk::models::DEFAULT_MODEL_SHA256)
+    );
+    assert!(models[1].projector);
+
+    let missing = client
+        .list_models("nobody/nothing", "main")
+        .await
+        .unwrap_err();
+    assert!(matches!(missing, HubError::NotFound { .. }), "{missing}");
+    assert_eq!(
+        missing.to_string(),
+        format!(
+            "the repository nobody/nothing (revision main) was not found on {}",
+            hub.base
+        )
+    );
+}
+
+#[tokio::test]
+async fn the_remote_header_says_what_llama_cpp_says_of_the_file_and_only_a_prefix_is_fetched() {
+    let hub = hub().await;
+    let client = HubClient::new(&hub.base, None);
+    let facts = client.remote_facts(REPO, "main", FILE).await.unwrap();
+    assert!(
+        hub.sent_bytes() < model_bytes().len() / 10,
+        "{} bytes fetched for the header",
+        hub.sent_bytes()
+    );
+    assert!(
+        hub.requests()
+            .iter()
+            .all(|(_, range)| range.as_deref().is_some_and(|r| r.starts_with("bytes=0-")))
+    );
+
+    // llama.cpp's reading of the same file: the vocabulary-only load, and the engine's own
+    // sizes from the loaded model
+    let local = describe(&model_path()).unwrap();
+    assert_eq!(facts.context_length, local.context_length);
+    assert_eq!(facts.chat_template.is_some(), local.has_chat_template);
+    assert_eq!(facts.tool_calls, local.tool_calls);
+    assert_eq!(facts.architecture, "llama");
+    let _one_at_a_time = real_model();
+    let engine = start(1, 1).await;
+    let size = &engine.handshake().model.size;
+    assert_eq!(
+        facts.quantization.as_deref(),
+        Some(size.quantization.as_str())
+    );
+    assert_eq!(
+        facts.kv_bytes_per_token(KvType::F16),
+        size.kv_bytes_per_cell
+    );
+    assert_eq!(facts.context_length, engine.handshake().model.n_ctx_train);
+}
+
+/// Lists `repo` and downloads its first model into `dir`.
+async fn pull_first(
+    client: &HubClient,
+    repo: &str,
+    dir: &std::path::Path,
+) -> Result<std::path::PathBuf, HubError> {
+    let model = client.list_models(repo, "main").await?.remove(0);
+    download_model(
+        client,
+        repo,
+        "main",
+        &model,
+        dir,
+        &mut |_| {},
+        &AtomicBool::new(false),
+    )
+    .await
+}
+
+fn sha256_of(path: &std::path::Path) -> String {
+    strata_desk::models::sha256_file(path).unwrap()
+}
+
+#[tokio::test]
+async fn a_download_dropped_midway_or_cancelled_resumes_where_it_stopped_to_the_same_sha256() {
+    let hub = hub().await;
+    let client = HubClient::new(&hub.base, None);
+    let model = client.list_models(REPO, "main").await.unwrap().remove(0);
+    let dir = tempfile::tempdir().unwrap();
+    let total = model_bytes().len();
+
+    // cancelled after the first chunk past 10 MB: the part is kept
+    let cancel = AtomicBool::new(false);
+    let mut seen: Vec<DownloadProgress> = Vec::new();
+    let err = download_model(
+        &client,
+        REPO,
+        "main",
+        &model,
+        dir.path(),
+        &mut |p| {
+            seen.push(p.clone());
+            if p.done_bytes > 10 << 20 {
+                cancel.store(true, Ordering::Relaxed);
+            }
+        },
+        &cancel,
+    )
+    .await
+    .unwrap_err();
+    let HubError::Cancelled { done_bytes, .. } = err else {
+        panic!("{err}")
+    };
+    let part = dir.path().join(format!("{FILE}.part"));
+    assert_eq!(std::fs::metadata(&part).unwrap().len(), done_bytes);
+    assert!(!dir.path().join(FILE).exists());
+    assert!(seen.iter().all(|p| p.total_bytes == total as u64));
+
+    // the next download resumes there, and its connection drops 20 MB further on: resumed again
+    hub.drop_next_download_after(FILE, 20 << 20);
+    let cancel = AtomicBool::new(false);
+    let mut resumed_at = Vec::new();
+    let path = download_model(
+        &client,
+        REPO,
+        "main",
+        &model,
+        dir.path(),
+        &mut |p| {
+            resumed_at.push(p.resumed_from_bytes);
+        },
+        &cancel,
+    )
+    .await
+    .unwrap();
+    assert_eq!(path, dir.path().join(FILE));
+    assert_eq!(sha256_of(&path), strata_desk::models::DEFAULT_MODEL_SHA256);
+    assert!(!part.exists());
+    let ranges: Vec<Option<String>> = hub.requests().into_iter().map(|(_, r)| r).collect();
+    assert_eq!(
+        ranges,
+        [
+            None,
+            Some(format!("bytes={done_bytes}-")),
+            Some(format!("bytes={}-", done_bytes + (20 << 20))),
+        ]
+    );
+    assert!(resumed_at.contains(&(done_bytes + (20 << 20))));
+
+    // a model already here and whole is kept, not fetched again
+    let again = download_model(
+        &client,
+        REPO,
+        "main",
+        &model,
+        dir.path(),
+        &mut |_| {},
+        &cancel,
+    )
+    .await
+    .unwrap();
+    assert_eq!(again, path);
+    assert_eq!(hub.requests().len(), 3);
+}
+
+#[tokio::test]
+async fn a_file_whose_sha256_differs_from_the_hubs_is_removed_and_the_error_says_so() {
+    let hub = FakeHub::start().await;
+    hub.repo(
+        "someone/tampered",
+        false,
+        vec![HubFileSpec {
+            wrong_sha256: Some("0".repeat(64)),
+            ..HubFileSpec::lfs("small.gguf", Arc::new(b"GGUF and then some bytes".to_vec()))
+        }],
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let client = HubClient::new(&hub.base, None);
+    let err = pull_first(&client, "someone/tampered", dir.path())
+        .await
+        .unwrap_err();
+    assert!(matches!(err, HubError::Checksum { .. }), "{err}");
+    assert!(err.to_string().contains("the file was removed"), "{err}");
+    assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
+}
+
+#[tokio::test]
+async fn a_gated_repository_asks_for_hf_token_and_is_served_with_it() {
+    let hub = FakeHub::start().await;
+    hub.repo(
+        "google/gated",
+        true,
+        vec![HubFileSpec::lfs(
+            "tiny.gguf",
+            Arc::new(b"GGUF....".to_vec()),
+        )],
+    );
+    let err = HubClient::new(&hub.base, None)
+        .list_models("google/gated", "main")
+        .await
+        .unwrap_err();
+    assert!(matches!(err, HubError::Gated { status: 401, .. }), "{err}");
+    assert!(err.to_string().contains("set HF_TOKEN"), "{err}");
+    let with_token = HubClient::new(&hub.base, Some(TOKEN.into()));
+    let dir = tempfile::tempdir().unwrap();
+    let path = pull_first(&with_token, "google/gated", dir.path())
+        .await
+        .unwrap();
+    assert_eq!(std::fs::read(path).unwrap(), b"GGUF....");
+}
+
+#[tokio::test]
+async fn strata_desk_pull_reads_hf_endpoint_prints_the_facts_and_progress_and_the_path() {
+    let hub = hub().await;
+    let dir = tempfile::tempdir().unwrap();
+    let out = tokio::process::Command::new(worker_exe())
+        .args(["pull", REPO, "--dir"])
+        .arg(dir.path())
+        .env("HF_ENDPOINT", &hub.base)
+        .env_remove("HF_TOKEN")
+        .output()
+        .await
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    let path = String::from_utf8(out.stdout).unwrap();
+    assert_eq!(path.trim(), dir.path().join(FILE).to_str().unwrap());
+    assert_eq!(
+        sha256_of(&dir.path().join(FILE)),
+        strata_desk::models::DEFAULT_MODEL_SHA256
+    );
+    // the facts line, then a progress line every tenth (stderr is not a terminal here)
+    let lines: Vec<&str> = stderr.lines().collect();
+    assert!(
+        lines[0].starts_with(&format!(
+            "{FILE}: llama Q4_1, 30 layers, trained context 8192 tokens"
+        )),
+        "{stderr}"
+    );
+    assert!(
+        lines
+            .iter()
+            .any(|l| l.starts_with(&format!("{FILE}: ")) && l.contains(" %")),
+        "{stderr}"
+    );
+    assert!(
+        lines.iter().any(|l| l.ends_with("checking its SHA-256")),
+        "{stderr}"
+    );
+
+    // a repository with no such quantization: the error lists what there is
+    let out = tokio::process::Command::new(worker_exe())
+        .args(["pull", &format!("{REPO}:Q8_0"), "--dir"])
+        .arg(dir.path())
+        .env("HF_ENDPOINT", &hub.base)
+        .output()
+        .await
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("no model's name matches 'Q8_0'") && stderr.contains(FILE),
+        "{stderr}"
+    );
+}
