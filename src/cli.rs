@@ -168,6 +168,9 @@ pub enum CliCommand {
     /// Download a GGUF model from the Hugging Face hub (or the mirror HF_ENDPOINT names) into
     /// this app's models folder, resumably, checked by its SHA-256; prints its path.
     Pull(crate::models::pull::PullArgs),
+    /// List the GGUF models on this machine (this app's folder, LM Studio's, Ollama's) with
+    /// where each would run here (GPU, some layers on the CPU, RAM) and the largest context.
+    Models(crate::models::on_this_machine::ModelsArgs),
     /// Load a server with one of the seeds' scenarios and report TTFT and tokens/s.
     Bench(crate::bench::BenchArgs),
     /// Run the engine worker (started by the app itself; speaks JSON lines on stdin/stdout).

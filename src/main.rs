@@ -37,6 +37,9 @@ fn main() -> anyhow::Result<()> {
                 }
             }
         }
+        Some(CliCommand::Models(args)) => {
+            print!("{}", strata_desk::models::on_this_machine::run(&args));
+        }
         Some(CliCommand::FetchModel) => {
             let path = strata_desk::models::ensure_default_model()?;
             println!("{}", path.display());

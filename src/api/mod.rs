@@ -123,7 +123,7 @@ impl ApiState {
         match asked {
             Some(name) if self.app.model_aliases.contains_key(name) => name.to_owned(),
             _ => {
-                let loaded = self.service().snapshot().engine.model;
+                let loaded = self.service().snapshot().engine.model_id;
                 if loaded.is_empty() {
                     asked.unwrap_or("strata-desk").to_owned()
                 } else {
@@ -237,11 +237,12 @@ async fn models(State(state): State<ApiState>) -> Json<serde_json::Value> {
             "object": "model",
             "created": 0,
             "owned_by": "strata-desk",
+            "name": engine.model,
             "context_length": engine.context_tokens,
             "simulated": engine.simulated,
         })
     };
-    let mut data = vec![entry(&engine.model)];
+    let mut data = vec![entry(&engine.model_id)];
     data.extend(state.app.model_aliases.keys().map(|alias| entry(alias)));
     Json(json!({"object": "list", "data": data}))
 }

@@ -48,7 +48,7 @@ pub fn load_model(
 }
 
 /// The GPUs llama.cpp sees (none on a CPU-only build).
-fn gpus() -> Vec<LlamaBackendDevice> {
+pub(crate) fn gpus() -> Vec<LlamaBackendDevice> {
     list_llama_ggml_backend_devices()
         .into_iter()
         .filter(|d| {

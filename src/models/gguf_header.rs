@@ -174,6 +174,33 @@ impl<'a> Reader<'a> {
     }
 }
 
+/// Reads the header of a GGUF on disk: its first MBs, more while the header continues.
+pub fn read_file_facts(path: &std::path::Path) -> Result<HeaderFacts, String> {
+    use std::io::Read;
+    let what = |e: std::io::Error| format!("{}: {e}", path.display());
+    let mut file = std::fs::File::open(path).map_err(what)?;
+    let mut bytes = Vec::new();
+    let mut want: u64 = 2 << 20;
+    loop {
+        let have = bytes.len() as u64;
+        (&mut file)
+            .take(want - have)
+            .read_to_end(&mut bytes)
+            .map_err(what)?;
+        match parse_prefix(&bytes) {
+            Ok(header) => return header.facts().map_err(|e| e.to_string()),
+            Err(HeaderError::NeedMore { .. }) if (bytes.len() as u64) == want => want *= 4,
+            Err(HeaderError::NeedMore { have }) => {
+                return Err(format!(
+                    "{}: the file ends inside its GGUF header ({have} bytes)",
+                    path.display()
+                ));
+            }
+            Err(e) => return Err(format!("{}: {e}", path.display())),
+        }
+    }
+}
+
 /// What the header says a model is, as a download decision needs it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct HeaderFacts {

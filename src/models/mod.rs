@@ -3,8 +3,11 @@
 //! proxies apply), checked by SHA-256, unzipped and cached under the platform data dir.
 
 pub mod discover;
+pub mod fit;
 pub mod gguf_header;
 pub mod hub;
+pub mod machine;
+pub mod on_this_machine;
 mod path_check;
 pub mod pull;
 

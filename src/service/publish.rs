@@ -53,6 +53,7 @@ impl Actor {
             self.model_file = (model_path.to_owned(), name, bytes);
         }
         snapshot.engine.model_file = self.model_file.1.clone();
+        snapshot.engine.model_id = model_id(&snapshot.engine.model, &self.model_file.1);
         snapshot.engine.model_file_bytes = self.model_file.2;
         snapshot.engine.worker_rss_bytes = worker_rss_bytes;
         if let Some(size) = handshake.map(|h| &h.model.size) {
@@ -140,9 +141,35 @@ impl Actor {
 
 /// A process's resident memory from Linux's `/proc/<pid>/status` (`VmRSS:  123456 kB`);
 /// `None` elsewhere.
+/// The id clients send for a model: its file's stem (the name without `.gguf`), whitespace
+/// turned into `-`; the engine's name when there is no file (the simulated engine).
+pub(crate) fn model_id(name: &str, file_name: &str) -> String {
+    let stem = file_name.strip_suffix(".gguf").unwrap_or(file_name);
+    let id = if stem.is_empty() { name } else { stem };
+    id.split_whitespace().collect::<Vec<_>>().join("-")
+}
+
 fn rss_bytes(pid: u32) -> Option<u64> {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
     let line = status.lines().find(|l| l.starts_with("VmRSS:"))?;
     let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
     Some(kib * 1024)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::model_id;
+
+    #[test]
+    fn a_model_id_is_the_file_stem_without_spaces_or_the_engine_name() {
+        assert_eq!(
+            model_id(
+                "Smollm2 135M 8k Lc100K Mix1 Ep2",
+                "SmolLM2-135M-Instruct.Q4_1.gguf"
+            ),
+            "SmolLM2-135M-Instruct.Q4_1"
+        );
+        assert_eq!(model_id("x", "my model  v2.gguf"), "my-model-v2");
+        assert_eq!(model_id("simulated", ""), "simulated");
+    }
 }

@@ -23,7 +23,11 @@ pub struct EngineView {
     /// `state` (`loading`, `ready`, `restarting`, `failed`) and, when failed, `reason`.
     #[serde(flatten)]
     pub status: EngineStatus,
+    /// The model's name as its header gives it (`general.name`), for people.
     pub model: String,
+    /// The id clients send and `/v1/models` lists: the file's stem, no spaces
+    /// (`SmolLM2-135M-Instruct.Q4_1`); the engine's name for the simulated engine.
+    pub model_id: String,
     /// The model's file name and its size in bytes (empty and 0 for the simulated engine and
     /// before the first handshake).
     pub model_file: String,
@@ -224,6 +228,7 @@ impl ServiceSnapshot {
                 status: EngineStatus::Loading,
                 model: String::new(),
                 model_file: String::new(),
+                model_id: String::new(),
                 model_file_bytes: 0,
                 quantization: String::new(),
                 model_params: 0,

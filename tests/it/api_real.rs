@@ -60,6 +60,17 @@ async fn the_engine_view_names_the_models_file_its_size_and_the_prompt_rate_it_m
     // the engine process holds at least its weights
     let rss = engine.worker_rss_bytes.expect("no RSS read on Linux");
     assert!(rss > engine.weights_bytes, "{engine:?}");
+
+    // clients see the file's stem as the id, no spaces; the header's name is kept apart
+    let models: serde_json::Value = reqwest::get(format!("{}/v1/models", server.base))
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(models["data"][0]["id"], "SmolLM2-135M-Instruct.Q4_1");
+    assert_eq!(models["data"][0]["name"], engine.model.as_str());
+    assert!(engine.model.contains(' '), "{engine:?}");
 }
 
 #[tokio::test]

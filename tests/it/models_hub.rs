@@ -105,6 +105,14 @@ async fn the_remote_header_says_what_llama_cpp_says_of_the_file_and_only_a_prefi
         size.kv_bytes_per_cell
     );
     assert_eq!(facts.context_length, engine.handshake().model.n_ctx_train);
+    // the fit estimate takes the file's size for the weights: llama.cpp's tensors are all but
+    // the header
+    let file_bytes = model_bytes().len() as u64;
+    assert!(
+        size.weights_bytes <= file_bytes && size.weights_bytes * 100 >= file_bytes * 95,
+        "weights {} of a {file_bytes}-byte file",
+        size.weights_bytes
+    );
 }
 
 /// Lists `repo` and downloads its first model into `dir`.
