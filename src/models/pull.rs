@@ -3,7 +3,9 @@
 //! the terminal. Ctrl-C keeps what was downloaded; the next pull resumes there.
 
 use super::gguf_header::HeaderFacts;
-use super::hub::{DownloadProgress, HubClient, HubModel, download_model, parse_model_ref};
+use super::hub::{
+    DownloadProgress, HubClient, HubError, HubModel, download_model, parse_model_ref,
+};
 use crate::engine_worker::KvType;
 use std::io::{IsTerminal, Write};
 use std::path::PathBuf;
@@ -31,20 +33,39 @@ pub struct PullArgs {
 /// The quantization picked when a pull names none (llama.cpp's `-hf` does the same).
 const DEFAULT_QUANTIZATION: &str = "Q4_K_M";
 
+/// Why a pull stopped.
+#[derive(Debug, thiserror::Error)]
+pub enum PullError {
+    #[error("{0}")]
+    Reference(String),
+    #[error("{0}")]
+    Hub(#[from] HubError),
+    #[error("{0}")]
+    ModelsFolder(#[from] super::ModelFetchError),
+    /// None of the repository's models, or several, answer the name: the listing follows.
+    #[error("{why}\n{listing}")]
+    Choose { why: String, listing: String },
+}
+
 /// Pulls; returns the downloaded model's path (its first part for a split model).
-pub async fn run(args: &PullArgs) -> anyhow::Result<PathBuf> {
-    let (repo, wanted) = parse_model_ref(&args.model).map_err(anyhow::Error::msg)?;
+pub async fn run(args: &PullArgs) -> Result<PathBuf, PullError> {
+    let (repo, wanted) = parse_model_ref(&args.model).map_err(PullError::Reference)?;
     let client = HubClient::from_env();
     let models = client.list_models(&repo, &args.revision).await?;
     if args.list || models.is_empty() {
         eprintln!("{}", listing(&repo, &models));
         if models.is_empty() {
-            anyhow::bail!("{repo} has no GGUF files");
+            return Err(PullError::Choose {
+                why: format!("{repo} has no GGUF files"),
+                listing: String::new(),
+            });
         }
         return Ok(PathBuf::new());
     }
-    let model = choose(&models, wanted.as_deref())
-        .map_err(|why| anyhow::anyhow!("{why}\n{}", listing(&repo, &models)))?;
+    let model = choose(&models, wanted.as_deref()).map_err(|why| PullError::Choose {
+        why,
+        listing: listing(&repo, &models),
+    })?;
     let facts = client
         .remote_facts(&repo, &args.revision, &model.parts[0].path)
         .await?;

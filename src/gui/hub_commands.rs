@@ -1,0 +1,110 @@
+//! The hub's commands, run on the background runtime: a listing with the fit on this machine,
+//! and a download that reports its progress (a few times a second) and its end.
+
+use super::commands::{CancelFlag, Command, Outcome};
+use super::hub::download_key;
+use crate::models::hub::{HubClient, HubModel, download_model};
+use crate::models::hub_rows::list_with_fit;
+use std::sync::mpsc::Sender;
+use std::time::{Duration, Instant};
+
+/// The smallest context the listing's fit is for: a coding agent's first request.
+const MIN_CTX_TOKENS: u32 = 16_384;
+
+/// Progress reaches the window at most this often.
+const PROGRESS_EVERY: Duration = Duration::from_millis(200);
+
+pub(super) enum HubJob {
+    List {
+        repo: String,
+        pattern: Option<String>,
+    },
+    Download {
+        repo: String,
+        model: HubModel,
+        cancel: CancelFlag,
+    },
+}
+
+impl HubJob {
+    pub(super) fn of(command: &Command) -> Option<Self> {
+        match command {
+            Command::HubList { repo, pattern } => Some(Self::List {
+                repo: repo.clone(),
+                pattern: pattern.clone(),
+            }),
+            Command::HubDownload {
+                repo,
+                model,
+                cancel,
+            } => Some(Self::Download {
+                repo: repo.clone(),
+                model: model.clone(),
+                cancel: cancel.clone(),
+            }),
+            _ => None,
+        }
+    }
+
+    pub(super) async fn run(self, tx: Sender<Outcome>) {
+        let client = HubClient::from_env();
+        let models_dir = crate::models::models_dir().map_err(|e| e.to_string());
+        match self {
+            Self::List { repo, pattern } => {
+                let listing = async {
+                    let dir = models_dir?;
+                    // llama.cpp's device list and /proc: off the runtime's threads
+                    let machine = tokio::task::spawn_blocking(crate::models::machine::this_machine)
+                        .await
+                        .map_err(|e| e.to_string())?;
+                    list_with_fit(
+                        &client,
+                        &repo,
+                        pattern.as_deref(),
+                        &machine,
+                        MIN_CTX_TOKENS,
+                        &dir,
+                    )
+                    .await
+                    .map_err(|e| e.to_string())
+                }
+                .await;
+                let _ = tx.send(Outcome::HubListed { repo, listing });
+            }
+            Self::Download {
+                repo,
+                model,
+                cancel,
+            } => {
+                let key = download_key(&repo, &model);
+                let result = match models_dir {
+                    Ok(dir) => {
+                        let mut last: Option<Instant> = None;
+                        let mut report = |p: &crate::models::hub::DownloadProgress| {
+                            if last.is_none_or(|t| t.elapsed() >= PROGRESS_EVERY) || p.checking {
+                                last = Some(Instant::now());
+                                let _ = tx.send(Outcome::HubProgress {
+                                    key: key.clone(),
+                                    progress: p.clone(),
+                                });
+                            }
+                        };
+                        download_model(
+                            &client,
+                            &repo,
+                            "main",
+                            &model,
+                            &dir,
+                            &mut report,
+                            cancel.flag(),
+                        )
+                        .await
+                        .map_err(|e| e.to_string())
+                    }
+                    Err(e) => Err(e),
+                };
+                let _ = tx.send(Outcome::HubDownloaded { key, result });
+            }
+        }
+    }
+}
