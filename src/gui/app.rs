@@ -319,13 +319,21 @@ impl Dashboard {
                     let in_flight = s.slots.iter().filter(|x| x.request_id.is_some()).count()
                         + s.parked.len()
                         + s.waiting.len();
-                    settings_ui(
-                        ui,
-                        &mut self.settings,
-                        &control.config(),
-                        in_flight,
-                        &mut self.commands,
-                    );
+                    // at most a little over half the window: the live view stays in sight below
+                    let max_height = ui.ctx().content_rect().height() * 0.55;
+                    egui::ScrollArea::vertical()
+                        .max_height(max_height)
+                        // a top panel offers a scroll area little height of its own
+                        .min_scrolled_height(max_height)
+                        .show(ui, |ui| {
+                            settings_ui(
+                                ui,
+                                &mut self.settings,
+                                &control.config(),
+                                in_flight,
+                                &mut self.commands,
+                            );
+                        });
                 }
             }
         });

@@ -7,7 +7,7 @@ use super::commands::{CancelFlag, Command, CommandQueue};
 use crate::models::curated::{CLASSES, CuratedList, curated};
 use crate::models::hub::{DownloadProgress, HubModel};
 use crate::models::hub_rows::{HubListing, HubRow};
-use crate::models::pull::progress_words;
+use crate::models::pull::{gigabytes, progress_words};
 use egui::{Color32, RichText, Ui};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -113,8 +113,11 @@ pub fn hub_ui(ui: &mut Ui, view: &mut HubView, model_path: &mut String, q: &mut 
                     .on_hover_text(format!("{}; tool calls: {}", entry.note, entry.tool_calls));
                 let busy = matches!(view.listings.get(&entry.repo), Some(None));
                 if ui
-                    .add_enabled(!busy, egui::Button::new(format!("Check {}", entry.repo)))
-                    .on_hover_text("read its size and header from the hub, and what fits here")
+                    .add_enabled(!busy, egui::Button::new("Check"))
+                    .on_hover_text(format!(
+                        "read {}'s files and header from the hub, and what fits here",
+                        entry.repo
+                    ))
                     .clicked()
                 {
                     list(view, q, entry.repo.clone(), Some(entry.file.clone()));
@@ -177,7 +180,7 @@ fn listing_ui(
         Ok(facts) => {
             let tools = facts.tool_calls.as_deref().unwrap_or("none");
             ui.label(format!(
-                "    {} {} layers, trained for {} tokens, KV cache {:.1} KB a token, tool calls: {tools}",
+                "    {}, {} layers, trained for {} tokens, KV cache {:.1} KB a token at F16, tool calls: {tools}",
                 facts.architecture,
                 facts.layers,
                 facts.context_length,
@@ -218,10 +221,7 @@ fn file_row_ui(
     };
     ui.horizontal(|ui| {
         ui.label(&row.model.name);
-        ui.label(format!(
-            "{:.2} GB{parts}",
-            row.model.size_bytes() as f64 / 1e9
-        ));
+        ui.label(format!("{}{parts}", gigabytes(row.model.size_bytes())));
         let colour = match row.fit.map(|f| f.verdict) {
             Some(crate::models::fit::Verdict::OnGpu) => Color32::from_rgb(60, 160, 60),
             Some(crate::models::fit::Verdict::DoesNotFit { .. }) => Color32::from_rgb(220, 60, 40),

@@ -163,7 +163,10 @@ pub fn settings_ui(
             ui.end_row();
 
             ui.label("Models from the hub");
-            ui.vertical(|ui| super::hub::hub_ui(ui, &mut view.hub, &mut draft.model_path, q));
+            egui::CollapsingHeader::new("coding-agent models by card size, or any repository")
+                .show(ui, |ui| {
+                    super::hub::hub_ui(ui, &mut view.hub, &mut draft.model_path, q);
+                });
             ui.end_row();
 
             let label = ui.label("parallel (slots)");

@@ -152,7 +152,8 @@ fn listing(repo: &str, models: &[HubModel]) -> String {
     out
 }
 
-fn gigabytes(bytes: u64) -> String {
+/// "4.68 GB", or "98.4 MB" under a GB.
+pub fn gigabytes(bytes: u64) -> String {
     if bytes >= 1_000_000_000 {
         format!("{:.2} GB", bytes as f64 / 1e9)
     } else {
