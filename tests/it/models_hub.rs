@@ -434,3 +434,46 @@ async fn a_listing_for_the_settings_view_has_each_files_fit_and_knows_what_is_do
         format!("no GGUF in {REPO} has 'q8_0' in its name")
     );
 }
+
+#[tokio::test]
+async fn a_split_model_downloads_every_part_checked_and_names_the_first() {
+    let hub = FakeHub::start().await;
+    let bytes = model_bytes();
+    let half = bytes.len() / 2;
+    // the test model's bytes cut in two: the download checks each part, it does not load them
+    hub.repo(
+        "someone/split",
+        false,
+        vec![
+            HubFileSpec::lfs("Q4/m-00002-of-00002.gguf", Arc::new(bytes[half..].to_vec())),
+            HubFileSpec::lfs("Q4/m-00001-of-00002.gguf", Arc::new(bytes[..half].to_vec())),
+        ],
+    );
+    let client = HubClient::new(&hub.base, None);
+    let models = client.list_models("someone/split", "main").await.unwrap();
+    assert_eq!(models.len(), 1, "{models:?}");
+    assert_eq!(models[0].size_bytes(), bytes.len() as u64);
+    let dir = tempfile::tempdir().unwrap();
+    let mut parts_seen = Vec::new();
+    let path = download_model(
+        &client,
+        "someone/split",
+        "main",
+        &models[0],
+        dir.path(),
+        &mut |p| {
+            if parts_seen.last() != Some(&p.part) {
+                parts_seen.push(p.part);
+            }
+            assert_eq!(p.total_bytes, bytes.len() as u64);
+        },
+        &AtomicBool::new(false),
+    )
+    .await
+    .unwrap();
+    assert_eq!(path, dir.path().join("m-00001-of-00002.gguf"));
+    assert_eq!(parts_seen, [1, 2]);
+    let mut joined = std::fs::read(&path).unwrap();
+    joined.extend(std::fs::read(dir.path().join("m-00002-of-00002.gguf")).unwrap());
+    assert!(joined == *bytes, "the parts are not the file's halves");
+}
