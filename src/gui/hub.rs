@@ -9,7 +9,7 @@ use crate::models::hub::{DownloadProgress, HubModel};
 use crate::models::hub_rows::{HubListing, HubRow};
 use crate::models::pull::{gigabytes, progress_words};
 use egui::{Color32, RichText, Ui};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
 
 /// The view's state between frames.
@@ -18,8 +18,11 @@ pub struct HubView {
     pub curated: CuratedList,
     /// What the repository box holds.
     pub repo_input: String,
-    /// Listings by repository: `None` while one is read.
-    pub listings: BTreeMap<String, Option<Result<HubListing, String>>>,
+    /// Listings by repository, the last one read (kept while it is read again, so a running
+    /// download keeps its bar and Cancel).
+    pub listings: BTreeMap<String, Result<HubListing, String>>,
+    /// Repositories being read now.
+    pub reading: BTreeSet<String>,
     /// Downloads by `repo/name`.
     pub downloads: BTreeMap<String, Download>,
 }
@@ -30,6 +33,7 @@ impl Default for HubView {
             curated: curated(),
             repo_input: String::new(),
             listings: BTreeMap::new(),
+            reading: BTreeSet::new(),
             downloads: BTreeMap::new(),
         }
     }
@@ -53,7 +57,8 @@ pub fn download_key(repo: &str, model: &HubModel) -> String {
 
 impl HubView {
     pub fn listed(&mut self, repo: String, listing: Result<HubListing, String>) {
-        self.listings.insert(repo, Some(listing));
+        self.reading.remove(&repo);
+        self.listings.insert(repo, listing);
     }
 
     pub fn progressed(&mut self, key: &str, progress: DownloadProgress) {
@@ -74,7 +79,7 @@ impl HubView {
         self.downloads
             .values()
             .any(|d| matches!(d, Download::Running { .. }))
-            || self.listings.values().any(Option::is_none)
+            || !self.reading.is_empty()
     }
 }
 
@@ -111,7 +116,7 @@ pub fn hub_ui(ui: &mut Ui, view: &mut HubView, model_path: &mut String, q: &mut 
                 ui.label(RichText::new(class).monospace());
                 ui.label(format!("{} ({})", entry.repo, entry.file))
                     .on_hover_text(format!("{}; tool calls: {}", entry.note, entry.tool_calls));
-                let busy = matches!(view.listings.get(&entry.repo), Some(None));
+                let busy = view.reading.contains(&entry.repo);
                 if ui
                     .add_enabled(!busy, egui::Button::new("Check"))
                     .on_hover_text(format!(
@@ -134,9 +139,10 @@ pub fn hub_ui(ui: &mut Ui, view: &mut HubView, model_path: &mut String, q: &mut 
         }
     }
     // repositories typed in the box
-    let typed: Vec<String> = view
+    let typed: BTreeSet<String> = view
         .listings
         .keys()
+        .chain(&view.reading)
         .filter(|repo| !curated.iter().any(|m| &m.repo == *repo))
         .cloned()
         .collect();
@@ -147,7 +153,7 @@ pub fn hub_ui(ui: &mut Ui, view: &mut HubView, model_path: &mut String, q: &mut 
 }
 
 fn list(view: &mut HubView, q: &mut CommandQueue, repo: String, pattern: Option<String>) {
-    view.listings.insert(repo.clone(), None);
+    view.reading.insert(repo.clone());
     q.send(Command::HubList { repo, pattern });
 }
 
@@ -161,20 +167,19 @@ fn listing_ui(
     model_path: &mut String,
     q: &mut CommandQueue,
 ) {
+    if view.reading.contains(repo) {
+        ui.horizontal(|ui| {
+            ui.spinner();
+            ui.label(format!("reading {repo} from the hub..."));
+        });
+    }
     let listing = match view.listings.get(repo) {
         None => return,
-        Some(None) => {
-            ui.horizontal(|ui| {
-                ui.spinner();
-                ui.label(format!("reading {repo} from the hub..."));
-            });
-            return;
-        }
-        Some(Some(Err(e))) => {
+        Some(Err(e)) => {
             ui.colored_label(Color32::from_rgb(220, 60, 40), e);
             return;
         }
-        Some(Some(Ok(listing))) => listing.clone(),
+        Some(Ok(listing)) => listing.clone(),
     };
     match &listing.facts {
         Ok(facts) => {

@@ -89,6 +89,7 @@ impl HubJob {
                                 });
                             }
                         };
+                        let dir = crate::models::hub::repo_dir(&dir, &repo);
                         download_model(
                             &client,
                             &repo,

@@ -164,6 +164,21 @@ fn a_listing_shows_each_files_fit_a_download_in_progress_and_cancel_and_use_work
         view.downloads.get(&q8),
         Some(Download::Running { progress: None, .. })
     ));
+
+    // reading the repository again keeps the running download's line and Cancel in sight
+    // (regression: the listing was dropped while it was read again)
+    let mut harness = section(&mut view, &mut model_path, &mut queue);
+    harness.run_ok();
+    harness.query_all_by_label("Check").nth(1).unwrap().click();
+    harness.run_ok();
+    assert!(
+        harness
+            .query_by_label(&format!("reading {REPO} from the hub..."))
+            .is_some()
+    );
+    assert!(harness.query_by_label("starting...").is_some());
+    assert!(harness.query_by_label("Cancel").is_some());
+    drop(harness);
 }
 
 #[test]

@@ -39,6 +39,13 @@ pub enum Value {
 /// (token types) are skipped over.
 const INT_ARRAY_KEPT_MAX: u64 = 1024;
 
+/// No string or array in a model's header is this long (the largest, a vocabulary's token
+/// list, is a few MB); a longer length is damage.
+const LENGTH_MAX_BYTES: u64 = 256 << 20;
+
+/// The most of a file read for its header.
+const HEADER_READ_MAX_BYTES: u64 = 512 << 20;
+
 /// The metadata key/value section of a GGUF file.
 #[derive(Debug, Clone, PartialEq)]
 pub struct GgufHeader {
@@ -84,6 +91,12 @@ struct Reader<'a> {
 
 impl<'a> Reader<'a> {
     fn take(&mut self, n: u64) -> Result<&'a [u8], HeaderError> {
+        if n > LENGTH_MAX_BYTES {
+            // a damaged length: reading on would fetch or load the whole file for nothing
+            return Err(HeaderError::Invalid(format!(
+                "a length of {n} bytes in its header: not a model's header"
+            )));
+        }
         let end = usize::try_from(n)
             .ok()
             .and_then(|n| self.at.checked_add(n))
@@ -190,7 +203,11 @@ pub fn read_file_facts(path: &std::path::Path) -> Result<HeaderFacts, String> {
             .map_err(what)?;
         match parse_prefix(&bytes) {
             Ok(header) => return header.facts().map_err(|e| e.to_string()),
-            Err(HeaderError::NeedMore { .. }) if (bytes.len() as u64) == want => want *= 4,
+            Err(HeaderError::NeedMore { .. })
+                if (bytes.len() as u64) == want && want < HEADER_READ_MAX_BYTES =>
+            {
+                want *= 4;
+            }
             Err(HeaderError::NeedMore { have }) => {
                 return Err(format!(
                     "{}: the file ends inside its GGUF header ({have} bytes)",
@@ -395,6 +412,15 @@ mod tests {
             }
         );
         assert_eq!(facts.kv_bytes_per_token(KvType::F16), 4 * 512 * 2);
+    }
+
+    #[test]
+    fn a_damaged_length_is_refused_rather_than_read_on() {
+        // a string of 2^40 bytes: not "fetch more", which would read the whole file
+        let mut bytes = gguf(&[]);
+        bytes[16..24].copy_from_slice(&1u64.to_le_bytes());
+        bytes.extend((1u64 << 40).to_le_bytes());
+        assert!(matches!(parse_prefix(&bytes), Err(HeaderError::Invalid(_))));
     }
 
     #[test]

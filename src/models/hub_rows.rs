@@ -19,7 +19,8 @@ pub struct HubRow {
     pub fit: Option<Fit>,
     /// The fit in words: "fits on the GPU up to 32768 tokens of context (estimate)".
     pub fit_words: String,
-    /// Its first part's path in the models folder when it is there, whole.
+    /// Its first part's path in the repository's folder when every part is there at its
+    /// listed size.
     pub downloaded: Option<PathBuf>,
 }
 
@@ -33,7 +34,8 @@ pub struct HubListing {
 }
 
 /// Lists `repo`'s models (those whose name contains `pattern`, if given; projectors left out)
-/// with their fit on `machine` for at least `min_ctx` tokens.
+/// with their fit on `machine` for at least `min_ctx` tokens; what is downloaded is looked for
+/// in the repository's folder under `models_dir`.
 pub async fn list_with_fit(
     client: &HubClient,
     repo: &str,
@@ -66,7 +68,10 @@ pub async fn list_with_fit(
     };
     let rows = models
         .into_iter()
-        .map(|model| row(model, facts.as_ref().ok(), machine, min_ctx, models_dir))
+        .map(|model| {
+            let dir = super::hub::repo_dir(models_dir, repo);
+            row(model, facts.as_ref().ok(), machine, min_ctx, &dir)
+        })
         .collect();
     Ok(HubListing {
         repo: repo.to_owned(),
@@ -80,13 +85,16 @@ fn row(
     facts: Option<&HeaderFacts>,
     machine: &Machine,
     min_ctx: u32,
-    models_dir: &Path,
+    dir: &Path,
 ) -> HubRow {
-    let first = &model.parts[0];
-    let on_disk = models_dir.join(first.file_name());
-    let downloaded = std::fs::metadata(&on_disk)
-        .is_ok_and(|m| m.len() == first.size_bytes)
-        .then_some(on_disk);
+    let whole = |f: &super::hub::HubFile| {
+        std::fs::metadata(dir.join(f.file_name())).is_ok_and(|m| m.len() == f.size_bytes)
+    };
+    let downloaded = model
+        .parts
+        .iter()
+        .all(whole)
+        .then(|| dir.join(model.parts[0].file_name()));
     let (fit, fit_words) = match facts {
         Some(facts) => {
             let shape = ModelShape {

@@ -44,7 +44,10 @@ pub fn report(args: &ModelsArgs, machine: &Machine, found: &[FoundModel]) -> Str
         let line = match read_file_facts(&model.path) {
             Ok(facts) => {
                 let shape = ModelShape {
-                    weights_bytes: model.size_bytes * u64::from(facts.split_count),
+                    // each part about the first's size (the parts are cut evenly)
+                    weights_bytes: model
+                        .size_bytes
+                        .saturating_mul(u64::from(facts.split_count)),
                     layers: facts.layers,
                     kv_bytes_per_token: facts.kv_bytes_per_token(KvType::F16),
                     trained_context: facts.context_length,

@@ -22,7 +22,8 @@ pub struct PullArgs {
     /// A branch, tag or commit of the repository.
     #[arg(long, default_value = "main")]
     pub revision: String,
-    /// The folder to download into [default: this app's models folder].
+    /// The folder to download into [default: the repository's folder (owner/name) in this
+    /// app's models folder].
     #[arg(long)]
     pub dir: Option<PathBuf>,
     /// List the repository's models with their sizes and download nothing.
@@ -66,17 +67,21 @@ pub async fn run(args: &PullArgs) -> Result<PathBuf, PullError> {
         why,
         listing: listing(&repo, &models),
     })?;
-    let facts = client
+    // the facts are for the reader: a header that cannot be read does not stop the pull
+    match client
         .remote_facts(&repo, &args.revision, &model.parts[0].path)
-        .await?;
-    eprintln!(
-        "{}: {}",
-        model.name,
-        facts_words(&facts, model.size_bytes())
-    );
+        .await
+    {
+        Ok(facts) => eprintln!(
+            "{}: {}",
+            model.name,
+            facts_words(&facts, model.size_bytes())
+        ),
+        Err(e) => eprintln!("{}: its header could not be read ({e})", model.name),
+    }
     let dir = match &args.dir {
         Some(dir) => dir.clone(),
-        None => super::models_dir()?,
+        None => super::hub::repo_dir(&super::models_dir()?, &repo),
     };
     let cancel = Arc::new(AtomicBool::new(false));
     let on_ctrl_c = Arc::clone(&cancel);

@@ -139,8 +139,6 @@ impl Actor {
     }
 }
 
-/// A process's resident memory from Linux's `/proc/<pid>/status` (`VmRSS:  123456 kB`);
-/// `None` elsewhere.
 /// The id clients send for a model: its file's stem (the name without `.gguf`), whitespace
 /// turned into `-`; the engine's name when there is no file (the simulated engine).
 pub(crate) fn model_id(name: &str, file_name: &str) -> String {
@@ -149,6 +147,8 @@ pub(crate) fn model_id(name: &str, file_name: &str) -> String {
     id.split_whitespace().collect::<Vec<_>>().join("-")
 }
 
+/// A process's resident memory from Linux's `/proc/<pid>/status` (`VmRSS:  123456 kB`);
+/// `None` elsewhere.
 fn rss_bytes(pid: u32) -> Option<u64> {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
     let line = status.lines().find(|l| l.starts_with("VmRSS:"))?;

@@ -29,6 +29,8 @@ pub struct HubFileSpec {
     pub lfs: bool,
     /// A SHA-256 to list instead of the true one.
     pub wrong_sha256: Option<String>,
+    /// A size to list instead of the true one (a file changed on the hub since).
+    pub listed_len: Option<usize>,
 }
 
 impl HubFileSpec {
@@ -38,6 +40,7 @@ impl HubFileSpec {
             bytes,
             lfs: true,
             wrong_sha256: None,
+            listed_len: None,
         }
     }
 }
@@ -47,6 +50,9 @@ struct Hub {
     repos: HashMap<String, (bool, Vec<HubFileSpec>)>,
     /// `(path, bytes)`: the next download of `path` ends after `bytes`, the connection dropped.
     drops: Vec<(String, usize)>,
+    /// `(path, bytes)`: the next download of `path` falls silent after `bytes`, the
+    /// connection left open.
+    stalls: Vec<(String, usize)>,
     /// Every file request: the path and the Range header sent.
     requests: Vec<(String, Option<String>)>,
     /// Bytes of file bodies sent.
@@ -80,6 +86,10 @@ impl FakeHub {
 
     pub fn drop_next_download_after(&self, path: &str, bytes: usize) {
         self.state.lock().unwrap().drops.push((path.into(), bytes));
+    }
+
+    pub fn stall_next_download_after(&self, path: &str, bytes: usize) {
+        self.state.lock().unwrap().stalls.push((path.into(), bytes));
     }
 
     pub fn requests(&self) -> Vec<(String, Option<String>)> {
@@ -172,10 +182,11 @@ async fn tree(
             "path": f.path,
         });
         if f.lfs {
-            entry["size"] = json!(f.bytes.len());
+            let listed = f.listed_len.unwrap_or(f.bytes.len());
+            entry["size"] = json!(listed);
             entry["lfs"] = json!({
                 "oid": f.wrong_sha256.clone().unwrap_or_else(|| sha256(&f.bytes)),
-                "size": f.bytes.len(),
+                "size": listed,
                 "pointerSize": 135,
             });
         }
@@ -267,11 +278,25 @@ async fn cdn(
         .iter()
         .position(|(p, _)| *p == path)
         .map(|i| hub.drops.remove(i).1);
+    let stall_after = hub
+        .stalls
+        .iter()
+        .position(|(p, _)| *p == path)
+        .map(|i| hub.stalls.remove(i).1);
     let body_len = end - start;
-    let sent = drop_after.map_or(body_len, |n| n.min(body_len));
+    let sent = drop_after
+        .or(stall_after)
+        .map_or(body_len, |n| n.min(body_len));
     hub.sent_bytes += sent;
     let bytes = Bytes::copy_from_slice(&file.bytes[start..start + sent]);
-    let body = if drop_after.is_some() {
+    let body = if stall_after.is_some() {
+        // the bytes, then silence: the connection stays open
+        let first = futures_util::stream::iter([Ok::<_, std::io::Error>(bytes)]);
+        Body::from_stream(futures_util::StreamExt::chain(
+            first,
+            futures_util::stream::pending(),
+        ))
+    } else if drop_after.is_some() {
         // the bytes, then an error: hyper cuts the connection short of Content-Length
         let chunks: Vec<Result<Bytes, std::io::Error>> = vec![
             Ok(bytes),

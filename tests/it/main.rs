@@ -44,6 +44,7 @@ mod gui_layout;
 mod lifecycle;
 mod models_found;
 mod models_hub;
+mod models_hub_faults;
 mod platform;
 mod rollback;
 mod room_real;

@@ -9,18 +9,26 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, OnceLock};
 use strata_desk::engine_worker::KvType;
 use strata_desk::models::discover::describe;
-use strata_desk::models::hub::{DownloadProgress, HubClient, HubError, download_model};
+use strata_desk::models::hub::{DownloadProgress, HubClient, HubError, download_model, repo_dir};
 
-const REPO: &str = "HuggingFaceTB/SmolLM2-135M-Instruct-GGUF";
-const FILE: &str = "smollm2-135m-instruct-q4_1.gguf";
+pub(crate) const REPO: &str = "HuggingFaceTB/SmolLM2-135M-Instruct-GGUF";
+pub(crate) const FILE: &str = "smollm2-135m-instruct-q4_1.gguf";
 
-fn model_bytes() -> Arc<Vec<u8>> {
+pub(crate) fn model_bytes() -> Arc<Vec<u8>> {
     static BYTES: OnceLock<Arc<Vec<u8>>> = OnceLock::new();
     Arc::clone(BYTES.get_or_init(|| Arc::new(std::fs::read(model_path()).unwrap())))
 }
 
+/// A machine without a GPU and 8 GB of RAM available.
+pub(crate) fn cpu() -> strata_desk::models::fit::Machine {
+    strata_desk::models::fit::Machine {
+        gpu: None,
+        ram_available_bytes: 8_000_000_000,
+    }
+}
+
 /// A hub with the test model's repository: the model, a README outside LFS and a projector.
-async fn hub() -> FakeHub {
+pub(crate) async fn hub() -> FakeHub {
     let hub = FakeHub::start().await;
     hub.repo(
         REPO,
@@ -116,7 +124,7 @@ async fn the_remote_header_says_what_llama_cpp_says_of_the_file_and_only_a_prefi
 }
 
 /// Lists `repo` and downloads its first model into `dir`.
-async fn pull_first(
+pub(crate) async fn pull_first(
     client: &HubClient,
     repo: &str,
     dir: &std::path::Path,
@@ -134,7 +142,7 @@ async fn pull_first(
     .await
 }
 
-fn sha256_of(path: &std::path::Path) -> String {
+pub(crate) fn sha256_of(path: &std::path::Path) -> String {
     strata_desk::models::sha256_file(path).unwrap()
 }
 
@@ -389,10 +397,7 @@ async fn a_listing_for_the_settings_view_has_each_files_fit_and_knows_what_is_do
     let hub = hub().await;
     let client = HubClient::new(&hub.base, None);
     let dir = tempfile::tempdir().unwrap();
-    let cpu = Machine {
-        gpu: None,
-        ram_available_bytes: 8_000_000_000,
-    };
+    let cpu = cpu();
     let listing = list_with_fit(&client, REPO, Some("Q4_1"), &cpu, 16_384, dir.path())
         .await
         .unwrap();
@@ -413,7 +418,10 @@ async fn a_listing_for_the_settings_view_has_each_files_fit_and_knows_what_is_do
         }),
         ..cpu
     };
-    pull_first(&client, REPO, dir.path()).await.unwrap();
+    // downloads go to the repository's folder, where the listing looks
+    pull_first(&client, REPO, &repo_dir(dir.path(), REPO))
+        .await
+        .unwrap();
     let listing = list_with_fit(&client, REPO, None, &card, 16_384, dir.path())
         .await
         .unwrap();
@@ -421,7 +429,14 @@ async fn a_listing_for_the_settings_view_has_each_files_fit_and_knows_what_is_do
         listing.rows[0].fit_words,
         "fits on the GPU up to 8192 tokens of context (estimate)"
     );
-    assert_eq!(listing.rows[0].downloaded, Some(dir.path().join(FILE)));
+    assert_eq!(
+        listing.rows[0].downloaded,
+        Some(
+            dir.path()
+                .join("HuggingFaceTB/SmolLM2-135M-Instruct-GGUF")
+                .join(FILE)
+        )
+    );
     // with no pattern every model is listed, the projector left out
     assert_eq!(listing.rows.len(), 1, "{listing:?}");
 
@@ -433,47 +448,4 @@ async fn a_listing_for_the_settings_view_has_each_files_fit_and_knows_what_is_do
         none.facts.unwrap_err(),
         format!("no GGUF in {REPO} has 'q8_0' in its name")
     );
-}
-
-#[tokio::test]
-async fn a_split_model_downloads_every_part_checked_and_names_the_first() {
-    let hub = FakeHub::start().await;
-    let bytes = model_bytes();
-    let half = bytes.len() / 2;
-    // the test model's bytes cut in two: the download checks each part, it does not load them
-    hub.repo(
-        "someone/split",
-        false,
-        vec![
-            HubFileSpec::lfs("Q4/m-00002-of-00002.gguf", Arc::new(bytes[half..].to_vec())),
-            HubFileSpec::lfs("Q4/m-00001-of-00002.gguf", Arc::new(bytes[..half].to_vec())),
-        ],
-    );
-    let client = HubClient::new(&hub.base, None);
-    let models = client.list_models("someone/split", "main").await.unwrap();
-    assert_eq!(models.len(), 1, "{models:?}");
-    assert_eq!(models[0].size_bytes(), bytes.len() as u64);
-    let dir = tempfile::tempdir().unwrap();
-    let mut parts_seen = Vec::new();
-    let path = download_model(
-        &client,
-        "someone/split",
-        "main",
-        &models[0],
-        dir.path(),
-        &mut |p| {
-            if parts_seen.last() != Some(&p.part) {
-                parts_seen.push(p.part);
-            }
-            assert_eq!(p.total_bytes, bytes.len() as u64);
-        },
-        &AtomicBool::new(false),
-    )
-    .await
-    .unwrap();
-    assert_eq!(path, dir.path().join("m-00001-of-00002.gguf"));
-    assert_eq!(parts_seen, [1, 2]);
-    let mut joined = std::fs::read(&path).unwrap();
-    joined.extend(std::fs::read(dir.path().join("m-00002-of-00002.gguf")).unwrap());
-    assert!(joined == *bytes, "the parts are not the file's halves");
 }

@@ -107,13 +107,12 @@ impl Job<'_> {
     ) -> Result<(), HubError> {
         let size = self.file.size_bytes;
         if std::fs::metadata(&self.dest).is_ok_and(|m| m.len() == size) {
-            // here already: kept if it checks out, downloaded again if not
+            // here already: kept if it checks out, downloaded anew if not
             let at = self.dest.clone();
-            if self.check(&at, progress).is_ok() {
+            if self.check(&at, progress).await.is_ok() {
                 return Ok(());
             }
-            std::fs::rename(&self.dest, self.part_path())
-                .map_err(io(format!("moving {} aside", self.dest.display())))?;
+            remove(&self.dest)?;
         }
         let part = self.part_path();
         let mut retries = 0;
@@ -128,15 +127,17 @@ impl Job<'_> {
             }
             match self.fetch(&part, have, progress, cancel).await {
                 Ok(()) => retries = 0,
-                Err(HubError::Network { .. }) if retries < RETRIES_MAX => {
-                    retries += 1;
-                    tracing::warn!(url = %self.url, retries, "download dropped; resuming");
+                Err(e) if retryable(&e) && retries < RETRIES_MAX => {
+                    // "in a row": a connection that moved the file on starts the count again
+                    let now = std::fs::metadata(&part).map_or(0, |m| m.len());
+                    retries = if now > have { 1 } else { retries + 1 };
+                    tracing::warn!(url = %self.url, retries, "download stopped ({e}); resuming");
                     tokio::time::sleep(Duration::from_millis(500 * u64::from(retries))).await;
                 }
                 Err(e) => return Err(e),
             }
         }
-        if let Err(e) = self.check(&part, progress) {
+        if let Err(e) = self.check(&part, progress).await {
             remove(&part)?;
             return Err(e);
         }
@@ -147,8 +148,9 @@ impl Job<'_> {
         )))
     }
 
-    /// The file's SHA-256 against the hub's.
-    fn check(
+    /// The file's SHA-256 against the hub's (hashed on a blocking thread: many GB take a
+    /// while, and the runtime serves requests meanwhile).
+    async fn check(
         &mut self,
         path: &Path,
         progress: &mut (dyn FnMut(&DownloadProgress) + Send),
@@ -161,10 +163,15 @@ impl Job<'_> {
         self.progress.secs_left = None;
         progress(&self.progress);
         self.progress.checking = false;
-        let actual = crate::models::sha256_file(path).map_err(|e| HubError::Io {
-            context: format!("checking {}", path.display()),
-            source: std::io::Error::other(e.to_string()),
-        })?;
+        let owned = path.to_path_buf();
+        let actual = tokio::task::spawn_blocking(move || crate::models::sha256_file(&owned))
+            .await
+            .map_err(|e| e.to_string())
+            .and_then(|hashed| hashed.map_err(|e| e.to_string()))
+            .map_err(|e| HubError::Io {
+                context: format!("checking {}", path.display()),
+                source: std::io::Error::other(e),
+            })?;
         if actual == *expected {
             Ok(())
         } else {
@@ -196,10 +203,10 @@ impl Job<'_> {
             })
             .await;
         let mut response = match response {
-            // the part is longer than the file the hub has now: start again
+            // the hub's file ends before what is here: it changed since it was listed
             Err(HubError::Status { status: 416, .. }) => {
                 remove(part)?;
-                return Ok(());
+                return Err(self.changed(have));
             }
             other => other?,
         };
@@ -215,11 +222,25 @@ impl Job<'_> {
         self.progress.resumed_from_bytes = written;
         let started = Instant::now();
         let mut this_request_bytes = 0u64;
-        while let Some(chunk) = response
-            .chunk()
-            .await
-            .map_err(|e| super::network(&self.url, &e))?
-        {
+        loop {
+            let chunk = match next_chunk(&mut response, cancel, &self.url).await? {
+                Next::Data(chunk) => chunk,
+                Next::End => break,
+                Next::Cancelled => {
+                    out.flush()
+                        .map_err(|e| self.write_error(part, written, e))?;
+                    return Err(HubError::Cancelled {
+                        file: self.file.path.clone(),
+                        done_bytes: written,
+                    });
+                }
+            };
+            if written + chunk.len() as u64 > self.file.size_bytes {
+                // longer than listed: the file changed on the hub
+                drop(out);
+                remove(part)?;
+                return Err(self.changed(written + chunk.len() as u64));
+            }
             if let Err(e) = out.write_all(&chunk) {
                 return Err(self.write_error(part, written, e));
             }
@@ -261,10 +282,22 @@ impl Job<'_> {
         let rate = (secs >= 1.0).then(|| this_request_bytes as f64 / secs);
         self.progress.done_bytes = self.before_bytes + written;
         self.progress.bytes_per_sec = rate;
-        self.progress.secs_left = rate
-            .filter(|r| *r > 0.0)
-            .map(|r| (self.progress.total_bytes - self.progress.done_bytes) as f64 / r);
+        self.progress.secs_left = rate.filter(|r| *r > 0.0).map(|r| {
+            self.progress
+                .total_bytes
+                .saturating_sub(self.progress.done_bytes) as f64
+                / r
+        });
         progress(&self.progress);
+    }
+
+    /// The hub's file is not the one listed (`got` bytes where the listing said otherwise).
+    fn changed(&self, got: u64) -> HubError {
+        HubError::Size {
+            file: self.file.path.clone(),
+            expected: self.file.size_bytes,
+            got,
+        }
     }
 
     fn write_error(&self, part: &Path, written: u64, e: std::io::Error) -> HubError {
@@ -277,6 +310,48 @@ impl Job<'_> {
             HubError::Io {
                 context: format!("writing {}", part.display()),
                 source: e,
+            }
+        }
+    }
+}
+
+/// A dropped or stalled connection, or the hub busy (5xx, 429): worth resuming.
+fn retryable(e: &HubError) -> bool {
+    match e {
+        HubError::Network { .. } => true,
+        HubError::Status { status, .. } => *status >= 500 || *status == 429,
+        _ => false,
+    }
+}
+
+enum Next {
+    Data(bytes::Bytes),
+    End,
+    Cancelled,
+}
+
+/// The body's next chunk, or `Cancelled` as soon as the flag is set, even while the
+/// connection is silent (the client's read timeout ends a stalled one).
+async fn next_chunk(
+    response: &mut reqwest::Response,
+    cancel: &AtomicBool,
+    url: &str,
+) -> Result<Next, HubError> {
+    let next = response.chunk();
+    tokio::pin!(next);
+    let mut tick = tokio::time::interval(Duration::from_millis(200));
+    loop {
+        tokio::select! {
+            chunk = &mut next => {
+                return match chunk.map_err(|e| super::network(url, &e))? {
+                    Some(data) => Ok(Next::Data(data)),
+                    None => Ok(Next::End),
+                };
+            }
+            _ = tick.tick() => {
+                if cancel.load(Ordering::Relaxed) {
+                    return Ok(Next::Cancelled);
+                }
             }
         }
     }

@@ -79,7 +79,9 @@ pub fn split_part(path: &str) -> Option<(&str, u32, u32)> {
     if !digits(part) || !digits(of) {
         return None;
     }
-    Some((base, part.parse().ok()?, of.parse().ok()?))
+    let (part, of): (u32, u32) = (part.parse().ok()?, of.parse().ok()?);
+    // `-00001-of-00000` and `-00003-of-00002` are names, not parts
+    (1..=of).contains(&part).then_some((base, part, of))
 }
 
 /// The GGUF models among a repository's files: whole files by themselves, split ones with
@@ -174,5 +176,14 @@ mod tests {
         );
         assert_eq!(split_part("model-2024-of-2025.gguf"), None);
         assert_eq!(split_part("model-00001-of-00002.bin"), None);
+        // regression: a part of 0 parts made a model with no parts (a panic in the listing)
+        assert_eq!(split_part("x-00001-of-00000.gguf"), None);
+        assert_eq!(split_part("x-00003-of-00002.gguf"), None);
+        assert!(
+            gguf_models(&[file("x-00001-of-00000.gguf", 1)])[0]
+                .parts
+                .len()
+                == 1
+        );
     }
 }

@@ -55,7 +55,9 @@ pub enum HubError {
         expected: String,
         actual: String,
     },
-    #[error("{file}: the hub sent {got} bytes where it lists {expected}")]
+    #[error(
+        "{file} changed on the hub since it was listed (it has at least {got} bytes where the listing said {expected}): list it again"
+    )]
     Size {
         file: String,
         expected: u64,
@@ -82,8 +84,10 @@ impl HubClient {
     pub fn new(endpoint: &str, token: Option<String>) -> Self {
         let http = reqwest::Client::builder()
             .user_agent(concat!("strata-desk/", env!("CARGO_PKG_VERSION")))
-            // only the connection: a download of many GB takes as long as it takes
+            // no total timeout (a download of many GB takes as long as it takes); a connection
+            // silent for 30 s is dropped and resumed
             .connect_timeout(std::time::Duration::from_secs(20))
+            .read_timeout(std::time::Duration::from_secs(30))
             .build()
             .expect("an HTTP client with rustls builds");
         Self {
@@ -314,6 +318,14 @@ fn next_page(headers: &HeaderMap) -> Option<String> {
                     .to_owned()
             })
     })
+}
+
+/// Where a repository's downloads go in the models folder: a folder per repository
+/// (`owner/name/`, as LM Studio keeps them), so two repositories' files of one name never
+/// share a path.
+pub fn repo_dir(models_dir: &std::path::Path, repo: &str) -> std::path::PathBuf {
+    repo.split('/')
+        .fold(models_dir.to_path_buf(), |dir, part| dir.join(part))
 }
 
 /// `REPO[:FILE]` as `strata-desk pull` takes it.
