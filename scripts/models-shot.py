@@ -5,7 +5,15 @@ this is made on): it serves the test model (SmolLM2-135M-Instruct Q4_1) under it
 with the hub's shapes (tree listing, resolve, Range), throttled to 2 MB/s so the download is
 seen in progress. The window runs the simulated engine under Xvfb; xdotool clicks.
 
-  python3 scripts/models-shot.py --exe target/debug/strata-desk --model PATH [--out docs]
+  python3 scripts/models-shot.py --exe target/debug/strata-desk --model PATH [--out docs] \
+      [--click X,Y | type:TEXT | scroll:N | wait:SECS ...]
+
+The clicks are the window's coordinates at 1100x720, found from a first shot; the shot in
+docs was made with:
+  --click 71,81 165,393 scroll:10 320,323 type:HuggingFaceTB/SmolLM2-135M-Instruct-GGUF \
+      512,324 wait:3 scroll:10 227,480 wait:12
+(Settings and model, the hub section, scroll, the repository box, List files, scroll,
+Download, then 12 s of the download.)
 
 Writes <out>/models-hub.png and <out>/models-pull.txt. Needs Xvfb, xdotool, ImageMagick's
 `import`, the standard library only.
@@ -159,6 +167,10 @@ def main():
                 xdo("windowfocus", "--sync", window)
                 xdo("type", "--delay", "30", pair[5:])
                 time.sleep(0.5)
+            elif pair.startswith("scroll:"):
+                # the wheel, down, where the pointer is
+                xdo("click", "--repeat", pair[7:], "--delay", "50", "5")
+                time.sleep(0.8)
             elif pair.startswith("wait:"):
                 time.sleep(float(pair[5:]))
             else:

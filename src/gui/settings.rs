@@ -158,17 +158,6 @@ pub fn settings_ui(
             });
             ui.end_row();
 
-            ui.label("Models on this machine");
-            ui.vertical(|ui| found_models_ui(ui, &view.found, &mut view.scanning, draft, q));
-            ui.end_row();
-
-            ui.label("Models from the hub");
-            egui::CollapsingHeader::new("coding-agent models by card size, or any repository")
-                .show(ui, |ui| {
-                    super::hub::hub_ui(ui, &mut view.hub, &mut draft.model_path, q);
-                });
-            ui.end_row();
-
             let label = ui.label("parallel (slots)");
             ui.add(egui::DragValue::new(&mut draft.parallel).range(1..=64))
                 .labelled_by(label.id)
@@ -310,6 +299,24 @@ pub fn settings_ui(
         }
         None => {}
     }
+    // Last, below Apply: the lists grow when a scan or a listing arrives, and nothing above
+    // them moves under the pointer (a click after "Find models" hit another control).
+    ui.separator();
+    egui::Grid::new("settings-models")
+        .num_columns(2)
+        .spacing([12.0, 6.0])
+        .show(ui, |ui| {
+            ui.label("Models on this machine");
+            ui.vertical(|ui| found_models_ui(ui, &view.found, &mut view.scanning, draft, q));
+            ui.end_row();
+
+            ui.label("Models from the hub");
+            egui::CollapsingHeader::new("coding-agent models by card size, or any repository")
+                .show(ui, |ui| {
+                    super::hub::hub_ui(ui, &mut view.hub, &mut draft.model_path, q);
+                });
+            ui.end_row();
+        });
 }
 
 /// The models found in LM Studio's and Ollama's folders and the app's own, each pickable.

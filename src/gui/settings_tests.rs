@@ -96,3 +96,26 @@ fn find_models_starts_a_scan_and_shows_that_it_reads() {
     assert!(view.scanning);
     assert_eq!(queue.pending, [Command::ScanModels]);
 }
+
+/// #44 item 5: a click after "Find models" hit another control, since the results pushed the
+/// settings below them down. The lists now come last: the controls above stay put.
+#[test]
+fn the_found_models_arriving_move_no_setting_or_button() {
+    let config = config();
+    let mut view = SettingsView::default();
+    let mut queue = CommandQueue::default();
+    let place = |view: &mut SettingsView, queue: &mut CommandQueue| {
+        let mut harness = Harness::builder()
+            .with_size(egui::vec2(1100.0, 900.0))
+            .build_ui(|ui| settings_ui(ui, view, &config, 0, queue));
+        harness.run_ok();
+        ["Apply and restart", "q8_0", "Find models"].map(|label| harness.get_by_label(label).rect())
+    };
+    let before = place(&mut view, &mut queue);
+    view.found = Some(found());
+    let after = place(&mut view, &mut queue);
+    assert_eq!(
+        before, after,
+        "the settings moved when the scan's results arrived"
+    );
+}
