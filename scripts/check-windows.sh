@@ -150,6 +150,11 @@ echo "answer (simulated engine): $answer"
 [ -n "$answer" ] || fail "an empty answer"
 curl -s "http://127.0.0.1:$PORT/health"
 echo
+# the engine process's memory, read on Windows from its working set
+rss=$(curl -s "http://127.0.0.1:$PORT/v1/scheduler" |
+    python3 -c 'import json,sys; print(json.load(sys.stdin)["engine"]["worker_rss_bytes"] or 0)')
+echo "engine process's working set: $rss bytes"
+[ "$rss" -gt 0 ] || fail "worker_rss_bytes is not read on Windows"
 if curl -s --max-time 2 -o /dev/null "http://$(hostname -I | awk '{print $1}'):$PORT/health"; then
     fail "the server answers beyond loopback by default"
 fi

@@ -148,12 +148,39 @@ pub(crate) fn model_id(name: &str, file_name: &str) -> String {
 }
 
 /// A process's resident memory from Linux's `/proc/<pid>/status` (`VmRSS:  123456 kB`);
-/// `None` elsewhere.
+/// `None` where there is no such file.
+#[cfg(not(windows))]
 fn rss_bytes(pid: u32) -> Option<u64> {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
     let line = status.lines().find(|l| l.starts_with("VmRSS:"))?;
     let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
     Some(kib * 1024)
+}
+
+/// A process's resident memory on Windows: its working set (`GetProcessMemoryInfo`, which
+/// Task Manager's "Memory" column shows).
+#[cfg(windows)]
+#[allow(unsafe_code)]
+fn rss_bytes(pid: u32) -> Option<u64> {
+    use windows_sys::Win32::Foundation::CloseHandle;
+    use windows_sys::Win32::System::ProcessStatus::{
+        GetProcessMemoryInfo, PROCESS_MEMORY_COUNTERS,
+    };
+    use windows_sys::Win32::System::Threading::{OpenProcess, PROCESS_QUERY_LIMITED_INFORMATION};
+    let size = std::mem::size_of::<PROCESS_MEMORY_COUNTERS>() as u32;
+    // SAFETY: the handle is checked before use and closed once; the counters are a zeroed
+    // PROCESS_MEMORY_COUNTERS whose `cb` and the size passed are its size, as the call requires.
+    unsafe {
+        let handle = OpenProcess(PROCESS_QUERY_LIMITED_INFORMATION, 0, pid);
+        if handle.is_null() {
+            return None;
+        }
+        let mut counters: PROCESS_MEMORY_COUNTERS = std::mem::zeroed();
+        counters.cb = size;
+        let ok = GetProcessMemoryInfo(handle, &mut counters, size);
+        CloseHandle(handle);
+        (ok != 0).then_some(counters.WorkingSetSize as u64)
+    }
 }
 
 #[cfg(test)]
