@@ -94,9 +94,17 @@ pub fn scheduler_log_ui(
         ui.checkbox(&mut filter.interruptions_only, "interruptions only")
             .on_hover_text("pauses, give-ways, parks, resumes, cancellations, failures, refusals");
     });
+    // whole rows: with the newest line at the bottom, the top one is not cut in half (a line
+    // that wraps still shifts it by a row's spacing)
+    let spacing = ui.spacing().item_spacing.y;
+    let row_height = ui.text_style_height(&egui::TextStyle::Body) + spacing;
+    let rows = (ui.available_height() / row_height).floor().max(1.0);
+    let height = rows * row_height - spacing;
     egui::ScrollArea::vertical()
         .id_salt("scheduler-log")
-        .max_height(ui.available_height())
+        .max_height(height)
+        // its default minimum (64 px) would override a shorter whole number of rows
+        .min_scrolled_height(height)
         .stick_to_bottom(true)
         .show(ui, |ui| {
             // not justified: a wrapped line keeps its word spacing
@@ -221,6 +229,42 @@ mod tests {
             merged_lines(&[arrived, paused], &window, &interruptions),
             ["     3.0 s  chatcmpl-7 was paused for chatcmpl-9"]
         );
+    }
+
+    /// #44 item 5: the log's top line was drawn half hidden under the panel's heading.
+    #[test]
+    fn the_logs_top_visible_line_is_whole() {
+        use egui_kittest::Harness;
+        use egui_kittest::kittest::Queryable as _;
+        let mut s = ServiceSnapshot::starting(Default::default(), 1, true);
+        s.log = (0..40)
+            .map(|i| {
+                let mut e = entry(
+                    LogKind::Arrived,
+                    &format!("chatcmpl-{i} arrived from codex"),
+                );
+                e.at_secs = f64::from(i);
+                e
+            })
+            .collect();
+        for height in [97.0, 130.0, 191.0, 233.0] {
+            let mut filter = LogFilter::default();
+            let (window, earlier) = (VecDeque::new(), VecDeque::new());
+            let mut harness = Harness::builder()
+                .with_size(egui::vec2(900.0, height))
+                .build_ui(|ui| scheduler_log_ui(ui, &s, &mut filter, &window, &earlier));
+            harness.run_ok();
+            let heading = harness.get_by_label("interruptions only").rect();
+            // the scroll area starts a spacing below the heading's row
+            let top = heading.max.y + 3.0;
+            for line in harness.query_all_by_label_contains(" arrived from codex") {
+                let r = line.rect();
+                assert!(
+                    !(r.min.y < top - 0.5 && r.max.y > top + 0.5),
+                    "at {height} px a line is cut by the top edge {top}: {r:?}"
+                );
+            }
+        }
     }
 
     #[test]

@@ -80,6 +80,12 @@ impl SharedLog {
     }
 }
 
+impl FromIterator<LogEntry> for SharedLog {
+    fn from_iter<I: IntoIterator<Item = LogEntry>>(entries: I) -> Self {
+        Self(Arc::new(entries.into_iter().collect()))
+    }
+}
+
 impl PartialEq for SharedLog {
     fn eq(&self, other: &Self) -> bool {
         Arc::ptr_eq(&self.0, &other.0) || self.0 == other.0
