@@ -127,7 +127,7 @@ impl CommandQueue {
     ) {
         for command in self.pending.drain(..) {
             if let Some(hub) = super::hub_commands::HubJob::of(&command) {
-                runtime.spawn(hub.run(self.outcomes_tx.clone()));
+                runtime.spawn(hub.run(self.outcomes_tx.clone(), service.clone()));
                 continue;
             }
             let service = service.clone();

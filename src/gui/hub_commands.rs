@@ -46,7 +46,8 @@ impl HubJob {
         }
     }
 
-    pub(super) async fn run(self, tx: Sender<Outcome>) {
+    /// Runs the job; `service` says what the running engine holds on the GPU.
+    pub(super) async fn run(self, tx: Sender<Outcome>, service: crate::service::ServiceHandle) {
         let client = HubClient::from_env();
         let models_dir = crate::models::models_dir().map_err(|e| e.to_string());
         match self {
@@ -54,9 +55,16 @@ impl HubJob {
                 let listing = async {
                     let dir = models_dir?;
                     // llama.cpp's device list and /proc: off the runtime's threads
-                    let machine = tokio::task::spawn_blocking(crate::models::machine::this_machine)
-                        .await
-                        .map_err(|e| e.to_string())?;
+                    let engine = service.snapshot().engine;
+                    let machine = tokio::task::spawn_blocking(move || {
+                        crate::models::machine::machine_beside_engine(
+                            engine.device.as_ref(),
+                            engine.weights_bytes,
+                            engine.kv_pool_bytes,
+                        )
+                    })
+                    .await
+                    .map_err(|e| e.to_string())?;
                     list_with_fit(
                         &client,
                         &repo,

@@ -3,6 +3,31 @@
 
 use super::fit::{GpuMemory, Machine};
 
+/// The machine as a listing in the app sees it while an engine runs: the GPU as the engine
+/// reported it (no device enumeration in the app's own process: with CUDA that would hold a
+/// context of a few hundred MB there for the app's life), its free memory counting what the
+/// running engine holds (a model picked replaces it): its layers' share of the weights and of
+/// the KV pool. Without an engine on a GPU, [`this_machine`].
+pub fn machine_beside_engine(
+    device: Option<&strata_protocol::gpu::DeviceFacts>,
+    weights_bytes: u64,
+    kv_pool_bytes: u64,
+) -> Machine {
+    let Some(d) = device.filter(|d| d.gpu_layers > 0 && d.vram_total_bytes > 0) else {
+        return this_machine();
+    };
+    let share = |bytes: u64| bytes * u64::from(d.gpu_layers) / u64::from(d.model_layers.max(1));
+    Machine {
+        gpu: Some(GpuMemory {
+            name: d.name.clone(),
+            total_bytes: d.vram_total_bytes,
+            free_bytes: (d.vram_free_bytes + share(weights_bytes) + share(kv_pool_bytes))
+                .min(d.vram_total_bytes),
+        }),
+        ram_available_bytes: ram_available_bytes().unwrap_or(0),
+    }
+}
+
 pub fn this_machine() -> Machine {
     let gpu = crate::engine_worker::gpu_memory().into_iter().next().map(
         |(name, total_bytes, free_bytes)| GpuMemory {
@@ -52,6 +77,28 @@ fn meminfo_available(meminfo: &str) -> Option<u64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn beside_an_engine_on_the_gpu_its_memory_counts_as_free_for_the_model_that_replaces_it() {
+        let device = strata_protocol::gpu::DeviceFacts {
+            name: "NVIDIA GeForce RTX 4070".into(),
+            backend: "CUDA".into(),
+            gpu_layers: 14,
+            model_layers: 28,
+            chosen_by: "auto".into(),
+            vram_total_bytes: 12 << 30,
+            vram_free_bytes: 1 << 30,
+            vram_low: false,
+        };
+        // half the layers on the GPU: half of 8 GB of weights and of a 2 GB pool
+        let m = machine_beside_engine(Some(&device), 8 << 30, 2 << 30);
+        let gpu = m.gpu.unwrap();
+        assert_eq!(gpu.name, "NVIDIA GeForce RTX 4070");
+        assert_eq!(gpu.free_bytes, (1 << 30) + (4 << 30) + (1 << 30));
+        // never more than the card
+        let m = machine_beside_engine(Some(&device), 40 << 30, 0);
+        assert_eq!(m.gpu.unwrap().free_bytes, 12 << 30);
+    }
 
     #[test]
     fn available_memory_is_read_from_meminfo_in_bytes() {
