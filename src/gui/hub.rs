@@ -15,7 +15,7 @@ use std::path::PathBuf;
 /// The view's state between frames.
 #[derive(Debug)]
 pub struct HubView {
-    pub curated: CuratedList,
+    pub curated: &'static CuratedList,
     /// What the repository box holds.
     pub repo_input: String,
     /// Listings by repository, the last one read (kept while it is read again, so a running
@@ -109,7 +109,8 @@ pub fn hub_ui(ui: &mut Ui, view: &mut HubView, model_path: &mut String, q: &mut 
         }
     });
     ui.label(RichText::new("Coding-agent models by the memory they need:").strong());
-    let curated = view.curated.models.clone();
+    // a &'static list: read while the view changes
+    let curated = &view.curated.models;
     for class in CLASSES {
         for entry in curated.iter().filter(|m| m.class == class) {
             ui.horizontal(|ui| {
@@ -179,7 +180,7 @@ fn listing_ui(
             ui.colored_label(Color32::from_rgb(220, 60, 40), e);
             return;
         }
-        Some(Ok(listing)) => listing.clone(),
+        Some(Ok(listing)) => listing,
     };
     match &listing.facts {
         Ok(facts) => {
@@ -205,14 +206,14 @@ fn listing_ui(
     for row in &listing.rows {
         ui.horizontal(|ui| {
             ui.add_space(16.0);
-            ui.vertical(|ui| file_row_ui(ui, view, repo, row, model_path, q));
+            ui.vertical(|ui| file_row_ui(ui, &mut view.downloads, repo, row, model_path, q));
         });
     }
 }
 
 fn file_row_ui(
     ui: &mut Ui,
-    view: &mut HubView,
+    downloads: &mut BTreeMap<String, Download>,
     repo: &str,
     row: &HubRow,
     model_path: &mut String,
@@ -234,24 +235,24 @@ fn file_row_ui(
         };
         ui.colored_label(colour, &row.fit_words);
     });
-    ui.horizontal(|ui| download_ui(ui, view, repo, row, &key, model_path, q));
+    ui.horizontal(|ui| download_ui(ui, downloads, repo, row, &key, model_path, q));
 }
 
 /// A file's download: its progress and Cancel, or Download (again: it resumes), or Use.
 fn download_ui(
     ui: &mut Ui,
-    view: &mut HubView,
+    downloads: &mut BTreeMap<String, Download>,
     repo: &str,
     row: &HubRow,
     key: &str,
     model_path: &mut String,
     q: &mut CommandQueue,
 ) {
-    let done = match view.downloads.get(key) {
+    let done = match downloads.get(key) {
         Some(Download::Done(path)) => Some(path.clone()),
         _ => row.downloaded.clone(),
     };
-    match view.downloads.get(key).cloned() {
+    match downloads.get(key).cloned() {
         Some(Download::Running { progress, cancel }) => {
             let fraction = progress
                 .as_ref()
@@ -296,7 +297,7 @@ fn download_ui(
                 .clicked()
             {
                 let cancel = CancelFlag::default();
-                view.downloads.insert(
+                downloads.insert(
                     key.to_owned(),
                     Download::Running {
                         progress: None,

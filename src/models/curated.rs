@@ -28,10 +28,13 @@ pub struct CuratedModel {
     pub note: String,
 }
 
-/// The list shipped with this build.
-pub fn curated() -> CuratedList {
-    serde_json::from_str(include_str!("../../assets/models.json"))
-        .expect("assets/models.json parses (checked by a test)")
+/// The list shipped with this build, read once.
+pub fn curated() -> &'static CuratedList {
+    static LIST: std::sync::OnceLock<CuratedList> = std::sync::OnceLock::new();
+    LIST.get_or_init(|| {
+        serde_json::from_str(include_str!("../../assets/models.json"))
+            .expect("assets/models.json parses (checked by a test)")
+    })
 }
 
 #[cfg(test)]

@@ -172,15 +172,20 @@ pub fn describe(path: &Path) -> Result<ModelFacts, String> {
     }
     let tokenizer = crate::tokenizer::Tokenizer::load(path).map_err(|e| e.to_string())?;
     let template = tokenizer.chat_template();
-    let tool_calls = template
-        .as_deref()
-        .filter(|t| t.contains("tools"))
-        .map(|t| format!("{:?}", crate::chat::ToolFormat::of_template(t)));
+    let tool_calls = tool_call_family(template.as_deref());
     Ok(ModelFacts {
         context_length: tokenizer.context_length(),
         has_chat_template: template.is_some(),
         tool_calls,
     })
+}
+
+/// The tool-call family a chat template writes (`Hermes`, `Xml`, ...), `None` for a template
+/// that knows no tools (or none).
+pub fn tool_call_family(template: Option<&str>) -> Option<String> {
+    template
+        .filter(|t| t.contains("tools"))
+        .map(|t| format!("{:?}", crate::chat::ToolFormat::of_template(t)))
 }
 
 fn collect_files(dir: &Path, depth: usize, out: &mut Vec<PathBuf>) {

@@ -306,10 +306,7 @@ impl GgufHeader {
             .u32(&key("attention.value_length"))
             .unwrap_or(key_length);
         let chat_template = self.str("tokenizer.chat_template").map(str::to_owned);
-        let tool_calls = chat_template
-            .as_deref()
-            .filter(|t| t.contains("tools"))
-            .map(|t| format!("{:?}", crate::chat::ToolFormat::of_template(t)));
+        let tool_calls = super::discover::tool_call_family(chat_template.as_deref());
         Ok(HeaderFacts {
             name: self.str("general.name").map(str::to_owned),
             quantization: self

@@ -66,12 +66,10 @@ pub async fn list_with_fit(
             None => format!("{repo} has no GGUF model"),
         }),
     };
+    let dir = super::hub::repo_dir(models_dir, repo);
     let rows = models
         .into_iter()
-        .map(|model| {
-            let dir = super::hub::repo_dir(models_dir, repo);
-            row(model, facts.as_ref().ok(), machine, min_ctx, &dir)
-        })
+        .map(|model| row(model, facts.as_ref().ok(), machine, min_ctx, &dir))
         .collect();
     Ok(HubListing {
         repo: repo.to_owned(),
