@@ -122,6 +122,8 @@ mod tests {
             priority: 0,
             outcome: "length",
             prompt_tokens: 20,
+            prompt_tokens_held: 0,
+            prompt_tokens_read: 20,
             output_tokens: 2000,
             queue_wait_secs: Some(0.0),
             ttft_secs: Some(0.1),
@@ -151,7 +153,7 @@ mod tests {
             ended_at_secs: 30.0,
             ..stream.clone()
         };
-        s.finished = vec![short, stream];
+        s.finished = vec![short, stream].into();
         s.cost = cost_view(&s.finished, 61.0, 600.0);
         s
     }

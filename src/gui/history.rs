@@ -184,6 +184,8 @@ mod tests {
             request_id: Some(RequestId(7)),
             client_id: Some("chatcmpl-7".into()),
             text: text.into(),
+            seq: 0,
+            event: crate::service::Observed::Resumed,
         }
     }
 

@@ -202,12 +202,12 @@ mod tests {
         assert_eq!(hover_words(&series, OTHERS, 2), None);
 
         let mut s = ServiceSnapshot::starting(SchedulerSettings::default(), 1, true);
-        s.ttft = samples;
+        s.ttft = samples.clone().into();
         let harness = Harness::new_ui(|ui| ttft_ui(ui, &s, &Earlier::default()));
         harness.get_by_label("claude-cli: p50 0.20 s, p95 0.40 s (2 requests)");
         harness.get_by_label("other clients: p50 0.10 s, p95 1.50 s (2 requests)");
         drop(harness);
-        s.ttft.truncate(1);
+        s.ttft = samples[..1].to_vec().into();
         let harness = Harness::new_ui(|ui| ttft_ui(ui, &s, &Earlier::default()));
         harness.get_by_label("claude-cli: p50 0.20 s, p95 0.20 s (1 request)");
     }

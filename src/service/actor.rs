@@ -120,6 +120,7 @@ impl Actor {
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
             let stepping = self.engine.step_outstanding();
+            let mut ticked = false;
             tokio::select! {
                 command = self.rx.recv() => match command {
                     Some(command) => self.on_command(command),
@@ -129,10 +130,13 @@ impl Actor {
                 Some((generation, started)) = self.started_rx.recv() => {
                     self.on_started(generation, started);
                 }
-                _ = tick.tick() => self.feed(Event::Tick),
+                _ = tick.tick() => {
+                    ticked = true;
+                    self.feed(Event::Tick);
+                }
             }
             self.execute().await;
-            self.publish();
+            self.publish(ticked);
             if let Some(done) = self.shutting_down.take() {
                 self.stop_everything().await;
                 let _ = done.send(());
@@ -426,7 +430,7 @@ impl Actor {
              {expected}: they disagree (a bug; the engine keeps running)"
         );
         tracing::warn!("{message}");
-        self.note(super::event_log::LogKind::Diagnostic, None, message);
+        self.emit(None, super::observed::Observed::Diagnostic { message });
     }
 
     /// The engine is gone: stop it for good, and let the scheduler fail what it held.

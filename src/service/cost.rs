@@ -85,6 +85,10 @@ pub struct FinishedRequest {
     /// `stop`, `length`, `cancelled` or `failed`.
     pub outcome: &'static str,
     pub prompt_tokens: u32,
+    /// Of those, what the engine already held when it got a slot (a kept conversation's
+    /// prefix), and what it read.
+    pub prompt_tokens_held: u32,
+    pub prompt_tokens_read: u32,
     pub output_tokens: u32,
     /// Arrival to its first slot (`null`: it never got one).
     pub queue_wait_secs: Option<f64>,

@@ -9,6 +9,8 @@ fn finished(priority: i32, ended_at_secs: f64) -> FinishedRequest {
         priority,
         outcome: "stop",
         prompt_tokens: 10,
+        prompt_tokens_held: 0,
+        prompt_tokens_read: 10,
         output_tokens: 20,
         queue_wait_secs: Some(0.0),
         ttft_secs: Some(0.2),

@@ -1,11 +1,12 @@
-//! The scheduler's history with request ids: arrivals, admissions, pauses and give-ways (who
-//! for whom), resumes, finishes (with TTFT), cancellations, failures, refusals (with the reason
-//! and its numbers) and engine restarts; the last [`LOG_ENTRIES_MAX`] are in the snapshot's
-//! `log[]` (so `/v1/scheduler`, its event stream and the dashboard have them). No prompt text.
+//! The scheduler's history with request ids, one line per event of the observation stream
+//! (`observed`): arrivals, admissions, pauses and give-ways (who for whom), resumes, ends
+//! (with TTFT), refusals (with the reason and its numbers), engine starts and settings
+//! changes; the last [`LOG_ENTRIES_MAX`] are in the snapshot's `log[]` (so `/v1/scheduler`,
+//! its event stream and the dashboard have them). No prompt text.
 
+use super::observed::Observed;
 use crate::ids::RequestId;
 use serde::Serialize;
-use std::sync::Arc;
 
 /// Entries kept (older ones leave first).
 pub const LOG_ENTRIES_MAX: usize = 200;
@@ -42,8 +43,13 @@ pub struct LogEntry {
     pub request_id: Option<RequestId>,
     /// Its id as its client sees it (`chatcmpl-7`).
     pub client_id: Option<String>,
-    /// The line in words, naming requests by their client ids.
+    /// The line in words, naming requests by their client ids (the event's words).
     pub text: String,
+    /// Its place in the service's stream, from 0 (a client that follows
+    /// `/v1/scheduler/events` knows what it has seen).
+    pub seq: u64,
+    /// What happened, typed: `{"type": "paused", "paused_for": {...}, ...}`.
+    pub event: Observed,
 }
 
 /// The last prompt refused as longer than the context: what the dashboard's banner says.
@@ -59,65 +65,36 @@ pub struct LengthRefusal {
 
 /// The log's entries as published, oldest first: shared, so the snapshot built after every
 /// step copies a pointer, not up to 200 lines (a new list is made only when an entry comes).
-#[derive(Debug, Clone, Default)]
-pub struct SharedLog(Arc<Vec<LogEntry>>);
+pub type SharedLog = super::shared::Shared<LogEntry>;
 
-impl SharedLog {
-    pub fn iter(&self) -> std::slice::Iter<'_, LogEntry> {
-        self.0.iter()
-    }
-
-    pub fn len(&self) -> usize {
-        self.0.len()
-    }
-
-    pub fn as_slice(&self) -> &[LogEntry] {
-        &self.0
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.0.is_empty()
-    }
-}
-
-impl FromIterator<LogEntry> for SharedLog {
-    fn from_iter<I: IntoIterator<Item = LogEntry>>(entries: I) -> Self {
-        Self(Arc::new(entries.into_iter().collect()))
-    }
-}
-
-impl PartialEq for SharedLog {
-    fn eq(&self, other: &Self) -> bool {
-        Arc::ptr_eq(&self.0, &other.0) || self.0 == other.0
-    }
-}
-
-impl Serialize for SharedLog {
-    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        self.0.serialize(serializer)
-    }
-}
-
-/// The bounded log: the published list is the only copy (each entry makes a new one, the
-/// oldest left out once there are `LOG_ENTRIES_MAX`).
-#[derive(Debug, Default)]
+/// The bounded log: the published list is the only copy.
+#[derive(Debug)]
 pub struct EventLog {
-    published: SharedLog,
+    entries: super::shared::Bounded<LogEntry>,
+    /// The next entry's `seq`.
+    next_seq: u64,
+}
+
+impl Default for EventLog {
+    fn default() -> Self {
+        Self {
+            entries: super::shared::Bounded::new(LOG_ENTRIES_MAX),
+            next_seq: 0,
+        }
+    }
 }
 
 impl EventLog {
-    pub fn push(&mut self, entry: LogEntry) {
-        let old = &self.published.0;
-        let dropped = (old.len() + 1).saturating_sub(LOG_ENTRIES_MAX);
-        let mut entries = Vec::with_capacity(old.len() + 1 - dropped);
-        entries.extend(old.iter().skip(dropped).cloned());
-        entries.push(entry);
-        self.published = SharedLog(Arc::new(entries));
+    /// Adds an event as a line (its `seq` is given here).
+    pub fn push(&mut self, mut entry: LogEntry) {
+        entry.seq = self.next_seq;
+        self.next_seq += 1;
+        self.entries.push(entry);
     }
 
     /// The entries, oldest first.
     pub fn entries(&self) -> SharedLog {
-        self.published.clone()
+        self.entries.shared()
     }
 }
 
@@ -135,11 +112,14 @@ mod tests {
                 request_id: Some(RequestId(i as u64)),
                 client_id: None,
                 text: String::new(),
+                seq: 0,
+                event: Observed::Resumed,
             });
         }
         let entries: Vec<LogEntry> = log.entries().iter().cloned().collect();
         assert_eq!(entries.len(), LOG_ENTRIES_MAX);
         assert_eq!(entries[0].request_id, Some(RequestId(5)));
+        assert_eq!(entries[0].seq, 5, "each entry is numbered in order");
         assert_eq!(
             entries.last().unwrap().request_id,
             Some(RequestId(LOG_ENTRIES_MAX as u64 + 4))

@@ -67,13 +67,9 @@ impl Actor {
                 self.streams.finish(request, reason, output_tokens, &stats);
                 closed?;
             }
-            Action::Fail {
-                request,
-                error,
-                stats,
-            } => {
+            Action::Fail { request, error, .. } => {
                 let closed = self.engine.close(request).await;
-                self.streams.fail(request, &error, &stats);
+                self.streams.fail(request, &error);
                 closed?;
             }
             Action::RestartEngine { delay_secs, .. } => {

@@ -1,11 +1,12 @@
-//! What the actor writes into the event log: each scheduler action as it is decided, each
-//! arrival and refusal as it is answered, named by the ids clients see.
+//! What the actor emits into the observation stream (`observed`): each scheduler action as it
+//! is decided, each arrival and refusal as it is answered, named by the ids clients see.
 
 use super::actor::Actor;
-use super::event_log::{LengthRefusal, LogEntry, LogKind};
+use super::event_log::{LengthRefusal, LogEntry};
 use super::handle::{RequestOrigin, SubmitError};
+use super::observed::{GaveWayRule, Observed, ParkReason, Winner};
 use crate::ids::RequestId;
-use crate::scheduler::{Action, FinishReason, ParkCause, ParkPlace};
+use crate::scheduler::{Action, FinishReason, ParkCause, ParkPlace, ParkedIn, RequestStats};
 
 impl Actor {
     /// The id `id`'s client sees (its route's form; `chatcmpl-N` once it is gone).
@@ -16,13 +17,41 @@ impl Actor {
             .client_id(id)
     }
 
-    pub(super) fn note(&mut self, kind: LogKind, request: Option<RequestId>, text: String) {
+    /// The one place an event is emitted: its line in the log, and the views taken from it
+    /// (an ended request's record for `finished[]` and the `cost` sums, and its per-request
+    /// metrics).
+    pub(super) fn emit(&mut self, request: Option<RequestId>, event: Observed) {
+        if let Observed::Ended { figures, .. } = &event {
+            self.metrics.request_ended(
+                match figures.outcome {
+                    "stop" => Some(FinishReason::Stop),
+                    "length" => Some(FinishReason::Length),
+                    "cancelled" => Some(FinishReason::Cancelled),
+                    _ => None,
+                },
+                figures.prompt_tokens_read,
+                figures.prompt_tokens_held,
+                figures.output_tokens,
+            );
+            if let Some(wait) = figures.queue_wait_secs {
+                self.metrics.observe_queue_time(figures.priority, wait);
+            }
+            self.metrics.observe_request_cost(
+                figures.priority,
+                figures.parked_secs,
+                figures.pauses,
+            );
+            self.streams.keep_finished(figures.clone());
+        }
+        let client_id = request.map(|id| self.client_id(id));
         let entry = LogEntry {
             at_secs: self.now().as_secs_f64(),
-            kind,
+            kind: event.kind(),
             request_id: request,
-            client_id: request.map(|id| self.client_id(id)),
-            text,
+            text: event.words(client_id.as_deref().unwrap_or_default()),
+            client_id,
+            seq: 0,
+            event,
         };
         self.log.push(entry);
     }
@@ -34,22 +63,14 @@ impl Actor {
         after: &crate::scheduler::SchedulerSettings,
         by: &str,
     ) {
-        let mut what = Vec::new();
-        if before.solo_priority != after.solo_priority {
-            what.push(format!(
-                "preemption (solo_priority) {}",
-                if after.solo_priority { "on" } else { "off" }
-            ));
-        }
-        if before.give_way != after.give_way {
-            what.push(format!(
-                "give_way {}",
-                serde_json::json!(after.give_way).as_str().unwrap_or("?")
-            ));
-        }
-        let text = format!("{} by {by}", what.join(", "));
-        tracing::info!("settings: {text}");
-        self.note(LogKind::SettingsChanged, None, text);
+        let event = Observed::SettingsChanged {
+            by: by.to_owned(),
+            solo_priority: (before.solo_priority != after.solo_priority)
+                .then_some(after.solo_priority),
+            give_way: (before.give_way != after.give_way).then_some(after.give_way),
+        };
+        tracing::info!("settings: {}", event.words(""));
+        self.emit(None, event);
     }
 
     /// An arrival that was queued.
@@ -57,49 +78,32 @@ impl Actor {
         let Some(live) = self.streams.get(id) else {
             return;
         };
-        let origin = &live.submission.origin;
-        let from = if origin.client.is_empty() {
-            String::new()
-        } else {
-            format!(" from {}", origin.client)
+        let event = Observed::Arrived {
+            client: live.submission.origin.client.clone(),
+            prompt_tokens: live.submission.prompt.len() as u32,
+            priority: live.submission.priority,
+            boost: self.scheduler.boost_of(id),
         };
-        let priority = self
-            .boosted_priority_words(id)
-            .unwrap_or_else(|| format!("priority {}", live.submission.priority));
-        let text = format!(
-            "{} arrived{from}: {} prompt tokens, {priority}",
-            self.client_id(id),
-            live.submission.prompt.len(),
-        );
-        self.note(LogKind::Arrived, Some(id), text);
+        self.emit(Some(id), event);
     }
 
-    /// "priority 1: 0 + 1 small-request boost" for a request that has the boost now (the
-    /// words of the requests table's why), else `None`.
-    fn boosted_priority_words(&self, id: RequestId) -> Option<String> {
-        let boost = self.scheduler.boost_of(id);
-        let priority = i64::from(self.streams.get(id)?.submission.priority);
-        (boost > 0).then(|| {
-            format!(
-                "priority {}: {priority} + {boost} small-request boost",
-                priority + boost
-            )
-        })
+    /// `id` as it ranks now (its priority and small-request boost), named by its client id.
+    fn winner(&self, id: RequestId) -> Winner {
+        Winner {
+            client_id: self.client_id(id),
+            priority: self.streams.get(id).map_or(0, |l| l.submission.priority),
+            boost: self.scheduler.boost_of(id),
+        }
     }
 
     /// A submission refused before it was queued; a prompt too long for the context is
     /// kept for the dashboard's banner.
     pub(super) fn note_refusal(&mut self, error: &SubmitError, origin: &RequestOrigin) {
-        let from = if origin.client.is_empty() {
-            String::new()
-        } else {
-            format!(" from {}", origin.client)
+        let event = Observed::Refused {
+            client: origin.client.clone(),
+            error: error.to_string(),
         };
-        self.note(
-            LogKind::Refused,
-            None,
-            format!("refused a request{from}: {error}"),
-        );
+        self.emit(None, event);
         if let SubmitError::PromptTooLong {
             prompt_tokens,
             max_context_tokens,
@@ -124,71 +128,55 @@ impl Actor {
                     keep_tokens,
                     ..
                 } => {
-                    let kept = if *keep_tokens > 0 {
-                        format!(", {keep_tokens} prompt tokens already held")
-                    } else {
-                        String::new()
+                    let event = Observed::Admitted {
+                        prompt_tokens_held: *keep_tokens,
                     };
-                    let text = format!("{} got a slot{kept}", self.client_id(*request));
-                    self.note(LogKind::Admitted, Some(*request), text);
+                    self.emit(Some(*request), event);
                 }
                 Action::Park { request, to, .. } => self.note_park(*request, *to),
                 Action::Restore { request, .. } => {
                     self.streams.resumed(*request);
-                    let text = format!(
-                        "{} resumed where it stopped, nothing lost",
-                        self.client_id(*request)
-                    );
-                    self.note(LogKind::Resumed, Some(*request), text);
+                    self.emit(Some(*request), Observed::Resumed);
                 }
                 Action::Finish {
                     request,
                     reason,
-                    output_tokens,
+                    stats,
                     ..
+                } => self.note_end(*request, Some(*reason), stats, None),
+                Action::Fail {
+                    request,
+                    error,
+                    stats,
                 } => {
-                    let name = self.client_id(*request);
-                    let ttft = self
-                        .streams
-                        .get(*request)
-                        .and_then(|l| l.ttft_secs())
-                        .map_or(String::new(), |t| format!(", first token after {t:.2} s"));
-                    let (kind, text) = match reason {
-                        FinishReason::Cancelled => (
-                            LogKind::Cancelled,
-                            format!("{name} was cancelled after {output_tokens} tokens"),
-                        ),
-                        FinishReason::Stop | FinishReason::Length => (
-                            LogKind::Finished,
-                            format!(
-                                "{name} finished ({}): {output_tokens} tokens{ttft}",
-                                if *reason == FinishReason::Stop {
-                                    "stop"
-                                } else {
-                                    "length"
-                                }
-                            ),
-                        ),
-                    };
-                    self.note(kind, Some(*request), text);
-                }
-                Action::Fail { request, error, .. } => {
-                    let text = format!(
-                        "{} failed: {}",
-                        self.client_id(*request),
-                        super::streams::failure(error)
-                    );
-                    self.note(LogKind::Failed, Some(*request), text);
+                    let error = super::streams::failure(error).to_string();
+                    self.note_end(*request, None, stats, Some(error));
                 }
                 Action::RestartEngine {
                     attempt,
                     delay_secs,
                 } => {
-                    let text = format!("engine start, attempt {attempt}, in {delay_secs:.0} s");
-                    self.note(LogKind::EngineRestart, None, text);
+                    let event = Observed::EngineStart {
+                        attempt: *attempt,
+                        delay_secs: *delay_secs,
+                    };
+                    self.emit(None, event);
                 }
                 _ => {}
             }
+        }
+    }
+
+    /// A request ended (`None`: it failed): its figures, as the stream closes.
+    fn note_end(
+        &mut self,
+        request: RequestId,
+        reason: Option<FinishReason>,
+        stats: &RequestStats,
+        error: Option<String>,
+    ) {
+        if let Some(figures) = self.streams.figures(request, reason, stats) {
+            self.emit(Some(request), Observed::Ended { figures, error });
         }
     }
 
@@ -200,51 +188,46 @@ impl Actor {
             .parked
             .into_iter()
             .find(|p| p.request_id == request);
-        let name = self.client_id(request);
-        let place = match to {
-            ParkPlace::Pool(_) => "its cells kept in the pool",
-            ParkPlace::HostRam => "saved to host RAM",
+        let parked_in = match to {
+            ParkPlace::Pool(_) => ParkedIn::Spare,
+            ParkPlace::HostRam => ParkedIn::HostRam,
         };
         let by = view.as_ref().and_then(|v| v.parked_for);
-        let paused = view.as_ref().and_then(|v| v.cause) == Some(ParkCause::Paused);
+        let cause = view.and_then(|v| v.cause);
         // its cost ledger, and the wait the pause saved the one it was paused for
+        let paused = cause == Some(ParkCause::Paused);
         if !self.streams.parked(request, by.filter(|_| paused)) {
             // parked already: its cells were needed, so its state moved to host RAM
             if to == ParkPlace::HostRam {
-                let text = format!("{name}, parked, was moved to host RAM: its cells were needed");
-                self.note(LogKind::Parked, Some(request), text);
+                let event = Observed::Parked {
+                    reason: ParkReason::CellsNeeded,
+                    parked_in,
+                };
+                self.emit(Some(request), event);
             }
             return;
         }
-        // the boost named where it is why the other one ranks higher
-        let by_name = by
-            .map(|w| match self.boosted_priority_words(w) {
-                Some(words) => format!("{} ({words})", self.client_id(w)),
-                None => self.client_id(w),
-            })
-            .unwrap_or_default();
-        let (kind, text) = match view.and_then(|v| v.cause) {
-            Some(ParkCause::Paused) => (
-                LogKind::Paused,
-                format!("{name} was paused for {by_name} ({place})"),
-            ),
-            Some(ParkCause::GaveWayHigherPriority) => (
-                LogKind::GaveWay,
-                format!(
-                    "{name} gave way to {by_name} at a chunk boundary: higher priority ({place})"
-                ),
-            ),
-            Some(ParkCause::GaveWayShorterLeft) => (
-                LogKind::GaveWay,
-                format!(
-                    "{name} gave way to {by_name} at a chunk boundary: less left to read ({place})"
-                ),
-            ),
-            Some(ParkCause::KvPoolFull) | None => (
-                LogKind::Parked,
-                format!("{name} was parked: the KV pool was full ({place})"),
-            ),
+        let winner = || by.map(|w| self.winner(w));
+        let event = match (cause, winner()) {
+            (Some(ParkCause::Paused), Some(paused_for)) => Observed::Paused {
+                paused_for,
+                parked_in,
+            },
+            (Some(ParkCause::GaveWayHigherPriority), Some(gave_way_to)) => Observed::GaveWay {
+                gave_way_to,
+                rule: GaveWayRule::HigherPriority,
+                parked_in,
+            },
+            (Some(ParkCause::GaveWayShorterLeft), Some(gave_way_to)) => Observed::GaveWay {
+                gave_way_to,
+                rule: GaveWayRule::LessLeftToRead,
+                parked_in,
+            },
+            _ => Observed::Parked {
+                reason: ParkReason::KvPoolFull,
+                parked_in,
+            },
         };
-        self.note(kind, Some(request), text);
+        self.emit(Some(request), event);
     }
 }

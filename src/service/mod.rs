@@ -10,9 +10,11 @@
 //! - `engine_link`: the engine worker of the current generation, its open requests and step;
 //! - `streams` and `live`: the clients' streams (decoder, stop matcher) and what delivering
 //!   measures;
+//! - `observed` and `event_log`: the one observation stream (typed events with client ids,
+//!   emitted once by `history`) and the log of it that the snapshot carries;
 //! - `cost`: what parks cost each request and what pauses saved, per request and summed;
 //! - `publish` and `snapshot`: what the API and the GUI see (stable field names, no prompt
-//!   text), and the Prometheus levels.
+//!   text), and the Prometheus levels; `shared`: the lists a snapshot shares with the last.
 
 mod actor;
 mod cost;
@@ -22,8 +24,10 @@ mod execute;
 mod handle;
 mod history;
 mod live;
+mod observed;
 mod publish;
 mod requests;
+mod shared;
 mod snapshot;
 mod streams;
 
@@ -44,7 +48,9 @@ pub use crate::scheduler::{
 };
 pub use cost::{COST_WINDOW_SECS, CostClass, CostView, FinishedRequest, cost_view};
 pub use event_log::{LOG_ENTRIES_MAX, LengthRefusal, LogEntry, LogKind, SharedLog};
+pub use observed::{GaveWayRule, Observed, ParkReason, Winner};
 pub use requests::{LiveFacts, RequestRow, priority_words, request_rows};
+pub use shared::Shared;
 pub use snapshot::{
     ConversationCacheView, CountersView, EngineStatus, EngineView, ServiceSnapshot, SlotView,
     TtftSample, mode_for,

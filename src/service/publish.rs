@@ -25,8 +25,11 @@ impl Actor {
     }
 
     /// Publishes the current view. The value is always replaced; watchers are woken only
-    /// when something other than the clock changed.
-    pub(super) fn publish(&mut self) {
+    /// when something other than the clock changed: after a tick (which may change nothing
+    /// but the clock) the new view is compared with the last, ignoring the clock; any other
+    /// turn (a step's tokens, a command, an engine start) wakes them without the comparison,
+    /// which would copy two whole snapshots per token.
+    pub(super) fn publish(&mut self, ticked: bool) {
         let now = self.now();
         let wall = Instant::now();
         let worker_rss_bytes = self.worker_rss(wall);
@@ -118,7 +121,7 @@ impl Actor {
             },
         );
         self.snapshot_tx.send_if_modified(|current| {
-            let changed = current.without_clock() != snapshot.without_clock();
+            let changed = !ticked || current.without_clock() != snapshot.without_clock();
             *current = snapshot;
             changed
         });

@@ -360,6 +360,8 @@ fn a_read_overtaken_after_the_one_it_gave_way_to_ended_names_who_overtook_it_and
         priority: 0,
         outcome: "stop",
         prompt_tokens: 10,
+        prompt_tokens_held: 0,
+        prompt_tokens_read: 10,
         output_tokens: 10,
         queue_wait_secs: None,
         ttft_secs: None,
@@ -371,7 +373,8 @@ fn a_read_overtaken_after_the_one_it_gave_way_to_ended_names_who_overtook_it_and
         paused_others: 0,
         gained_secs_estimate: None,
         ended_at_secs: 1.0,
-    }];
+    }]
+    .into();
     let rows = request_rows(&s, facts_7_first);
     let why = &rows.iter().find(|r| r.request_id.0 == 7).unwrap().why;
     assert_eq!(
@@ -407,7 +410,7 @@ fn a_read_overtaken_after_the_one_it_gave_way_to_ended_names_who_overtook_it_and
     let mut boosted = slot(0, 15, SlotStatus::Decoding, 0);
     (boosted.slot.boost, boosted.slot.effective_priority) = (1, Some(1));
     s.slots = vec![boosted];
-    s.finished.clear();
+    s.finished = Default::default();
     let rows = request_rows(&s, facts_7_first);
     let why = &rows.iter().find(|r| r.request_id.0 == 7).unwrap().why;
     assert!(

@@ -206,10 +206,10 @@ pub struct ServiceSnapshot {
     pub conversation_cache: ConversationCacheView,
     pub counters: CountersView,
     /// The most recent first tokens, oldest first.
-    pub ttft: Vec<TtftSample>,
+    pub ttft: super::shared::Shared<TtftSample>,
     /// The latest ended requests (up to 50), oldest first: what each waited, was parked and
     /// took end to end.
-    pub finished: Vec<super::cost::FinishedRequest>,
+    pub finished: super::shared::Shared<super::cost::FinishedRequest>,
     /// What parks cost and pauses saved over the last ten minutes, by priority.
     pub cost: super::cost::CostView,
     /// Every scheduler setting in force.
@@ -263,8 +263,8 @@ impl ServiceSnapshot {
             conversations: Vec::new(),
             conversation_cache: ConversationCacheView::default(),
             counters: CountersView::default(),
-            ttft: Vec::new(),
-            finished: Vec::new(),
+            ttft: Default::default(),
+            finished: Default::default(),
             cost: super::cost::CostView {
                 window_secs: super::cost::COST_WINDOW_SECS,
                 by_priority: Vec::new(),

@@ -5,6 +5,7 @@
 use super::cost::{self, CostView, FinishedRequest};
 use super::handle::{Failure, Finished, StreamEvent, Submission, Usage};
 use super::live::Live;
+use super::shared::{Bounded, Shared};
 use super::snapshot::TtftSample;
 use crate::ids::RequestId;
 use crate::metrics::Metrics;
@@ -25,12 +26,16 @@ pub(super) struct Streams {
     epoch: Instant,
     metrics: Arc<Metrics>,
     /// The most recent first tokens, oldest first.
-    ttft: VecDeque<TtftSample>,
+    ttft: Bounded<TtftSample>,
     /// Admitted requests that reused a held or cached prefix, and those that read it all.
     cache_hits: u64,
     cache_misses: u64,
-    /// Ended requests' figures, oldest first.
+    /// Ended requests' figures, oldest first; the latest of them as published.
     finished: VecDeque<FinishedRequest>,
+    finished_shown: Shared<FinishedRequest>,
+    /// The last `cost` sums and when they were made (seconds on the epoch's clock); `None`
+    /// after a request ended.
+    cost: Option<(f64, CostView)>,
 }
 
 impl Streams {
@@ -39,10 +44,12 @@ impl Streams {
             live: HashMap::new(),
             epoch,
             metrics,
-            ttft: VecDeque::new(),
+            ttft: Bounded::new(TTFT_SAMPLES_MAX),
             cache_hits: 0,
             cache_misses: 0,
             finished: VecDeque::new(),
+            finished_shown: Shared::default(),
+            cost: None,
         }
     }
 
@@ -109,11 +116,8 @@ impl Streams {
         if let Some(ttft) = live.note_delivery(now) {
             let priority = live.submission.priority;
             self.metrics.observe_ttft(priority, ttft.as_secs_f64());
-            if self.ttft.len() == TTFT_SAMPLES_MAX {
-                self.ttft.pop_front();
-            }
             let origin = &live.submission.origin;
-            self.ttft.push_back(TtftSample {
+            self.ttft.push(TtftSample {
                 request_id: id,
                 client_id: origin.route.client_id(id),
                 client: origin.client.clone(),
@@ -149,7 +153,6 @@ impl Streams {
         output_tokens: u32,
         stats: &RequestStats,
     ) {
-        self.ended(id, Some(reason), stats);
         let Some(mut live) = self.live.remove(&id) else {
             return;
         };
@@ -170,8 +173,7 @@ impl Streams {
     }
 
     /// The request failed: a structured error ends its stream.
-    pub fn fail(&mut self, id: RequestId, error: &FailKind, stats: &RequestStats) {
-        self.ended(id, None, stats);
+    pub fn fail(&mut self, id: RequestId, error: &FailKind) {
         if let Some(live) = self.live.remove(&id) {
             let _ = live.events.send(StreamEvent::Failed(failure(error)));
         }
@@ -184,32 +186,23 @@ impl Streams {
         }
     }
 
-    /// A request ended: its metrics, and its figures kept for `finished` and `cost`.
-    fn ended(&mut self, id: RequestId, reason: Option<FinishReason>, stats: &RequestStats) {
-        let Some(live) = self.live.get(&id) else {
-            return;
-        };
-        let priority = live.submission.priority;
-        if let Some(wait) = stats.queue_wait_secs {
-            self.metrics.observe_queue_time(priority, wait);
-        }
-        self.metrics.request_ended(
-            reason,
-            stats.prompt_tokens_read,
-            stats.prompt_tokens_held,
-            stats.output_tokens,
-        );
+    /// An ending request's figures (`reason` `None`: it failed), as it ends; `None` when it
+    /// has no stream.
+    pub fn figures(
+        &self,
+        id: RequestId,
+        reason: Option<FinishReason>,
+        stats: &RequestStats,
+    ) -> Option<FinishedRequest> {
+        let live = self.live.get(&id)?;
         let now = Instant::now();
-        let parked_secs = live.cost.parked_secs(now);
-        self.metrics
-            .observe_request_cost(priority, parked_secs, stats.pauses);
         let origin = &live.submission.origin;
-        let record = FinishedRequest {
+        Some(FinishedRequest {
             request_id: id,
             client_id: origin.route.client_id(id),
             client: origin.client.clone(),
             route: origin.route,
-            priority,
+            priority: live.submission.priority,
             outcome: match reason {
                 Some(FinishReason::Stop) => "stop",
                 Some(FinishReason::Length) => "length",
@@ -217,22 +210,31 @@ impl Streams {
                 None => "failed",
             },
             prompt_tokens: stats.prompt_tokens,
+            prompt_tokens_held: stats.prompt_tokens_held,
+            prompt_tokens_read: stats.prompt_tokens_read,
             output_tokens: stats.output_tokens,
             queue_wait_secs: stats.queue_wait_secs,
             ttft_secs: live.ttft_secs(),
             parks: live.cost.parks,
-            parked_secs,
+            parked_secs: live.cost.parked_secs(now),
             pauses: stats.pauses,
             give_ways: stats.give_ways,
             end_to_end_secs: now.duration_since(live.arrived).as_secs_f64(),
             paused_others: live.cost.paused_others,
             gained_secs_estimate: live.cost.gained_secs_estimate,
             ended_at_secs: now.duration_since(self.epoch).as_secs_f64(),
-        };
+        })
+    }
+
+    /// An ended request's figures, kept for `finished[]` and the `cost` sums.
+    pub fn keep_finished(&mut self, record: FinishedRequest) {
         if self.finished.len() == FINISHED_KEPT_MAX {
             self.finished.pop_front();
         }
         self.finished.push_back(record);
+        let skip = self.finished.len().saturating_sub(FINISHED_SHOWN_MAX);
+        self.finished_shown = self.finished.iter().skip(skip).cloned().collect();
+        self.cost = None;
     }
 
     /// `id` left the active set (paused, gave way, or the pool was full); `paused_for` is
@@ -267,28 +269,36 @@ impl Streams {
         }
     }
 
-    /// The latest ended requests, oldest first.
-    pub fn finished(&self) -> Vec<FinishedRequest> {
-        let skip = self.finished.len().saturating_sub(FINISHED_SHOWN_MAX);
-        self.finished.iter().skip(skip).cloned().collect()
+    /// The latest ended requests, oldest first (shared: made anew when one ends).
+    pub fn finished(&self) -> Shared<FinishedRequest> {
+        self.finished_shown.clone()
     }
 
-    /// The cost sums of the requests that ended in the last [`cost::COST_WINDOW_SECS`].
+    /// The cost sums of the requests that ended in the last [`cost::COST_WINDOW_SECS`]:
+    /// summed again when a request ends, or a second after the last sum (requests leave the
+    /// window with the clock), not per token.
     pub fn cost(&mut self, now: Instant) -> CostView {
         let now_secs = now.duration_since(self.epoch).as_secs_f64();
-        cost::cost_view(
-            self.finished.make_contiguous(),
-            now_secs,
-            cost::COST_WINDOW_SECS,
-        )
+        match &self.cost {
+            Some((at_secs, view)) if now_secs - at_secs < 1.0 => view.clone(),
+            _ => {
+                let view = cost::cost_view(
+                    self.finished.make_contiguous(),
+                    now_secs,
+                    cost::COST_WINDOW_SECS,
+                );
+                self.cost = Some((now_secs, view.clone()));
+                view
+            }
+        }
     }
 
     pub fn tokens_per_sec(&self, id: RequestId, now: Instant) -> Option<f64> {
         self.live.get(&id).and_then(|l| l.tokens_per_sec(now))
     }
 
-    pub fn ttft(&self) -> Vec<TtftSample> {
-        self.ttft.iter().cloned().collect()
+    pub fn ttft(&self) -> Shared<TtftSample> {
+        self.ttft.shared()
     }
 
     pub fn cache_hits(&self) -> (u64, u64) {

@@ -287,9 +287,12 @@ async fn the_events_stream_sends_the_snapshot_then_one_event_per_change_at_most_
             break;
         };
         seen.push_str(&String::from_utf8_lossy(&chunk.unwrap()));
-        snapshots = sse_data(&seen)
-            .iter()
-            .map(|d| serde_json::from_str(d).unwrap())
+        // the snapshots (the `observed` events between them are api_observed.rs's)
+        snapshots = seen
+            .split("\n\n")
+            .filter(|block| block.starts_with("event: snapshot"))
+            .flat_map(sse_data)
+            .map(|d| serde_json::from_str(&d).unwrap())
             .collect();
         if !sent && !snapshots.is_empty() {
             // Idle: the first event is the current snapshot; nothing runs.

@@ -21,6 +21,7 @@ mod api_grammar_build;
 mod api_load;
 mod api_messages;
 mod api_observe;
+mod api_observed;
 mod api_pipeline;
 mod api_real;
 mod api_requests;
