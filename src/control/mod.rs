@@ -24,7 +24,7 @@ use crate::api::Prompts;
 use crate::config::{self, Config, ConfigError, FlashAttn, KvType, RECENT_MODELS_MAX};
 use crate::server::ServerError;
 use crate::service::{
-    EngineStatus, SchedulerSettings, ServiceHandle, ServiceOptions, SettingsChange,
+    EngineStatus, Observed, SchedulerSettings, ServiceHandle, ServiceOptions, SettingsChange,
 };
 use serde_json::json;
 use std::path::PathBuf;
@@ -340,6 +340,7 @@ impl Control {
         }
         let mut next = previous.clone();
         settings.apply_to(&mut next);
+        let changed = settings.changed_keys(&RestartSettings::of(&previous));
         if let Some(model) = &settings.model {
             let recent = &mut next.app.recent_models;
             recent.retain(|m| m != model);
@@ -367,7 +368,10 @@ impl Control {
                 }));
                 match ready(&service).await {
                     Ok(()) => {
-                        let mut keys = settings.changed_keys(&RestartSettings::of(&previous));
+                        service.note_control(Observed::Applied {
+                            changed: changed.clone(),
+                        });
+                        let mut keys = changed;
                         if next.app.recent_models != previous.app.recent_models {
                             keys.insert("recent_models".into(), json!(next.app.recent_models));
                         }
@@ -384,6 +388,13 @@ impl Control {
         };
         // the previous settings again, with their prompts
         if let Ok(service) = spawn_service(&previous, exe) {
+            service.note_control(Observed::ApplyFailed {
+                changed,
+                reason: match &failure {
+                    ApplyError::EngineFailed { reason } => reason.clone(),
+                    other => other.to_string(),
+                },
+            });
             self.install(Arc::new(Unit {
                 service,
                 prompts: before.prompts.clone(),

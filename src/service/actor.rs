@@ -202,6 +202,7 @@ impl Actor {
                 let _ = reply.send(self.change_settings(change, by.as_deref()));
             }
             ServiceCommand::RestartEngine { reply } => self.user_restart(reply),
+            ServiceCommand::Observe(event) => self.emit(None, event),
             ServiceCommand::Shutdown(done) => self.shutting_down = Some(done),
         }
     }

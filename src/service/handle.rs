@@ -203,6 +203,8 @@ pub(super) enum ServiceCommand {
     RestartEngine {
         reply: Reply<RestartReport>,
     },
+    /// An event from outside the service (the control plane's) for its stream.
+    Observe(super::Observed),
     Shutdown(oneshot::Sender<()>),
 }
 
@@ -285,6 +287,12 @@ impl ServiceHandle {
         let by = Some(by.to_owned());
         self.control(|reply| ServiceCommand::ChangeSettings { change, by, reply })
             .await
+    }
+
+    /// Adds a control-plane event (an apply, a rollback) to this service's observation
+    /// stream, so the log and `/v1/scheduler/events` say what replaced the engine.
+    pub fn note_control(&self, event: super::Observed) {
+        let _ = self.commands.send(ServiceCommand::Observe(event));
     }
 
     /// Restarts the engine (R10's user restart).

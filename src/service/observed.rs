@@ -85,6 +85,17 @@ pub enum Observed {
         solo_priority: Option<bool>,
         give_way: Option<GiveWay>,
     },
+    /// The control plane started this service's engine with new settings (an apply from
+    /// the window): the config keys that changed, with their new values.
+    Applied {
+        changed: serde_json::Map<String, serde_json::Value>,
+    },
+    /// An apply's engine did not start, so this service runs the previous settings again:
+    /// the keys that were asked for, and why they did not start.
+    ApplyFailed {
+        changed: serde_json::Map<String, serde_json::Value>,
+        reason: String,
+    },
     /// Something that should not happen and was survived.
     Diagnostic {
         message: String,
@@ -108,7 +119,9 @@ impl Observed {
             },
             Self::Refused { .. } => LogKind::Refused,
             Self::EngineStart { .. } => LogKind::EngineRestart,
-            Self::SettingsChanged { .. } => LogKind::SettingsChanged,
+            Self::SettingsChanged { .. } | Self::Applied { .. } | Self::ApplyFailed { .. } => {
+                LogKind::SettingsChanged
+            }
             Self::Diagnostic { .. } => LogKind::Diagnostic,
         }
     }
@@ -207,6 +220,17 @@ impl Observed {
                 }
                 format!("{} by {by}", what.join(", "))
             }
+            Self::Applied { changed } => {
+                format!(
+                    "settings applied with a new engine: {}",
+                    keys_words(changed)
+                )
+            }
+            Self::ApplyFailed { changed, reason } => format!(
+                "the settings asked ({}) did not start, so the previous settings run again: \
+                 {reason}",
+                keys_words(changed)
+            ),
             Self::Diagnostic { message } => message.clone(),
         }
     }
@@ -233,6 +257,21 @@ fn winner_words(w: &Winner) -> String {
     } else {
         w.client_id.clone()
     }
+}
+
+/// "model /m/b.gguf, ctx 4096", in the order given (strings without their quotes).
+fn keys_words(changed: &serde_json::Map<String, serde_json::Value>) -> String {
+    if changed.is_empty() {
+        return "nothing changed".to_owned();
+    }
+    let pairs: Vec<String> = changed
+        .iter()
+        .map(|(key, value)| match value {
+            serde_json::Value::String(s) => format!("{key} {s}"),
+            other => format!("{key} {other}"),
+        })
+        .collect();
+    pairs.join(", ")
 }
 
 fn from(client: &str) -> String {
@@ -286,6 +325,35 @@ mod tests {
         assert_eq!(
             changed.words(""),
             "preemption (solo_priority) on by the dashboard"
+        );
+    }
+
+    #[test]
+    fn an_apply_names_the_keys_it_changed_and_a_failed_one_why() {
+        let mut changed = serde_json::Map::new();
+        changed.insert("model".into(), serde_json::json!("/m/b.gguf"));
+        changed.insert("ctx".into(), serde_json::json!(4096));
+        let applied = Observed::Applied {
+            changed: changed.clone(),
+        };
+        assert_eq!(
+            applied.words(""),
+            "settings applied with a new engine: model /m/b.gguf, ctx 4096"
+        );
+        let failed = Observed::ApplyFailed {
+            changed,
+            reason: "it could not load the model".into(),
+        };
+        assert!(
+            failed
+                .words("")
+                .ends_with("run again: it could not load the model"),
+            "{}",
+            failed.words("")
+        );
+        assert_eq!(
+            serde_json::to_value(&failed).unwrap()["type"],
+            "apply_failed"
         );
     }
 }

@@ -5,13 +5,13 @@
 
 use crate::support::{until, worker_exe};
 use futures_util::StreamExt;
-use serde_json::Value;
+use serde_json::{Value, json};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 use strata_desk::config::{Config, Overrides};
 use strata_desk::control::RestartSettings;
-use strata_desk::service::EngineStatus;
+use strata_desk::service::{EngineStatus, Observed};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn applying_a_new_model_keeps_the_listener_and_the_clients_that_only_watch() {
@@ -166,4 +166,65 @@ async fn get_settings_shows_every_key_in_force_with_its_default_and_what_it_take
         .await
         .unwrap();
     assert_eq!(v["settings"]["give_way"], "whole", "{v}");
+}
+
+/// The first event of the service's stream that `pick` takes, waited for (a control-plane
+/// event reaches the service as a command).
+async fn logged<T>(
+    control: &strata_desk::control::Control,
+    pick: impl Fn(&Observed) -> Option<T>,
+) -> T {
+    let started = std::time::Instant::now();
+    loop {
+        let log = control.service().snapshot().log;
+        if let Some(found) = log.iter().find_map(|e| pick(&e.event)) {
+            return found;
+        }
+        assert!(started.elapsed() < Duration::from_secs(10), "no such event");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_apply_and_a_rollback_are_events_of_the_stream_that_serves_after_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("config.json");
+    std::fs::write(&path, r#"{"engine": "sim", "restart_attempts_max": 1}"#).unwrap();
+    // the simulated engine reads its script at every start: without it, it cannot start
+    let script = dir.path().join("script.json");
+    std::fs::write(&script, r#"{"rules": []}"#).unwrap();
+    let mut config = Config::load(Some(&path), &Overrides::default()).unwrap();
+    config.sim_script = Some(script.clone());
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let running =
+        strata_desk::server::start_on(listener, &config, Some(path.clone()), worker_exe()).unwrap();
+    let control = running.control.clone();
+    until("ready", || {
+        control.service().snapshot().engine.status == EngineStatus::Ready
+    })
+    .await;
+
+    let mut settings = RestartSettings::of(&control.config());
+    settings.ctx = 4096;
+    control.apply(&settings).await.unwrap();
+    let changed = logged(&control, |event| match event {
+        Observed::Applied { changed } => Some(changed.clone()),
+        _ => None,
+    })
+    .await;
+    assert_eq!(changed, json!({"ctx": 4096}).as_object().unwrap().clone());
+
+    std::fs::remove_file(&script).unwrap();
+    settings.ctx = 8192;
+    let err = control.apply(&settings).await.unwrap_err().to_string();
+    assert!(err.contains("previous settings run again"), "{err}");
+    let (changed, reason) = logged(&control, |event| match event {
+        Observed::ApplyFailed { changed, reason } => Some((changed.clone(), reason.clone())),
+        _ => None,
+    })
+    .await;
+    assert_eq!(changed, json!({"ctx": 8192}).as_object().unwrap().clone());
+    assert!(reason.contains("script"), "{reason}");
+    assert!(err.contains(&reason), "{reason} is not in {err}");
+    running.stop().await;
 }

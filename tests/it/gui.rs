@@ -17,7 +17,7 @@ use strata_desk::gui::{Dashboard, PREEMPTION_OFF};
 use strata_desk::scheduler::SchedulerSettings;
 use strata_desk::server::Running;
 use strata_desk::service::SlotStatus;
-use strata_desk::service::{EngineStatus, ServiceSnapshot, SettingsChange};
+use strata_desk::service::{EngineStatus, Observed, ServiceSnapshot, SettingsChange};
 
 use crate::support::runtime;
 
@@ -392,6 +392,13 @@ fn models_applied_become_recent_models_newest_first_without_repeats() {
             let mut settings = RestartSettings::of(&host.config());
             settings.model = Some(PathBuf::from(model));
             host.apply(&settings).await.unwrap();
+            // the new service's stream says what replaced the engine
+            let applied = service_event(&host.service(), |event| match event {
+                Observed::Applied { changed } => Some(changed.clone()),
+                _ => None,
+            })
+            .await;
+            assert_eq!(applied["model"], json!(model), "{applied:?}");
         }
         let recent = host.config().app.recent_models;
         assert_eq!(
@@ -553,4 +560,20 @@ fn a_prompt_too_long_shows_a_banner_with_what_to_do_and_the_log_names_the_ids() 
             .query_by_label_contains("Claude Code sent")
             .is_none()
     );
+}
+
+/// The first event of `service`'s stream that `pick` takes, waited for (a control-plane event
+/// reaches the service as a command).
+async fn service_event<T>(
+    service: &strata_desk::service::ServiceHandle,
+    pick: impl Fn(&Observed) -> Option<T>,
+) -> T {
+    let started = Instant::now();
+    loop {
+        if let Some(found) = service.snapshot().log.iter().find_map(|e| pick(&e.event)) {
+            return found;
+        }
+        assert!(started.elapsed() < Duration::from_secs(10), "no such event");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
 }
