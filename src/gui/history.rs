@@ -3,7 +3,7 @@
 //! (marked); filterable. And the banner for a prompt refused as longer than the model's
 //! context, with what to do about it.
 
-use crate::service::{LengthRefusal, LogEntry, LogKind, ServiceSnapshot};
+use crate::service::{LengthRefusal, LogEntry, ServiceSnapshot};
 use egui::{Color32, RichText, Ui};
 use std::collections::VecDeque;
 
@@ -20,19 +20,7 @@ pub struct LogFilter {
 
 impl LogFilter {
     pub fn shows(&self, e: &LogEntry) -> bool {
-        let interruption = matches!(
-            e.kind,
-            LogKind::Paused
-                | LogKind::GaveWay
-                | LogKind::Parked
-                | LogKind::Resumed
-                | LogKind::Cancelled
-                | LogKind::Failed
-                | LogKind::Refused
-                | LogKind::EngineRestart
-                | LogKind::SettingsChanged
-                | LogKind::Diagnostic
-        );
+        let interruption = e.kind.interrupts();
         (!self.interruptions_only || interruption)
             && (self.text.is_empty() || e.text.contains(self.text.trim()))
     }
@@ -174,6 +162,7 @@ pub fn length_refusal_ui(ui: &mut Ui, s: &ServiceSnapshot, dismissed_at: &mut Op
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::service::LogKind;
     use crate::ids::RequestId;
     use crate::service::Route;
 

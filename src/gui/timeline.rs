@@ -1,9 +1,11 @@
 //! Who held the prompt read lane and each slot over the last minutes: sampled from the
 //! snapshots the window draws (so it needs no history from the service) and painted as one
-//! row of segments per lane and slot.
+//! row of segments per lane and slot; and below them the interruptions (pauses, give-ways,
+//! parks, resumes, cancels, failures, refusals, engine starts, settings changes, diagnostics)
+//! at the times the service's observation stream gives, each once, its words on hover.
 
 use crate::ids::RequestId;
-use crate::service::{ServiceSnapshot, SlotStatus};
+use crate::service::{LogKind, ServiceSnapshot, SlotStatus};
 use egui::{Align2, Color32, FontId, Rect, Sense, Stroke, Ui, pos2, vec2};
 use std::collections::VecDeque;
 
@@ -39,12 +41,26 @@ pub struct Row {
     open: bool,
 }
 
+/// An event of the service's stream, on the window's clock.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Mark {
+    pub at_secs: f64,
+    pub request: Option<RequestId>,
+    pub kind: LogKind,
+    /// The log's line.
+    pub words: String,
+}
+
 #[derive(Debug, Clone, Default)]
 pub struct Timeline {
     rows: Vec<Row>,
     last_secs: f64,
     /// When an apply replaced the engine (drawn as a line across the rows).
     restarts_at_secs: VecDeque<f64>,
+    /// The stream's interruptions in the window, oldest first.
+    marks: VecDeque<Mark>,
+    /// The first log entry (`seq`) of the live service not taken yet.
+    next_seq: u64,
 }
 
 impl Timeline {
@@ -58,8 +74,11 @@ impl Timeline {
         if now < self.last_secs {
             // A clock that went back: nothing before it can be placed.
             self.rows.clear();
+            self.marks.clear();
+            self.next_seq = 0;
         }
         self.last_secs = now;
+        self.take_marks(s, now);
         let lane = s
             .slots
             .iter()
@@ -122,6 +141,36 @@ impl Timeline {
         {
             self.restarts_at_secs.pop_front();
         }
+        while self
+            .marks
+            .front()
+            .is_some_and(|m| m.at_secs < now - TIMELINE_SECS)
+        {
+            self.marks.pop_front();
+        }
+    }
+
+    /// The log entries that came since the last snapshot, each once, placed on the window's
+    /// clock (`now` is the snapshot's `uptime_secs` there).
+    fn take_marks(&mut self, s: &ServiceSnapshot, now: f64) {
+        let offset = now - s.uptime_secs;
+        for entry in s.log.iter().filter(|e| e.seq >= self.next_seq) {
+            if entry.kind.interrupts() {
+                self.marks.push_back(Mark {
+                    at_secs: entry.at_secs + offset,
+                    request: entry.request_id,
+                    kind: entry.kind,
+                    words: entry.text.clone(),
+                });
+            }
+        }
+        if let Some(last) = s.log.last() {
+            self.next_seq = self.next_seq.max(last.seq + 1);
+        }
+    }
+
+    pub fn marks(&self) -> impl Iterator<Item = &Mark> {
+        self.marks.iter()
     }
 
     /// An apply replaced the engine at `at_secs` (the window's clock): every holder's segment
@@ -131,6 +180,8 @@ impl Timeline {
             row.open = false;
         }
         self.restarts_at_secs.push_back(at_secs);
+        // the new service numbers its stream from 0
+        self.next_seq = 0;
     }
 
     pub fn restarts_at_secs(&self) -> impl Iterator<Item = f64> + '_ {
@@ -195,14 +246,15 @@ fn colour(request: Option<RequestId>, activity: Activity) -> Color32 {
 /// The timeline: a row per lane and slot, the last [`TIMELINE_SECS`], newest at the right.
 pub fn timeline_ui(ui: &mut Ui, timeline: &Timeline) {
     ui.label(format!(
-        "Timeline: the read lane, each slot, the first parked and the first waiting request, last {} s (bright: reading, mid: decoding, pale: parked or waiting)",
+        "Timeline: the read lane, each slot, the first parked and the first waiting request, and the interruptions (point at one for what happened), last {} s (bright: reading, mid: decoding, pale: parked or waiting)",
         TIMELINE_SECS as u32
     ));
     let rows = timeline.rows();
     let row_height = 18.0;
     let label_width = 70.0;
-    let size = vec2(ui.available_width(), row_height * rows.len().max(1) as f32);
-    let (rect, _) = ui.allocate_exact_size(size, Sense::hover());
+    // the rows, then one of the stream's marks
+    let size = vec2(ui.available_width(), row_height * (rows.len() + 1) as f32);
+    let (rect, response) = ui.allocate_exact_size(size, Sense::hover());
     let painter = ui.painter_at(rect);
     let now = timeline.now_secs();
     let start = now - TIMELINE_SECS;
@@ -249,6 +301,35 @@ pub fn timeline_ui(ui: &mut Ui, timeline: &Timeline) {
             }
         }
     }
+    let marks_top = rect.top() + rows.len() as f32 * row_height;
+    painter.text(
+        pos2(rect.left(), marks_top + row_height / 2.0),
+        Align2::LEFT_CENTER,
+        "events",
+        font.clone(),
+        ui.visuals().text_color(),
+    );
+    let marks_y = marks_top + 2.0..=marks_top + row_height - 2.0;
+    for mark in timeline.marks() {
+        let stroke = Stroke::new(2.0, colour(mark.request, Activity::Reading));
+        painter.vline(x_of(mark.at_secs), marks_y.clone(), stroke);
+    }
+    // the words of the marks under the pointer
+    if let Some(pointer) = response.hover_pos()
+        && marks_y.contains(&pointer.y)
+    {
+        let near: Vec<&Mark> = timeline
+            .marks()
+            .filter(|m| (x_of(m.at_secs) - pointer.x).abs() <= 4.0)
+            .collect();
+        if !near.is_empty() {
+            response.on_hover_ui_at_pointer(|ui| {
+                for mark in near {
+                    ui.label(format!("{:.1} s: {}", mark.at_secs, mark.words));
+                }
+            });
+        }
+    }
     for at in timeline.restarts_at_secs() {
         let x = x_of(at);
         painter.vline(x, rect.y_range(), Stroke::new(2.0, Color32::WHITE));
@@ -263,156 +344,5 @@ pub fn timeline_ui(ui: &mut Ui, timeline: &Timeline) {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::service::SchedulerSettings;
-    use crate::service::SlotView;
-
-    fn slot(state: SlotStatus, request: Option<u64>, lane: bool) -> SlotView {
-        SlotView {
-            slot: crate::service::SchedulerSlotView {
-                id: 0,
-                state,
-                request_id: request.map(RequestId),
-                seq: request.map(|_| crate::ids::SeqId(0)),
-                priority: None,
-                prompt_tokens: 0,
-                held_tokens: 0,
-                read_tokens: 0,
-                generated_tokens: 0,
-                has_lane: lane,
-                effective_priority: None,
-                boost: 0,
-                run_secs: 0.0,
-                pausable_in_secs: None,
-            },
-            tokens_per_sec: None,
-        }
-    }
-
-    fn at(secs: f64, slot_view: SlotView) -> ServiceSnapshot {
-        let mut s = ServiceSnapshot::starting(SchedulerSettings::default(), 1, true);
-        s.uptime_secs = secs;
-        s.slots = vec![slot_view];
-        s
-    }
-
-    #[test]
-    fn a_holder_that_stays_extends_one_segment_and_a_change_starts_another() {
-        let mut t = Timeline::default();
-        t.record(&at(1.0, slot(SlotStatus::Reading, Some(7), true)));
-        t.record(&at(1.5, slot(SlotStatus::Reading, Some(7), true)));
-        t.record(&at(2.0, slot(SlotStatus::Decoding, Some(7), false)));
-        t.record(&at(2.5, slot(SlotStatus::Reading, Some(8), true)));
-        let lane = &t.rows()[0];
-        assert_eq!(lane.name, "read lane");
-        let lane_holders: Vec<_> = lane.segments.iter().map(|s| s.request).collect();
-        assert_eq!(lane_holders, [Some(RequestId(7)), Some(RequestId(8))]);
-        assert_eq!(lane.segments[0].to_secs, 1.5);
-        let slot_row = &t.rows()[1];
-        let acts: Vec<_> = slot_row
-            .segments
-            .iter()
-            .map(|s| (s.request, s.activity))
-            .collect();
-        assert_eq!(
-            acts,
-            [
-                (Some(RequestId(7)), Activity::Reading),
-                (Some(RequestId(7)), Activity::Decoding),
-                (Some(RequestId(8)), Activity::Reading),
-            ]
-        );
-    }
-
-    #[test]
-    fn segments_are_labelled_with_the_id_the_client_sees_not_the_internal_one() {
-        let mut s = at(1.0, slot(SlotStatus::Decoding, Some(7), false));
-        s.requests = crate::service::request_rows(&s, |_| {
-            Some(crate::service::LiveFacts {
-                origin: crate::service::RequestOrigin {
-                    route: crate::service::Route::Messages,
-                    ..Default::default()
-                },
-                ..Default::default()
-            })
-        });
-        let mut t = Timeline::default();
-        t.record(&s);
-        assert_eq!(t.rows()[1].segments[0].label, "msg_7");
-    }
-
-    #[test]
-    fn the_first_parked_and_the_first_waiting_request_have_rows_of_their_own() {
-        let mut s = at(1.0, slot(SlotStatus::Decoding, Some(9), false));
-        s.waiting.push(crate::service::WaitingView {
-            request_id: RequestId(3),
-            priority: 0,
-            effective_priority: 0,
-            boost: 0,
-            aging: 0,
-            waited_secs: 0.5,
-            tokens_left_to_read: 10,
-        });
-        let mut t = Timeline::default();
-        t.record(&s);
-        s.uptime_secs = 2.0;
-        t.record(&s);
-        let waiting = t.rows().iter().find(|r| r.name == "waiting").unwrap();
-        assert_eq!(waiting.segments.len(), 1);
-        assert_eq!(
-            (waiting.segments[0].request, waiting.segments[0].activity),
-            (Some(RequestId(3)), Activity::Waiting)
-        );
-        assert_eq!(waiting.segments[0].to_secs, 2.0);
-        let parked = t.rows().iter().find(|r| r.name == "parked").unwrap();
-        assert!(parked.segments.is_empty());
-    }
-
-    #[test]
-    fn segments_older_than_the_window_are_dropped_and_a_new_service_starts_afresh() {
-        let mut t = Timeline::default();
-        t.record(&at(1.0, slot(SlotStatus::Decoding, Some(1), false)));
-        t.record(&at(
-            1.0 + TIMELINE_SECS + 5.0,
-            slot(SlotStatus::Decoding, Some(2), false),
-        ));
-        assert_eq!(t.rows()[1].segments.len(), 1);
-        t.record(&at(0.5, slot(SlotStatus::Empty, None, false)));
-        assert!(t.rows()[1].segments.is_empty());
-    }
-
-    #[test]
-    fn an_idle_sample_between_two_turns_of_one_request_splits_its_segment() {
-        let mut t = Timeline::default();
-        t.record(&at(1.0, slot(SlotStatus::Decoding, Some(4), false)));
-        t.record(&at(5.0, slot(SlotStatus::Decoding, Some(4), false)));
-        t.record(&at(6.0, slot(SlotStatus::Empty, None, false)));
-        t.record(&at(9.0, slot(SlotStatus::Decoding, Some(4), false)));
-        let spans: Vec<_> = t.rows()[1]
-            .segments
-            .iter()
-            .map(|s| (s.from_secs, s.to_secs))
-            .collect();
-        assert_eq!(spans, [(1.0, 5.0), (9.0, 9.0)]);
-    }
-
-    #[test]
-    fn an_engine_replaced_by_an_apply_keeps_the_earlier_segments_and_marks_the_restart() {
-        let mut t = Timeline::default();
-        t.record_at(&at(1.0, slot(SlotStatus::Decoding, Some(1), false)), 1.0);
-        t.record_at(&at(4.0, slot(SlotStatus::Decoding, Some(1), false)), 4.0);
-        t.mark_restart(4.5);
-        // the new engine's clock starts at 0 and its ids again at 1: on the window's clock
-        // (4.5 s on) its request 1 is a segment of its own
-        t.record_at(&at(0.5, slot(SlotStatus::Decoding, Some(1), false)), 5.0);
-        t.record_at(&at(1.5, slot(SlotStatus::Decoding, Some(1), false)), 6.0);
-        let spans: Vec<_> = t.rows()[1]
-            .segments
-            .iter()
-            .map(|s| (s.from_secs, s.to_secs))
-            .collect();
-        assert_eq!(spans, [(1.0, 4.0), (5.0, 6.0)]);
-        assert_eq!(t.restarts_at_secs().collect::<Vec<_>>(), [4.5]);
-    }
-}
+#[path = "timeline_tests.rs"]
+mod tests;

@@ -33,6 +33,26 @@ pub enum LogKind {
     Diagnostic,
 }
 
+impl LogKind {
+    /// What interrupted, refused or changed someone's run (not an arrival, a slot or a finish,
+    /// which every request has): the log's "interruptions only" and the timeline's marks.
+    pub fn interrupts(self) -> bool {
+        matches!(
+            self,
+            Self::Paused
+                | Self::GaveWay
+                | Self::Parked
+                | Self::Resumed
+                | Self::Cancelled
+                | Self::Failed
+                | Self::Refused
+                | Self::EngineRestart
+                | Self::SettingsChanged
+                | Self::Diagnostic
+        )
+    }
+}
+
 /// One line of the log.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct LogEntry {
