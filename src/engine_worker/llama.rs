@@ -180,6 +180,10 @@ impl<'m> LlamaEngine<'m> {
             self.ctx
                 .decode(&mut self.batch)
                 .map_err(|e| WorkerError::Context(format!("measuring prompt speed: {e}")))?;
+            // On a GPU backend (Vulkan, CUDA) decode only queues the graph: wait for it, or
+            // the rate counts the queueing alone (863 tokens/s against 9 on lavapipe) and the
+            // first step, which then runs this work too, overruns the deadline it sets.
+            self.ctx.synchronize();
             let secs = started.elapsed().as_secs_f64().max(1e-6);
             let _ = self.ctx.kv_cache_seq_rm(0, None, None);
             speed = n as f64 / secs;

@@ -122,7 +122,8 @@ fn device_facts(model: &LlamaModel, gpu_layers: i32, chosen_by: &str) -> DeviceF
             ..DeviceFacts::default()
         },
     };
-    device.gpu_layers = on_gpu;
+    // no GPU backend found: every layer runs on the CPU, whatever was asked
+    device.gpu_layers = if gpu.is_some() { on_gpu } else { 0 };
     device.model_layers = model_layers;
     device.chosen_by = chosen_by.to_owned();
     refresh_memory(&mut device);

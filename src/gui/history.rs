@@ -162,8 +162,8 @@ pub fn length_refusal_ui(ui: &mut Ui, s: &ServiceSnapshot, dismissed_at: &mut Op
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::service::LogKind;
     use crate::ids::RequestId;
+    use crate::service::LogKind;
     use crate::service::Route;
 
     fn entry(kind: LogKind, text: &str) -> LogEntry {

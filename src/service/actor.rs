@@ -440,6 +440,12 @@ impl Actor {
             return; // already reported
         }
         tracing::warn!("engine lost: {reason}");
+        self.emit(
+            None,
+            super::observed::Observed::EngineLost {
+                reason: reason.clone(),
+            },
+        );
         self.last_failure = Some(reason);
         self.feed(Event::EngineDied);
     }

@@ -27,6 +27,8 @@ pub(super) struct EngineLink {
     /// When the outstanding step's reply is overdue (the engine is then stopped as silent).
     /// Fixed when the step is sent: each loop turn waits only for what is left of it.
     step_due: Instant,
+    /// The outstanding step's whole deadline (what a timeout says).
+    step_budget: Duration,
     /// Bytes of each entry of the engine's host-RAM conversation cache, by key.
     cache_bytes: HashMap<u64, u64>,
     /// The step ahead the worker runs after the outstanding step, not yet taken.
@@ -67,6 +69,7 @@ impl EngineLink {
             open: HashSet::new(),
             step_id: None,
             step_due: Instant::now(),
+            step_budget: Duration::ZERO,
             cache_bytes: HashMap::new(),
             ahead: None,
             step_taken: None,
@@ -199,7 +202,8 @@ impl EngineLink {
         };
         let process = self.process.as_mut().ok_or(EngineError::NotRunning)?;
         let chunk_tokens = chunk.as_ref().map_or(0, |c| c.tokens.len());
-        self.step_due = Instant::now() + process.step_deadline(chunk_tokens, decode.len());
+        self.step_budget = process.step_deadline(chunk_tokens, decode.len());
+        self.step_due = Instant::now() + self.step_budget;
         let decode_only = chunk.is_none() && !decode.is_empty();
         self.step_id = Some(match taken {
             Some(id) => id,
@@ -268,6 +272,10 @@ impl EngineLink {
             let line = match reply {
                 Ok(line) if line.id == expected => line,
                 Ok(line) => return Err(format!("reply {:?} to step {expected:?}", line.id)),
+                // the wait is resumed each loop turn, so the error holds only the last part
+                Err(EngineError::Unresponsive(_)) => {
+                    return Err(EngineError::Unresponsive(self.step_budget).to_string());
+                }
                 Err(error) => return Err(error.to_string()),
             };
             match (line.reply, taken) {
@@ -290,7 +298,8 @@ impl EngineLink {
     /// runs the same decodes from the same state), else the step is sent as itself.
     fn step_in_place_of_ahead(&mut self, decode: Vec<RequestId>) -> Result<(), EngineError> {
         let process = self.process.as_mut().ok_or(EngineError::NotRunning)?;
-        self.step_due = Instant::now() + process.step_deadline(0, decode.len());
+        self.step_budget = process.step_deadline(0, decode.len());
+        self.step_due = Instant::now() + self.step_budget;
         match self.ahead.take() {
             Some(ahead) => {
                 self.steps_ahead_taken += 1;

@@ -26,6 +26,8 @@ pub enum LogKind {
     Failed,
     Refused,
     EngineRestart,
+    /// The engine was lost (it died, broke the protocol or did not answer in time), and why.
+    EngineLost,
     /// A live switch changed (`solo_priority`, `give_way`), naming who changed it.
     SettingsChanged,
     /// Something that should not happen and was survived (the engine's pool differing from
@@ -47,6 +49,7 @@ impl LogKind {
                 | Self::Failed
                 | Self::Refused
                 | Self::EngineRestart
+                | Self::EngineLost
                 | Self::SettingsChanged
                 | Self::Diagnostic
         )

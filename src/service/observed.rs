@@ -79,6 +79,10 @@ pub enum Observed {
         attempt: u32,
         delay_secs: f64,
     },
+    /// The engine was lost: it died, broke the protocol or did not answer in time.
+    EngineLost {
+        reason: String,
+    },
     /// A live switch changed: the new values of those that changed, and who changed them.
     SettingsChanged {
         by: String,
@@ -119,6 +123,7 @@ impl Observed {
             },
             Self::Refused { .. } => LogKind::Refused,
             Self::EngineStart { .. } => LogKind::EngineRestart,
+            Self::EngineLost { .. } => LogKind::EngineLost,
             Self::SettingsChanged { .. } | Self::Applied { .. } | Self::ApplyFailed { .. } => {
                 LogKind::SettingsChanged
             }
@@ -200,6 +205,7 @@ impl Observed {
                 attempt,
                 delay_secs,
             } => format!("engine start, attempt {attempt}, in {delay_secs:.0} s"),
+            Self::EngineLost { reason } => format!("engine lost: {reason}"),
             Self::SettingsChanged {
                 by,
                 solo_priority,

@@ -154,6 +154,23 @@ async fn a_silent_engine_is_stopped_at_its_step_deadline_and_the_stream_fails() 
     let (_, body) = error_of(response).await;
     let message = body["error"]["message"].as_str().unwrap();
     assert!(message.contains("died"), "{message}");
+    // the log says why, with the step's whole deadline (it said "within 0ns" or a fraction
+    // of it: the wait is resumed on each loop turn with what is left)
+    let log = server.service.snapshot().log;
+    let lost = log
+        .iter()
+        .find(|e| e.kind == strata_desk::service::LogKind::EngineLost)
+        .unwrap_or_else(|| panic!("no engine_lost entry: {log:?}"));
+    let deadline_secs = lost
+        .text
+        .split_once("did not answer within ")
+        .and_then(|(_, rest)| rest.split_once("s:"))
+        .and_then(|(secs, _)| secs.parse::<f64>().ok());
+    assert!(
+        deadline_secs.is_some_and(|secs| secs >= 1.0),
+        "the step's whole deadline (seconds) is not named: {}",
+        lost.text
+    );
     let waited = started.elapsed();
     assert!(waited < Duration::from_secs(20), "noticed after {waited:?}");
     // The next request starts a new engine (it ends before that engine's own step 10).
