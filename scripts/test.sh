@@ -26,6 +26,14 @@ if [ "${STRATA_SKIP_AGENTS_LOOP:-0}" = 1 ]; then
 else
   SERVER_BIN="${CARGO_TARGET_DIR:-target}/debug/strata-desk" scripts/agents-loop.sh
 fi
+# The GPU path on a software Vulkan device (lavapipe): the app built with `--features vulkan`,
+# checked on the real device code of llama.cpp (scripts/check-gpu.sh; docs/TESTING.md, "The
+# GPU path on lavapipe"); STRATA_SKIP_GPU_CHECK=1 skips it.
+if [ "${STRATA_SKIP_GPU_CHECK:-0}" = 1 ]; then
+  echo "SKIPPED GPU check: STRATA_SKIP_GPU_CHECK=1"
+else
+  scripts/check-gpu.sh
+fi
 # The Windows program compiles and links, cross-built from here (docs/TESTING.md, section 11),
 # in the link-check profile (Cargo.toml: nothing optimised, no debug info; llama.cpp's own
 # Release build); STRATA_SKIP_WINDOWS_BUILD=1 skips it.

@@ -240,8 +240,12 @@ pub fn ready_line(s: &crate::service::ServiceSnapshot, url: &str) -> String {
     let e = &s.engine;
     let device = match &e.device {
         Some(d) if d.gpu_layers > 0 => format!(
-            "{} ({}), {} of {} layers on the GPU",
-            d.name, d.backend, d.gpu_layers, d.model_layers
+            "{} ({}), {} of {} layers on the GPU ({})",
+            d.name,
+            d.backend,
+            d.gpu_layers,
+            d.model_layers,
+            crate::service::chosen_by_words(&d.chosen_by)
         ),
         Some(d) => format!("{} ({})", d.name, d.backend),
         None => "the CPU".to_owned(),

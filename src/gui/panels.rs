@@ -455,13 +455,7 @@ pub fn percentiles(samples: &mut [f64]) -> Option<(f64, f64)> {
 /// The device line: where the layers run, and a warning when GPU memory runs low.
 fn device_ui(ui: &mut Ui, d: &DeviceFacts, threads: u32) {
     ui.strong("Device");
-    let why = match d.chosen_by.as_str() {
-        "auto" => "gpu_layers auto: fitted into free GPU memory",
-        "auto-no-gpu" => "gpu_layers auto: no GPU found",
-        "auto-fit-failed" => "gpu_layers auto: the fitting failed, see the log",
-        "set" => "gpu_layers set in the config",
-        other => other,
-    };
+    let why = crate::service::chosen_by_words(&d.chosen_by);
     let text = if d.gpu_layers > 0 {
         format!(
             "{}: {} of {} layers on the GPU ({why}), {:.1} of {:.1} GiB free; {threads} CPU threads",

@@ -216,6 +216,18 @@ pub struct ServiceSnapshot {
     pub settings: SchedulerSettings,
 }
 
+/// Who chose the layers on the GPU (`DeviceFacts::chosen_by`), in words: the window's device
+/// line and the headless ready line.
+pub fn chosen_by_words(chosen_by: &str) -> &str {
+    match chosen_by {
+        "auto" => "gpu_layers auto: fitted into free GPU memory by llama.cpp",
+        "auto-no-gpu" => "gpu_layers auto: no GPU found",
+        "auto-fit-failed" => "gpu_layers auto: the fitting failed, see the log",
+        "set" => "gpu_layers set in the config",
+        other => other,
+    }
+}
+
 impl ServiceSnapshot {
     /// The view before the first engine handshake.
     pub fn starting(settings: SchedulerSettings, parallel: u32, simulated: bool) -> Self {
