@@ -5,6 +5,7 @@
 
 use super::handle::Route;
 use crate::ids::RequestId;
+use crate::scheduler::FinishReason;
 use serde::Serialize;
 use std::time::{Duration, Instant};
 
@@ -111,7 +112,28 @@ pub struct FinishedRequest {
     pub ended_at_secs: f64,
 }
 
+/// An ended request's `outcome`: its finish reason, `failed` without one.
+pub(super) fn outcome(reason: Option<FinishReason>) -> &'static str {
+    match reason {
+        Some(FinishReason::Stop) => "stop",
+        Some(FinishReason::Length) => "length",
+        Some(FinishReason::Cancelled) => "cancelled",
+        None => "failed",
+    }
+}
+
 impl FinishedRequest {
+    /// The finish reason its `outcome` names (`None`: it failed).
+    pub(super) fn finish_reason(&self) -> Option<FinishReason> {
+        [
+            FinishReason::Stop,
+            FinishReason::Length,
+            FinishReason::Cancelled,
+        ]
+        .into_iter()
+        .find(|r| outcome(Some(*r)) == self.outcome)
+    }
+
     /// The line the window shows: "parked 2 times, 6.7 s in all (2 pauses); 12.4 s end to end".
     pub fn summary(&self) -> String {
         let mut parts = Vec::new();

@@ -140,3 +140,17 @@ fn a_class_that_was_never_parked_has_no_negative_zero_time_parked() {
     assert!(parked.is_sign_positive(), "{parked}");
     assert_eq!(format!("{parked:.1}"), "0.0");
 }
+
+#[test]
+fn an_outcome_names_its_finish_reason_and_a_failure_has_none() {
+    for reason in [
+        Some(FinishReason::Stop),
+        Some(FinishReason::Length),
+        Some(FinishReason::Cancelled),
+        None,
+    ] {
+        let mut f = finished(0, 1.0);
+        f.outcome = outcome(reason);
+        assert_eq!(f.finish_reason(), reason, "{}", f.outcome);
+    }
+}

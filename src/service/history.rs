@@ -23,12 +23,7 @@ impl Actor {
     pub(super) fn emit(&mut self, request: Option<RequestId>, event: Observed) {
         if let Observed::Ended { figures, .. } = &event {
             self.metrics.request_ended(
-                match figures.outcome {
-                    "stop" => Some(FinishReason::Stop),
-                    "length" => Some(FinishReason::Length),
-                    "cancelled" => Some(FinishReason::Cancelled),
-                    _ => None,
-                },
+                figures.finish_reason(),
                 figures.prompt_tokens_read,
                 figures.prompt_tokens_held,
                 figures.output_tokens,

@@ -203,12 +203,7 @@ impl Streams {
             client: origin.client.clone(),
             route: origin.route,
             priority: live.submission.priority,
-            outcome: match reason {
-                Some(FinishReason::Stop) => "stop",
-                Some(FinishReason::Length) => "length",
-                Some(FinishReason::Cancelled) => "cancelled",
-                None => "failed",
-            },
+            outcome: cost::outcome(reason),
             prompt_tokens: stats.prompt_tokens,
             prompt_tokens_held: stats.prompt_tokens_held,
             prompt_tokens_read: stats.prompt_tokens_read,

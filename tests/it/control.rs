@@ -13,6 +13,24 @@ use strata_desk::config::{Config, Overrides};
 use strata_desk::control::RestartSettings;
 use strata_desk::service::{EngineStatus, Observed};
 
+/// The app's server for `config` (read from `path`) on a free port, once its engine is ready.
+async fn serve_ready(
+    config: &Config,
+    path: &std::path::Path,
+) -> (strata_desk::server::Running, std::net::SocketAddr) {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let running =
+        strata_desk::server::start_on(listener, config, Some(path.to_path_buf()), worker_exe())
+            .unwrap();
+    let control = running.control.clone();
+    until("ready", || {
+        control.service().snapshot().engine.status == EngineStatus::Ready
+    })
+    .await;
+    (running, addr)
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn applying_a_new_model_keeps_the_listener_and_the_clients_that_only_watch() {
     let _serial = crate::support::real_model();
@@ -25,15 +43,8 @@ async fn applying_a_new_model_keeps_the_listener_and_the_clients_that_only_watch
     let file = serde_json::json!({"model": model, "ctx": 2048, "threads": 1});
     std::fs::write(&path, file.to_string()).unwrap();
     let config = Config::load(Some(&path), &Overrides::default()).unwrap();
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    let running =
-        strata_desk::server::start_on(listener, &config, Some(path.clone()), worker_exe()).unwrap();
+    let (running, addr) = serve_ready(&config, &path).await;
     let control = running.control.clone();
-    until("ready", || {
-        control.service().snapshot().engine.status == EngineStatus::Ready
-    })
-    .await;
 
     // a watcher on the event stream, and a poller of /health
     let events = reqwest::get(format!("http://{addr}/v1/scheduler/events"))
@@ -195,14 +206,8 @@ async fn an_apply_and_a_rollback_are_events_of_the_stream_that_serves_after_them
     std::fs::write(&script, r#"{"rules": []}"#).unwrap();
     let mut config = Config::load(Some(&path), &Overrides::default()).unwrap();
     config.sim_script = Some(script.clone());
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let running =
-        strata_desk::server::start_on(listener, &config, Some(path.clone()), worker_exe()).unwrap();
+    let (running, _) = serve_ready(&config, &path).await;
     let control = running.control.clone();
-    until("ready", || {
-        control.service().snapshot().engine.status == EngineStatus::Ready
-    })
-    .await;
 
     let mut settings = RestartSettings::of(&control.config());
     settings.ctx = 4096;
