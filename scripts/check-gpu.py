@@ -4,7 +4,8 @@ model on Mesa's software Vulkan device (lavapipe), which runs llama.cpp's real d
 (buffers, offload, a KV cache in device memory, sequence state copied across the device
 boundary), slowly: about 9 prompt tokens/s and 2-3 decoded tokens/s on two cores.
 
-  python3 scripts/check-gpu.py --exe target/debug/strata-desk-vulkan [--only device|host-ram|cpu]
+  python3 scripts/check-gpu.py --exe target/debug/strata-desk-vulkan [--only NAME]
+  (NAME: device, host-ram, cpu, limit, pick, version)
 
 Each check prints PASS or FAIL with what it saw; the exit status is 1 if any failed.
   1. `gpu_layers: auto` on the device: /health names the Vulkan device (llvmpipe), every layer
@@ -19,6 +20,16 @@ Each check prints PASS or FAIL with what it saw; the exit status is 1 if any fai
      answered by a restarted engine on the device.
   6. Without GGML_VK_VISIBLE_DEVICES ggml skips a CPU-type device: the engine, asked for 99
      layers on the GPU, then says CPU with no layer on a GPU.
+  7. `gpu_memory_limit` (lavapipe reports its 2 GiB as all free, so the limit is what makes
+     the memory short): `auto` fits fewer layers into a small limit, /health shows the memory
+     within the limit and the low-memory warning, the log warns; a generous limit fits every
+     layer with no warning; a `gpu_layers` count that does not fit the small limit is
+     loaded with a warning naming the figures, and answers.
+  8. `--version` names the Vulkan backend.
+  9. `device`: the device list and why it was picked in /health (check 1: `auto`, the only
+     GPU); `--device Vulkan0` picks it by name, `--device cpu` keeps every layer on the CPU
+     though the device is there, and a device that is not there stops the engine's start
+     with the list of those that are.
 Needs the standard library only.
 """
 
@@ -123,6 +134,22 @@ class App:
             time.sleep(0.5)
         raise SystemExit(f"not ready after {timeout} s: {self.tail()}")
 
+    def failed(self, timeout=300):
+        """Waits for the engine to fail to start: the reason /health gives (or the log's end
+        if the app exits)."""
+        started = time.time()
+        while time.time() - started < timeout:
+            if self.proc.poll() is not None:
+                return self.tail()
+            try:
+                engine = get("/v1/scheduler")["engine"]
+                if engine["state"] == "failed":
+                    return engine.get("reason", "")
+            except (urllib.error.URLError, ConnectionError, OSError, KeyError):
+                pass
+            time.sleep(0.5)
+        return f"still not failed after {timeout} s: {self.tail()}"
+
     def worker_pids(self):
         """The app's child processes (the engine worker), whichever of its threads started
         them."""
@@ -183,6 +210,9 @@ def paused_run(long_body, short_body):
 
 
 VK = {"GGML_VK_VISIBLE_DEVICES": "0"}
+MIB = 1 << 20
+# a limit that holds some of the test model's 30 layers with a 2048-token KV pool, not all
+SMALL_LIMIT_MIB = 180
 
 
 def on_the_device(exe):
@@ -198,7 +228,14 @@ def on_the_device(exe):
             and "llvmpipe" in device["name"]
             and device["gpu_layers"] == device["model_layers"] > 0
             and device["chosen_by"] == "auto"
-            and device["vram_total_bytes"] > 0,
+            and device["vram_total_bytes"] > 0
+            and device["vram_limit_bytes"] == 0
+            and not device["vram_low"]
+            and device["fit_warning"] == ""
+            and device["id"] == "Vulkan0"
+            and device["picked_by"] == "device auto: the only GPU"
+            and len(device["devices"]) == 1
+            and device["devices"][0].startswith("Vulkan0: llvmpipe"),
             f"{device} (ready in {secs:.0f} s)",
         )
         # the ready line: "..., llvmpipe (...) (Vulkan), 30 of 30 layers on the GPU (gpu_layers
@@ -271,6 +308,113 @@ def host_ram(exe):
         app.stop()
 
 
+def memory_limit(exe):
+    """Check 7."""
+    small = {"ctx": 2048, "gpu_memory_limit": SMALL_LIMIT_MIB}
+    app = App(exe, small, VK, ["--gpu-layers", "auto"])
+    try:
+        app.ready()
+        device = get("/health")["engine"]["device"]
+        check(
+            "auto within a small gpu_memory_limit: fewer layers, the memory within it, low",
+            0 <= device["gpu_layers"] < device["model_layers"]
+            and device["chosen_by"] == "auto"
+            and device["vram_limit_bytes"] == SMALL_LIMIT_MIB * MIB
+            and device["vram_total_bytes"] == SMALL_LIMIT_MIB * MIB
+            and device["vram_free_bytes"] <= SMALL_LIMIT_MIB * MIB
+            and device["vram_low"],
+            str(device),
+        )
+        log = app.tail(100000)
+        check(
+            "the log warns that GPU memory is low within the limit",
+            f"within gpu_memory_limit {SMALL_LIMIT_MIB} MiB, under the margin" in log,
+            next((l for l in log.splitlines() if "under the margin" in l), "no warning"),
+        )
+    finally:
+        app.stop()
+
+    app = App(exe, {"ctx": 2048, "gpu_memory_limit": "1800 MiB"}, VK, ["--gpu-layers", "auto"])
+    try:
+        app.ready()
+        device = get("/health")["engine"]["device"]
+        check(
+            "auto within a generous gpu_memory_limit: every layer, not low",
+            device["gpu_layers"] == device["model_layers"]
+            and device["vram_total_bytes"] == 1800 * MIB
+            and not device["vram_low"],
+            str(device),
+        )
+    finally:
+        app.stop()
+
+    app = App(exe, small, VK, ["--gpu-layers", "30"])
+    try:
+        app.ready()
+        device = get("/health")["engine"]["device"]
+        warning = device["fit_warning"]
+        check(
+            "a gpu_layers count that does not fit: loaded, with the figures in a warning",
+            device["gpu_layers"] == 30
+            and "gpu_layers 30 does not fit" in warning
+            and f"within gpu_memory_limit {SMALL_LIMIT_MIB} MiB" in warning
+            and "of 30 layers" in warning,
+            warning or str(device),
+        )
+        check("the log gives the same warning", warning != "" and warning in app.tail(100000), "")
+        status, body = post(chat("Name a colour.", 4))
+        check("it answers", status == 200, f"{status}")
+    finally:
+        app.stop()
+
+
+def pick(exe):
+    """Check 9."""
+    app = App(exe, {"ctx": 2048}, VK, ["--device", "vulkan0"])
+    try:
+        app.ready()
+        device = get("/health")["engine"]["device"]
+        check(
+            "--device names the GPU",
+            device["id"] == "Vulkan0"
+            and device["gpu_layers"] == device["model_layers"]
+            and device["picked_by"] == 'device "vulkan0" in the config',
+            str(device),
+        )
+    finally:
+        app.stop()
+    app = App(exe, {"ctx": 2048, "device": "cpu"}, VK, [])
+    try:
+        app.ready()
+        device = get("/health")["engine"]["device"]
+        check(
+            "device cpu: every layer on the CPU beside a GPU",
+            device["backend"] == "CPU"
+            and device["gpu_layers"] == 0
+            and device["chosen_by"] == "device-cpu"
+            and device["picked_by"] == "device cpu in the config",
+            str(device),
+        )
+    finally:
+        app.stop()
+    app = App(exe, {"ctx": 2048}, VK, ["--device", "Vulkan7"])
+    try:
+        reason = app.failed()
+        check(
+            "a device that is not there: the start fails naming those that are",
+            '"Vulkan7" is not one llama.cpp sees here' in reason and "Vulkan0: llvmpipe" in reason,
+            reason,
+        )
+    finally:
+        app.stop()
+
+
+def version(exe):
+    """Check 8."""
+    out = subprocess.run([exe, "--version"], capture_output=True, text=True).stdout.strip()
+    check("--version names the Vulkan backend", "backends: CPU, Vulkan" in out, out)
+
+
 def skipped_device(exe):
     """Check 6."""
     # every layer asked for the GPU: there is none to take them
@@ -290,9 +434,16 @@ def skipped_device(exe):
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--exe", required=True)
-    parser.add_argument("--only", choices=["device", "host-ram", "cpu"])
+    checks = {
+        "device": on_the_device,
+        "host-ram": host_ram,
+        "cpu": skipped_device,
+        "limit": memory_limit,
+        "pick": pick,
+        "version": version,
+    }
+    parser.add_argument("--only", choices=list(checks))
     args = parser.parse_args()
-    checks = {"device": on_the_device, "host-ram": host_ram, "cpu": skipped_device}
     for name, run in checks.items():
         if args.only in (None, name):
             run(args.exe)

@@ -4,10 +4,28 @@ use crate::engine_worker::WorkerOptions;
 use clap::{Args, Parser, Subcommand};
 use std::path::PathBuf;
 
+/// `--version`: the version and the llama.cpp backends this build has (cargo features
+/// `vulkan`, `cuda`); which device a run uses is in `/health` and the ready line.
+const VERSION: &str = match (cfg!(feature = "vulkan"), cfg!(feature = "cuda")) {
+    (true, true) => concat!(
+        env!("CARGO_PKG_VERSION"),
+        " (llama.cpp backends: CPU, Vulkan, CUDA)"
+    ),
+    (true, false) => concat!(
+        env!("CARGO_PKG_VERSION"),
+        " (llama.cpp backends: CPU, Vulkan)"
+    ),
+    (false, true) => concat!(
+        env!("CARGO_PKG_VERSION"),
+        " (llama.cpp backends: CPU, CUDA)"
+    ),
+    (false, false) => concat!(env!("CARGO_PKG_VERSION"), " (llama.cpp backends: CPU)"),
+};
+
 #[derive(Debug, Parser)]
 #[command(
     name = "strata-desk",
-    version,
+    version = VERSION,
     about = "Serve a local LLM to coding agents, and see how the engine is shared"
 )]
 pub struct Cli {
@@ -75,6 +93,15 @@ pub struct ServeArgs {
     /// without a GPU), or a count [default: auto].
     #[arg(long)]
     pub gpu_layers: Option<crate::config::GpuLayers>,
+    /// The most GPU memory the engine may take, to leave room for the desktop and other
+    /// programs: MiB, or with a unit (`6GiB`) [default: 0: no limit].
+    #[arg(long)]
+    pub gpu_memory_limit: Option<crate::config::GpuMemoryLimit>,
+    /// The device: `auto` (the GPU with the most free memory), `cpu`, or a device llama.cpp
+    /// lists (`Vulkan0`, or its description, as `/health` and the window show) [default:
+    /// auto].
+    #[arg(long)]
+    pub device: Option<String>,
     /// llama.cpp's flash attention [default: auto].
     #[arg(long, value_enum)]
     pub flash_attn: Option<crate::config::FlashAttn>,
@@ -150,6 +177,8 @@ impl ServeArgs {
             chunk_tokens: self.chunk_tokens,
             threads: self.threads,
             gpu_layers: self.gpu_layers,
+            gpu_memory_limit: self.gpu_memory_limit,
+            device: self.device.clone(),
             flash_attn: self.flash_attn,
             kv_type: self.kv_type,
             renderer: self.renderer,
@@ -261,6 +290,23 @@ mod tests {
                 );
             }
         }
+    }
+
+    #[test]
+    fn the_version_names_the_engine_backends_this_build_has() {
+        let version = Cli::command().render_version();
+        assert!(version.starts_with("strata-desk "), "{version}");
+        assert!(version.contains("backends: CPU"), "{version}");
+        assert_eq!(
+            version.contains("Vulkan"),
+            cfg!(feature = "vulkan"),
+            "{version}"
+        );
+        assert_eq!(
+            version.contains("CUDA"),
+            cfg!(feature = "cuda"),
+            "{version}"
+        );
     }
 
     /// Regression: the bench's global `--model` collided with the app's `--model` and every

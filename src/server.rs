@@ -92,6 +92,8 @@ pub fn worker_launch(config: &Config, exe: PathBuf) -> Result<WorkerLaunch, Serv
         kv_sequences: a.kv_sequences,
         threads: a.threads,
         gpu_layers: a.gpu_layers,
+        gpu_memory_limit: a.gpu_memory_limit,
+        device: a.device.clone(),
         flash_attn: a.flash_attn,
         kv_type: a.kv_type,
         conversation_cache_mib: a.conversation_cache_mib,
@@ -240,12 +242,14 @@ pub fn ready_line(s: &crate::service::ServiceSnapshot, url: &str) -> String {
     let e = &s.engine;
     let device = match &e.device {
         Some(d) if d.gpu_layers > 0 => format!(
-            "{} ({}), {} of {} layers on the GPU ({})",
+            "{} ({}), {} of {} layers on the GPU ({}{}{})",
             d.name,
             d.backend,
             d.gpu_layers,
             d.model_layers,
-            crate::service::chosen_by_words(&d.chosen_by)
+            crate::service::chosen_by_words(&d.chosen_by),
+            if d.picked_by.is_empty() { "" } else { "; " },
+            d.picked_by
         ),
         Some(d) => format!("{} ({})", d.name, d.backend),
         None => "the CPU".to_owned(),

@@ -18,7 +18,7 @@ pub enum EngineKind {
     Sim,
 }
 
-pub use crate::protocol::{FlashAttn, GpuLayers, KvType};
+pub use crate::protocol::{FlashAttn, GpuLayers, GpuMemoryLimit, KvType};
 pub use persist::persist;
 
 impl AppSettings {
@@ -233,6 +233,10 @@ pub struct AppSettings {
     /// `auto` (the default: as many layers as fit in the GPU's free memory; 0 without a GPU)
     /// or a count.
     pub gpu_layers: GpuLayers,
+    /// The most GPU memory the engine may take (MiB; 0: no limit).
+    pub gpu_memory_limit: GpuMemoryLimit,
+    /// `auto` (the GPU with the most free memory), `cpu`, or a device from llama.cpp's list.
+    pub device: String,
     /// llama.cpp's flash attention: `auto`, `on` or `off`.
     pub flash_attn: FlashAttn,
     /// The KV cache's element type: `f16` or `q8_0` (about half the memory).
@@ -298,6 +302,8 @@ impl Default for AppSettings {
             ctx: 0,
             threads: 0,
             gpu_layers: GpuLayers::Auto,
+            gpu_memory_limit: GpuMemoryLimit::default(),
+            device: "auto".to_owned(),
             flash_attn: FlashAttn::Auto,
             kv_type: KvType::F16,
             conversation_cache_mib: 1024,
@@ -389,6 +395,8 @@ pub struct Overrides {
     pub chunk_tokens: Option<u32>,
     pub threads: Option<u32>,
     pub gpu_layers: Option<GpuLayers>,
+    pub gpu_memory_limit: Option<GpuMemoryLimit>,
+    pub device: Option<String>,
     pub flash_attn: Option<FlashAttn>,
     pub kv_type: Option<KvType>,
     pub renderer: Option<Renderer>,
@@ -445,6 +453,10 @@ impl Config {
         a.ctx = o.ctx.unwrap_or(a.ctx);
         a.threads = o.threads.unwrap_or(a.threads);
         a.gpu_layers = o.gpu_layers.unwrap_or(a.gpu_layers);
+        a.gpu_memory_limit = o.gpu_memory_limit.unwrap_or(a.gpu_memory_limit);
+        if let Some(device) = &o.device {
+            a.device.clone_from(device);
+        }
         a.flash_attn = o.flash_attn.unwrap_or(a.flash_attn);
         a.kv_type = o.kv_type.unwrap_or(a.kv_type);
         a.renderer = o.renderer.unwrap_or(a.renderer);

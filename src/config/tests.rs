@@ -32,6 +32,28 @@ fn app_and_scheduler_keys_sit_flat_in_one_file_and_flags_override_them() {
 }
 
 #[test]
+fn gpu_memory_limit_is_none_by_default_takes_mib_or_a_size_and_a_bad_value_names_the_key() {
+    let path = write(r#"{"port": 9002}"#);
+    let config = Config::load(Some(&path), &Overrides::default()).unwrap();
+    assert_eq!(config.app.gpu_memory_limit.bytes(), 0);
+    let path = write(r#"{"gpu_memory_limit": "6 GiB"}"#);
+    let config = Config::load(Some(&path), &Overrides::default()).unwrap();
+    assert_eq!(config.app.gpu_memory_limit.mib, 6144);
+    let overrides = Overrides {
+        gpu_memory_limit: Some(crate::config::GpuMemoryLimit { mib: 512 }),
+        ..Overrides::default()
+    };
+    let config = Config::load(Some(&path), &overrides).unwrap();
+    assert_eq!(config.app.gpu_memory_limit.mib, 512);
+    let path = write(r#"{"gpu_memory_limit": "6 GB"}"#);
+    let error = Config::load(Some(&path), &Overrides::default())
+        .unwrap_err()
+        .to_string();
+    assert!(error.contains("`gpu_memory_limit`"), "{error}");
+    assert!(error.contains("\"6 GB\""), "{error}");
+}
+
+#[test]
 fn gpu_layers_is_auto_by_default_takes_a_count_and_a_bad_value_names_the_key() {
     let path = write(r#"{"port": 9002}"#);
     let config = Config::load(Some(&path), &Overrides::default()).unwrap();

@@ -53,6 +53,8 @@ pub struct RestartSettings {
     pub chunk_tokens: Option<u32>,
     pub threads: u32,
     pub gpu_layers: crate::config::GpuLayers,
+    pub gpu_memory_limit: crate::config::GpuMemoryLimit,
+    pub device: String,
     pub flash_attn: FlashAttn,
     pub kv_type: KvType,
 }
@@ -67,6 +69,8 @@ impl RestartSettings {
             chunk_tokens: config.scheduler.chunk_tokens,
             threads: a.threads,
             gpu_layers: a.gpu_layers,
+            gpu_memory_limit: a.gpu_memory_limit,
+            device: a.device.clone(),
             flash_attn: a.flash_attn,
             kv_type: a.kv_type,
         }
@@ -79,6 +83,8 @@ impl RestartSettings {
         a.ctx = self.ctx;
         a.threads = self.threads;
         a.gpu_layers = self.gpu_layers;
+        a.gpu_memory_limit = self.gpu_memory_limit;
+        a.device.clone_from(&self.device);
         a.flash_attn = self.flash_attn;
         a.kv_type = self.kv_type;
         config.scheduler.chunk_tokens = self.chunk_tokens;
@@ -102,6 +108,12 @@ impl RestartSettings {
                 json!(self.gpu_layers),
                 json!(before.gpu_layers),
             ),
+            (
+                "gpu_memory_limit",
+                json!(self.gpu_memory_limit),
+                json!(before.gpu_memory_limit),
+            ),
+            ("device", json!(self.device), json!(before.device)),
             (
                 "flash_attn",
                 json!(self.flash_attn),

@@ -133,15 +133,23 @@ impl EngineProcess {
                     d.model_layers,
                     d.chosen_by
                 );
+                if !d.fit_warning.is_empty() {
+                    tracing::warn!("{}: {}", d.name, d.fit_warning);
+                }
                 if d.vram_low {
+                    let within = if d.vram_limit_bytes > 0 {
+                        format!(" within gpu_memory_limit {} MiB", d.vram_limit_bytes >> 20)
+                    } else {
+                        String::new()
+                    };
                     tracing::warn!(
-                        "{}: {} MiB of GPU memory free, under the margin: the system may spill \
-                         into shared memory (about ten times slower)",
+                        "{}: {} MiB of GPU memory free{within}, under the margin: the system \
+                         may spill into shared memory (about ten times slower)",
                         d.name,
                         d.vram_free_bytes >> 20
                     );
                 }
-                process.handshake = handshake;
+                process.handshake = *handshake;
                 Ok(process)
             }
             Reply::Ready(handshake) => {

@@ -116,9 +116,17 @@ impl<'m> LlamaEngine<'m> {
         let plan = ContextPlan::new(options, model);
         let (threads, slots, sequences) = (plan.threads, options.slots.max(1), plan.sequences);
         let params = plan.params();
-        let ctx = model
-            .new_context(backend, params)
-            .map_err(|e| WorkerError::Context(e.to_string()))?;
+        // the KV pool and compute buffers of a context on the GPU may not fit: say its memory
+        let ctx = model.new_context(backend, params).map_err(|e| {
+            WorkerError::Context(format!(
+                "{e}{}",
+                super::load::memory_words(
+                    i32::try_from(device.gpu_layers).unwrap_or(i32::MAX),
+                    device.vram_free_before_load_bytes,
+                    options
+                )
+            ))
+        })?;
         super::load::refresh_memory(&mut device);
         let n_batch = ctx.n_batch();
         let kv_cells = ctx.n_ctx();

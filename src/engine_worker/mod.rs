@@ -7,12 +7,13 @@
 //! it is on, parked or not. A bad line gets an error reply; the worker goes on.
 //!
 //! - `backend`: what a backend does (the trait); `llama`: the real one (`load`: the model
-//!   and its GPU layers); `fake`: the simulated one (also used in process by tests);
+//!   and its GPU layers, on the device `device` picks); `fake`: the simulated one (also used in process by tests);
 //! - `worker`: the protocol's checks and bookkeeping over any backend;
 //! - `cache`: the host-RAM conversation cache.
 
 mod backend;
 mod cache;
+mod device;
 mod fake;
 mod llama;
 mod load;
@@ -56,6 +57,8 @@ pub enum WorkerError {
     Model { path: String, message: String },
     #[error("no --model given")]
     NoModel,
+    #[error("{0}")]
+    Device(String),
     #[error("cannot create the llama.cpp context: {0}")]
     Context(String),
     #[error(transparent)]
@@ -112,7 +115,7 @@ fn serve_stdio<B: Backend>(worker: &mut Worker<B>) -> Result<(), WorkerError> {
         &mut out,
         &ReplyLine {
             id: Some(0),
-            reply: Reply::Ready(worker.backend().handshake().clone()),
+            reply: Reply::Ready(Box::new(worker.backend().handshake().clone())),
         },
     )?;
 

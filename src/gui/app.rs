@@ -316,6 +316,12 @@ impl Dashboard {
                     }
                 });
                 if self.show_settings {
+                    self.settings.devices = s
+                        .engine
+                        .device
+                        .as_ref()
+                        .map(|d| d.devices.clone())
+                        .unwrap_or_default();
                     let in_flight = s.slots.iter().filter(|x| x.request_id.is_some()).count()
                         + s.parked.len()
                         + s.waiting.len();

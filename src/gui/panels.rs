@@ -458,12 +458,18 @@ fn device_ui(ui: &mut Ui, d: &DeviceFacts, threads: u32) {
     let why = crate::service::chosen_by_words(&d.chosen_by);
     let text = if d.gpu_layers > 0 {
         format!(
-            "{}: {} of {} layers on the GPU ({why}), {:.1} of {:.1} GiB free; {threads} CPU threads",
+            "{}: {} of {} layers on the GPU ({why}), {:.1} of {:.1} GiB free{}; {threads} CPU \
+             threads",
             d.name,
             d.gpu_layers,
             d.model_layers,
             d.vram_free_bytes as f64 / GIB,
-            d.vram_total_bytes as f64 / GIB
+            d.vram_total_bytes as f64 / GIB,
+            if d.vram_limit_bytes > 0 {
+                " (within gpu_memory_limit)"
+            } else {
+                ""
+            }
         )
     } else {
         format!(
@@ -480,6 +486,13 @@ fn device_ui(ui: &mut Ui, d: &DeviceFacts, threads: u32) {
             Color32::from_rgb(230, 160, 40),
             "GPU memory low: Windows may spill into shared memory (about 10x slower)",
         );
+    }
+    if !d.picked_by.is_empty() {
+        ui.weak(&d.picked_by)
+            .on_hover_text(format!("GPUs llama.cpp sees: {}", d.devices.join("; ")));
+    }
+    if !d.fit_warning.is_empty() {
+        ui.colored_label(Color32::from_rgb(230, 160, 40), &d.fit_warning);
     }
 }
 

@@ -4,7 +4,7 @@
 //! the recent models, the default model.
 
 use super::commands::{Command, CommandQueue, ScannedModel};
-use crate::config::{Config, FlashAttn, GpuLayers, KvType};
+use crate::config::{Config, FlashAttn, GpuLayers, GpuMemoryLimit, KvType};
 use crate::control::RestartSettings;
 use egui::{Color32, RichText, Ui};
 use std::path::PathBuf;
@@ -26,6 +26,8 @@ pub struct SettingsView {
     pub last_result: Option<Result<String, String>>,
     /// A model chosen in the file dialog before the draft existed.
     picked: Option<PathBuf>,
+    /// The GPUs the running engine lists (`DeviceFacts::devices`): what `device` offers.
+    pub devices: Vec<String>,
     /// Models found on this machine (`None` until the first scan).
     pub found: Option<Vec<ScannedModel>>,
     /// A scan is running.
@@ -44,6 +46,9 @@ struct Draft {
     threads: u32,
     gpu_auto: bool,
     gpu_layers: u32,
+    /// MiB; 0: no limit.
+    gpu_memory_limit_mib: u64,
+    device: String,
     flash_attn: FlashAttn,
     kv_type: KvType,
 }
@@ -63,6 +68,8 @@ impl Draft {
                 GpuLayers::Count(n) => n,
                 GpuLayers::Auto => 99,
             },
+            gpu_memory_limit_mib: s.gpu_memory_limit.mib,
+            device: s.device,
             flash_attn: s.flash_attn,
             kv_type: s.kv_type,
         }
@@ -81,6 +88,10 @@ impl Draft {
             } else {
                 GpuLayers::Count(self.gpu_layers)
             },
+            gpu_memory_limit: GpuMemoryLimit {
+                mib: self.gpu_memory_limit_mib,
+            },
+            device: self.device.clone(),
             flash_attn: self.flash_attn,
             kv_type: self.kv_type,
         }
@@ -100,6 +111,33 @@ impl SettingsView {
     pub fn reset(&mut self) {
         self.draft = None;
     }
+}
+
+/// `device`: auto, the CPU, or one of the GPUs the engine lists (`Vulkan0: ...`: the name
+/// before the colon is the value).
+fn device_ui(ui: &mut Ui, device: &mut String, devices: &[String]) {
+    let shown = if device.is_empty() {
+        "auto"
+    } else {
+        device.as_str()
+    }
+    .to_owned();
+    egui::ComboBox::from_id_salt("device")
+        .selected_text(shown)
+        .show_ui(ui, |ui| {
+            ui.selectable_value(
+                device,
+                "auto".to_owned(),
+                "auto: the GPU with the most free memory",
+            );
+            ui.selectable_value(device, "cpu".to_owned(), "cpu: every layer on the CPU");
+            for listed in devices {
+                let id = listed.split(':').next().unwrap_or(listed).to_owned();
+                ui.selectable_value(device, id, listed);
+            }
+        })
+        .response
+        .on_hover_text("which device the engine runs on; the list is what llama.cpp sees");
 }
 
 /// The settings view. `config` is the config in force; `in_flight` how many requests an apply
@@ -221,6 +259,23 @@ pub fn settings_ui(
                 )
                 .labelled_by(label.id);
             });
+            ui.end_row();
+
+            let label = ui.label("gpu_memory_limit MiB (0 = none)");
+            ui.add(
+                egui::DragValue::new(&mut draft.gpu_memory_limit_mib)
+                    .range(0..=1 << 20)
+                    .speed(64),
+            )
+            .labelled_by(label.id)
+            .on_hover_text(
+                "the most GPU memory the engine may take, to leave room for the desktop and \
+                 other programs; auto fits the layers into it",
+            );
+            ui.end_row();
+
+            ui.label("device");
+            device_ui(ui, &mut draft.device, &view.devices);
             ui.end_row();
 
             ui.label("flash_attn");

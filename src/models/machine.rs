@@ -89,6 +89,7 @@ mod tests {
             vram_total_bytes: 12 << 30,
             vram_free_bytes: 1 << 30,
             vram_low: false,
+            ..Default::default()
         };
         // half the layers on the GPU: half of 8 GB of weights and of a 2 GB pool
         let m = machine_beside_engine(Some(&device), 8 << 30, 2 << 30);

@@ -224,6 +224,7 @@ pub fn chosen_by_words(chosen_by: &str) -> &str {
         "auto-no-gpu" => "gpu_layers auto: no GPU found",
         "auto-fit-failed" => "gpu_layers auto: the fitting failed, see the log",
         "set" => "gpu_layers set in the config",
+        "device-cpu" => "device cpu: no layer on a GPU",
         other => other,
     }
 }

@@ -22,7 +22,7 @@ mod messages;
 pub mod options;
 pub mod pool;
 
-pub use gpu::{DeviceFacts, GpuLayers};
+pub use gpu::{DeviceFacts, GpuLayers, GpuMemoryLimit};
 pub use messages::*;
 pub use options::{DEFAULT_GRAMMAR_MS_PER_TOKEN, FakeOptions, FlashAttn, KvType, WorkerOptions};
 

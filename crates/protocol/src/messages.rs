@@ -204,7 +204,7 @@ pub struct ReplyLine {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "reply", rename_all = "snake_case")]
 pub enum Reply {
-    Ready(Handshake),
+    Ready(Box<Handshake>),
     Opened {
         request: RequestId,
         seq: SeqId,

@@ -62,6 +62,15 @@ pub struct WorkerOptions {
     /// or a count.
     #[cfg_attr(feature = "cli", arg(long, default_value_t = crate::GpuLayers::Auto))]
     pub gpu_layers: crate::GpuLayers,
+    /// The most GPU memory the engine may take, in MiB (or with a unit: `6GiB`); 0: none.
+    #[cfg_attr(feature = "cli", arg(long, default_value_t = crate::GpuMemoryLimit::default()))]
+    #[serde(default)]
+    pub gpu_memory_limit: crate::GpuMemoryLimit,
+    /// The device: `auto` (the GPU with the most free memory), `cpu`, or a name from
+    /// llama.cpp's device list (`Vulkan0`, or its description); empty: auto.
+    #[cfg_attr(feature = "cli", arg(long, default_value = "auto"))]
+    #[serde(default)]
+    pub device: String,
     #[cfg_attr(feature = "cli", arg(long, value_enum, default_value_t = FlashAttn::Auto))]
     pub flash_attn: FlashAttn,
     #[cfg_attr(feature = "cli", arg(long, value_enum, default_value_t = KvType::F16))]
@@ -141,6 +150,8 @@ impl WorkerOptions {
             kv_sequences: 0,
             threads: 0,
             gpu_layers: crate::GpuLayers::Auto,
+            gpu_memory_limit: crate::GpuMemoryLimit::default(),
+            device: String::new(),
             flash_attn: FlashAttn::Auto,
             kv_type: KvType::F16,
             n_batch: 2048,

@@ -92,6 +92,32 @@ pub const KEYS: &[Key] = &[
          memory, and warn when it falls under half the margin",
     ),
     key(
+        "gpu_memory_limit",
+        App,
+        NewEngine,
+        Some("--gpu-memory-limit"),
+        Some("0: no limit"),
+        "the most GPU memory the engine may take (weights, KV pool, compute buffers), to leave \
+         room for the desktop and other programs: a number of MiB, or a size with its unit \
+         (`\"6 GiB\"`, `\"512 MiB\"`). `gpu_layers: \"auto\"` fits into it; the memory \
+         `/health` and the window show is then what the limit leaves, and the low-memory \
+         warning counts from it; a `gpu_layers` count that does not fit gets a warning with \
+         the figures",
+    ),
+    key(
+        "device",
+        App,
+        NewEngine,
+        Some("--device"),
+        Some("`\"auto\"`"),
+        "`\"auto\"`: the GPU with the most free memory (a build with CUDA and Vulkan lists one \
+         card under both; two cards are not split: one is used); `\"cpu\"`: every layer on \
+         the CPU; or a device llama.cpp lists, by its name (`\"Vulkan0\"`) or description \
+         (`\"NVIDIA GeForce RTX 4090\"`), as `/health`'s `engine.device.devices` and the \
+         window show them; a device that is not there stops the engine's start with the list \
+         of those that are. `/health` and the window say which was picked and why",
+    ),
+    key(
         "flash_attn",
         App,
         NewEngine,
