@@ -5,7 +5,8 @@
 //! ggml symbol is undefined at the final link. We link them by their file names from the
 //! search path llama-cpp-sys-2 already gives. `+whole-archive`: our crate's libraries come
 //! before llama-cpp-sys-2's on the link line, and GNU ld takes from an archive only what is
-//! already wanted, so the archives are taken whole.
+//! already wanted, so the archives are taken whole. With the `vulkan` feature `ggml-vulkan.a`
+//! too (its loader import library, `-lvulkan-1`, comes from llama-cpp-sys-2 after it).
 //!
 //! And `-static` for the program, so that libgcc and winpthread come from their static
 //! archives (libstdc++ too: `CXXSTDLIB` in scripts/windows/env.sh): the .exe needs only
@@ -15,7 +16,12 @@ fn main() {
     println!("cargo:rerun-if-changed=build.rs");
     let target = std::env::var("TARGET").unwrap_or_default();
     if target.ends_with("-windows-gnu") {
-        for archive in ["ggml.a", "ggml-base.a", "ggml-cpu.a"] {
+        let vulkan = std::env::var_os("CARGO_FEATURE_VULKAN").is_some();
+        let backends = vulkan.then_some("ggml-vulkan.a");
+        for archive in ["ggml.a", "ggml-base.a", "ggml-cpu.a"]
+            .into_iter()
+            .chain(backends)
+        {
             println!("cargo:rustc-link-lib=static:+whole-archive,+verbatim={archive}");
         }
         println!("cargo:rustc-link-arg-bins=-static");

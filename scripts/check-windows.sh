@@ -10,7 +10,10 @@
 #   5. the window under Xvfb, a screenshot (docs/windows-dashboard.png), and a second start
 #      refused by the instance lock;
 #   6. the NSIS installer: built with makensis, installed silently, the installed program run,
-#      uninstalled, and what is left checked (the user's config stays, the program goes).
+#      uninstalled, and what is left checked (the user's config stays, the program goes);
+#   7. the program with the Vulkan backend (scripts/windows/check-vulkan.sh --release): on
+#      Mesa's software Vulkan device through Wine's winevulkan, and on the CPU without it
+#      (STRATA_WINDOWS_SKIP_VULKAN=1 skips it).
 # Idempotent: installs what it needs (apt, rustup target), keeps its Wine prefix and build.
 # Wine, not Windows: MSVC, CUDA and a real desktop are not checked here (README, Windows).
 #
@@ -287,6 +290,11 @@ fi
 [ -f "$CONFIG" ] || fail "the uninstaller removed the user's config"
 echo "uninstalled: the program, its Start menu entry and its registry entry are gone; the user's config stays ($CONFIG)"
 [ $MADE_CONFIG = 0 ] || rm "$CONFIG"
+
+if [ "${STRATA_WINDOWS_SKIP_VULKAN:-0}" != 1 ]; then
+    step "8. the Vulkan program (release) on the software Vulkan device through winevulkan"
+    STRATA_TEST_MODEL=$MODEL STRATA_WINDOWS_WORK=$WORK scripts/windows/check-vulkan.sh --release
+fi
 
 step "summary"
 echo "cross-build: ${BUILD_SECS} s"

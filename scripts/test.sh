@@ -38,3 +38,12 @@ fi
 # in the link-check profile (Cargo.toml: nothing optimised, no debug info; llama.cpp's own
 # Release build); STRATA_SKIP_WINDOWS_BUILD=1 skips it.
 [ "${STRATA_SKIP_WINDOWS_BUILD:-0}" = 1 ] || scripts/windows/cross-build.sh --profile link-check
+# The Windows program with the Vulkan backend: cross-built the same way, then run under Wine on
+# the software Vulkan device (scripts/windows/check-vulkan.sh; docs/TESTING.md, section 11a);
+# STRATA_SKIP_WINDOWS_VULKAN=1 (or STRATA_SKIP_WINDOWS_BUILD=1) skips it.
+if [ "${STRATA_SKIP_WINDOWS_BUILD:-0}" = 1 ] || [ "${STRATA_SKIP_WINDOWS_VULKAN:-0}" = 1 ]; then
+  echo "SKIPPED Windows Vulkan check"
+else
+  STRATA_TEST_MODEL="$("${CARGO_TARGET_DIR:-target}/debug/strata-desk" fetch-model)" \
+    scripts/windows/check-vulkan.sh
+fi
