@@ -11,7 +11,8 @@ Each check prints PASS or FAIL with what it saw; the exit status is 1 if any fai
   1. `gpu_layers: auto` on the device: /health names the Vulkan device (llvmpipe), every layer
      on it, chosen by llama.cpp's fitting from the device's reported memory (`auto`), with
      the device's memory figures; the log says so.
-  2. A chat completion answered on the device.
+  2. A chat completion answered on the device; the conversation continued, with only its new
+     tokens read (the earlier turns held in the KV pool on the device).
   3. A greedy stream paused for a priority-5 request and resumed (its state kept in the KV
      pool on the device) sends the same text as the same request uninterrupted.
   4. The same with the paused stream's state saved to host RAM (a pool too small for both),
@@ -250,6 +251,26 @@ def on_the_device(exe):
         status, body = post(chat("Name three colours.", 8))
         content = json.loads(body)["choices"][0]["message"]["content"] if status == 200 else body
         check("a chat completion on the device", status == 200 and content.strip() != "", repr(content))
+
+        # the conversation goes on: its earlier turns are held in the KV pool on the device
+        follow = chat("Name three colours.", 8)
+        follow["messages"] += [
+            {"role": "assistant", "content": content},
+            {"role": "user", "content": "And three fruits?"},
+        ]
+        status, body = post(follow)
+        id_ = json.loads(body).get("id") if status == 200 else None
+        record = next((f for f in get("/v1/scheduler")["finished"] if f["client_id"] == id_), None)
+        check(
+            "a conversation kept on the device goes on with only its new tokens read",
+            record is not None
+            and record["prompt_tokens_held"] > 0
+            and record["prompt_tokens_read"] == record["prompt_tokens"] - record["prompt_tokens_held"]
+            and record["prompt_tokens_read"] < record["prompt_tokens"] // 2,
+            str({k: record[k] for k in ("prompt_tokens", "prompt_tokens_held", "prompt_tokens_read")})
+            if record
+            else body,
+        )
 
         long_body = chat("Count from one to twenty in words.", 24, stream=True)
         status, sse = post(long_body)

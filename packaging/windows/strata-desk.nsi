@@ -3,7 +3,12 @@
 ; .github/workflows/windows.yml on a Windows runner (MSVC, CUDA):
 ;
 ;   makensis -DVERSION=0.1.0 -DEXE=path\to\strata-desk.exe -DOUT=path\to\installer.exe \
-;            [-DCUDA_DIR=dir-with-the-CUDA-runtime-DLLs] packaging/windows/strata-desk.nsi
+;            [-DCUDA_DIR=dir-with-the-CUDA-runtime-DLLs] [-DCPU_EXE=path\to\cpu-program.exe] \
+;            packaging/windows/strata-desk.nsi
+;
+; With CPU_EXE, EXE is the GPU program (the Vulkan build: it needs vulkan-1.dll, which every
+; GPU driver installs, to start at all) and CPU_EXE goes beside it as strata-desk-cpu.exe with
+; a Start menu entry of its own, "Strata Desk (CPU only)", for a machine with no GPU driver.
 ;
 ; Installs to Program Files (administrator rights) with a Start menu entry and an
 ; uninstaller registered in Apps & features. Installing over an older version replaces it in
@@ -76,6 +81,10 @@ Section "Strata Desk" Main
 !endif
   WriteUninstaller "$INSTDIR\Uninstall.exe"
   CreateShortCut "$SMPROGRAMS\${PRODUCT}.lnk" "$INSTDIR\strata-desk.exe" "" "$INSTDIR\strata-desk.exe" 0
+!ifdef CPU_EXE
+  File "/oname=strata-desk-cpu.exe" "${CPU_EXE}"
+  CreateShortCut "$SMPROGRAMS\${PRODUCT} (CPU only).lnk" "$INSTDIR\strata-desk-cpu.exe" "" "$INSTDIR\strata-desk-cpu.exe" 0
+!endif
   WriteRegStr HKLM "${UNINSTALL_KEY}" "DisplayName" "${PRODUCT}"
   WriteRegStr HKLM "${UNINSTALL_KEY}" "DisplayVersion" "${VERSION}"
   WriteRegStr HKLM "${UNINSTALL_KEY}" "Publisher" "Strata Desk developers"
@@ -90,6 +99,7 @@ SectionEnd
 ; Only what the installer put there: the user's config, models and logs stay.
 Section "Uninstall"
   Delete "$INSTDIR\strata-desk.exe"
+  Delete "$INSTDIR\strata-desk-cpu.exe"
   Delete "$INSTDIR\README.md"
   Delete "$INSTDIR\DEPLOYMENT.md"
   Delete "$INSTDIR\cudart64_12.dll"
@@ -98,5 +108,6 @@ Section "Uninstall"
   Delete "$INSTDIR\Uninstall.exe"
   RMDir "$INSTDIR"
   Delete "$SMPROGRAMS\${PRODUCT}.lnk"
+  Delete "$SMPROGRAMS\${PRODUCT} (CPU only).lnk"
   DeleteRegKey HKLM "${UNINSTALL_KEY}"
 SectionEnd

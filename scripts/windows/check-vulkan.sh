@@ -9,10 +9,15 @@
 #      unless named): /health names llvmpipe (Vulkan) with the test model's layers on it, and
 #      a chat completion is answered;
 #   4. the same without a display, where Wine's winevulkan has no graphics driver to reach the
-#      device: the program says the CPU, and answers.
+#      device: the program says the CPU, and answers;
+#   5. the installer with both programs (packaging/windows/strata-desk.nsi with CPU_EXE): the
+#      Vulkan program as strata-desk.exe, the CPU program beside it with a Start menu entry of
+#      its own; installed silently, both run, uninstalled, nothing left. Needs the CPU program
+#      of the same profile built first (scripts/windows/cross-build.sh), as ./scripts/test.sh
+#      and scripts/check-windows.sh do.
 # Usage: scripts/windows/check-vulkan.sh [cargo profile flags: --profile link-check (default),
 # --release]. Needs the test model (`strata-desk fetch-model`, or STRATA_TEST_MODEL);
-# installs Wine and Xvfb when missing. ./scripts/test.sh runs it (STRATA_SKIP_WINDOWS_VULKAN=1
+# installs Wine, Xvfb and NSIS when missing. ./scripts/test.sh runs it (STRATA_SKIP_WINDOWS_VULKAN=1
 # skips); scripts/check-windows.sh runs it with --release.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -39,7 +44,7 @@ dir=link-check
 
 echo "== Windows + Vulkan 1. the cross-build (${profile[*]})"
 missing=()
-for pkg in wine wine64 xvfb; do
+for pkg in wine wine64 xvfb nsis; do
     dpkg -s "$pkg" >/dev/null 2>&1 || missing+=("$pkg")
 done
 if [ ${#missing[@]} -gt 0 ]; then
@@ -50,6 +55,13 @@ if [ ${#missing[@]} -gt 0 ]; then
     DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}" >/dev/null
 fi
 started=$(date +%s)
+CPU_EXE=target/$TARGET/$dir/strata-desk-cpu.exe
+# the CPU program of this profile, if the last build here was one (it imports no vulkan-1.dll)
+if [ -f "target/$TARGET/$dir/strata-desk.exe" ] &&
+    ! x86_64-w64-mingw32-objdump -p "target/$TARGET/$dir/strata-desk.exe" |
+    grep -c 'DLL Name: vulkan-1.dll' >/dev/null; then
+    cp "target/$TARGET/$dir/strata-desk.exe" "$CPU_EXE"
+fi
 eval "$(scripts/windows/vulkan-sdk.sh)"
 scripts/windows/cross-build.sh "${profile[@]}" --features vulkan
 EXE=target/$TARGET/$dir/strata-desk-vulkan.exe
@@ -139,4 +151,33 @@ echo "device: $name ($backend), $layers of $model_layers layers on a GPU ($picke
 text=$(answer) || fail "the chat completion on the CPU failed"
 echo "answer on the CPU: $text"
 stop
+
+echo "== Windows + Vulkan 5. the installer with both programs"
+if [ ! -f "$CPU_EXE" ]; then
+    echo "SKIPPED: no CPU program of this profile (scripts/windows/cross-build.sh ${profile[*]} first)"
+else
+    VERSION=$(sed -n 's/^version = "\(.*\)"/\1/p' Cargo.toml | head -1)
+    SETUP=$WORK/strata-desk-$VERSION-vulkan-setup.exe
+    # zlib, not the script's solid lzma: two 100 MB test programs pack in seconds
+    makensis -V2 -X"SetCompressor /FINAL zlib" -DVERSION="$VERSION" -DEXE="$PWD/$EXE" \
+        -DCPU_EXE="$PWD/$CPU_EXE" -DOUT="$SETUP" packaging/windows/strata-desk.nsi
+    INSTALLED=$WINEPREFIX/drive_c/Program\ Files/Strata\ Desk
+    MENU=$WINEPREFIX/drive_c/ProgramData/Microsoft/Windows/Start\ Menu/Programs
+    wine "$SETUP" /S
+    wineserver -w
+    [ -f "$MENU/Strata Desk.lnk" ] && [ -f "$MENU/Strata Desk (CPU only).lnk" ] ||
+        fail "the Start menu entries are missing: $(ls "$MENU")"
+    gpu=$(wine 'C:\Program Files\Strata Desk\strata-desk.exe' --version | tr -d '\r')
+    cpu=$(wine 'C:\Program Files\Strata Desk\strata-desk-cpu.exe' --version | tr -d '\r')
+    echo "installed: $(ls "$INSTALLED" | tr '\n' ' ')"
+    echo "strata-desk.exe: $gpu; strata-desk-cpu.exe: $cpu"
+    [[ $gpu == *"backends: CPU, Vulkan)" ]] && [[ $cpu == *"backends: CPU)" ]] ||
+        fail "the installed programs are not the Vulkan and the CPU ones"
+    wine 'C:\Program Files\Strata Desk\Uninstall.exe' /S
+    wineserver -w
+    for _ in $(seq 1 60); do [ -e "$INSTALLED" ] || break; sleep 1; done
+    [ ! -e "$INSTALLED" ] || fail "left behind: $(ls "$INSTALLED")"
+    [ ! -e "$MENU/Strata Desk (CPU only).lnk" ] || fail "the CPU entry is left behind"
+    echo "uninstalled: both programs and both Start menu entries are gone"
+fi
 echo "== Windows + Vulkan: passed"
