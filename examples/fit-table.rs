@@ -4,11 +4,13 @@
 //!   cargo run --example fit-table
 //!
 //! The shapes are those the models' cards and config.json give (layers, KV heads, head size,
-//! trained context) and their Q4_K_M / MXFP4 files' sizes (approximate: from the hub's pages, not
+//! trained context, vocabulary, embedding) and their Q4_K_M / MXFP4 files' sizes (approximate: from the hub's pages, not
 //! read here, where no hub is reachable); the app reads the real figures from
 //! each GGUF's header on the hub. A card is taken with 0.5 GiB held by the desktop.
 
-use strata_desk::models::fit::{GpuMemory, Machine, ModelShape, Verdict, largest_context};
+use strata_desk::models::fit::{
+    GpuMemory, Machine, ModelShape, Verdict, compute_bytes, largest_context,
+};
 
 struct Model {
     name: &'static str,
@@ -17,6 +19,8 @@ struct Model {
     kv_heads: u32,
     head_size: u32,
     trained_context: u32,
+    vocab_size: u32,
+    embedding_length: u32,
 }
 
 const MODELS: [Model; 6] = [
@@ -27,6 +31,8 @@ const MODELS: [Model; 6] = [
         kv_heads: 2,
         head_size: 128,
         trained_context: 32_768,
+        vocab_size: 151936,
+        embedding_length: 1536,
     },
     Model {
         name: "Qwen2.5-Coder-7B Q4_K_M",
@@ -35,6 +41,8 @@ const MODELS: [Model; 6] = [
         kv_heads: 4,
         head_size: 128,
         trained_context: 32_768,
+        vocab_size: 152064,
+        embedding_length: 3584,
     },
     Model {
         name: "Qwen2.5-Coder-14B Q4_K_M",
@@ -43,6 +51,8 @@ const MODELS: [Model; 6] = [
         kv_heads: 8,
         head_size: 128,
         trained_context: 32_768,
+        vocab_size: 152064,
+        embedding_length: 5120,
     },
     Model {
         name: "gpt-oss-20b MXFP4",
@@ -51,6 +61,8 @@ const MODELS: [Model; 6] = [
         kv_heads: 8,
         head_size: 64,
         trained_context: 131_072,
+        vocab_size: 201088,
+        embedding_length: 2880,
     },
     Model {
         name: "Qwen3-Coder-30B-A3B Q4_K_M",
@@ -59,6 +71,8 @@ const MODELS: [Model; 6] = [
         kv_heads: 4,
         head_size: 128,
         trained_context: 262_144,
+        vocab_size: 151936,
+        embedding_length: 2048,
     },
     Model {
         name: "Devstral-Small-2507 Q4_K_M",
@@ -67,11 +81,13 @@ const MODELS: [Model; 6] = [
         kv_heads: 8,
         head_size: 128,
         trained_context: 131_072,
+        vocab_size: 131072,
+        embedding_length: 5120,
     },
 ];
 
 /// A coding agent's first request and room to work.
-const MIN_CTX_TOKENS: u32 = 16_384;
+const MIN_CTX_TOKENS: u32 = strata_desk::config::DEFAULT_CTX_MIN_TOKENS;
 
 fn main() {
     let cards = [8u64, 12, 16, 24];
@@ -87,6 +103,7 @@ fn main() {
             layers: m.layers,
             kv_bytes_per_token: u64::from(m.layers * m.kv_heads * 2 * m.head_size) * 2,
             trained_context: m.trained_context,
+            compute_bytes: compute_bytes(m.vocab_size, m.embedding_length),
         };
         print!(
             "| {} ({:.1} GB) | {:.0} KB |",
@@ -100,6 +117,7 @@ fn main() {
                     name: format!("{gib} GiB"),
                     total_bytes: gib << 30,
                     free_bytes: (gib << 30) - (1 << 29),
+                    limit_bytes: 0,
                 }),
                 ram_available_bytes: 48_000_000_000,
             };

@@ -5,7 +5,7 @@ model on Mesa's software Vulkan device (lavapipe), which runs llama.cpp's real d
 boundary), slowly: about 9 prompt tokens/s and 2-3 decoded tokens/s on two cores.
 
   python3 scripts/check-gpu.py --exe target/debug/strata-desk-vulkan [--only NAME]
-  (NAME: device, host-ram, cpu, limit, pick, version)
+  (NAME: device, host-ram, cpu, limit, pick, version, context)
 
 Each check prints PASS or FAIL with what it saw; the exit status is 1 if any failed.
   1. `gpu_layers: auto` on the device: /health names the Vulkan device (llvmpipe), every layer
@@ -31,12 +31,23 @@ Each check prints PASS or FAIL with what it saw; the exit status is 1 if any fai
      GPU); `--device Vulkan0` picks it by name, `--device cpu` keeps every layer on the CPU
      though the device is there, and a device that is not there stops the engine's start
      with the list of those that are.
+ 10. `ctx` 0, the context from llama.cpp's fitting (the test model's trained context is
+     8192 tokens, a 180 MiB KV pool at f16): within a limit that holds every layer with a
+     shorter context, the largest that fits above `ctx_min` (`fit`), every layer on the
+     device, and it answers; with `ctx_min` at the trained context, that context
+     (`trained`) and layers moved to the CPU instead; within a limit too small for every
+     layer even at the floor, the floor (`floor`) and fewer layers.
+ 11. The models hub's estimate (`strata-desk models`, what the model list shows before a
+     download) against llama.cpp's fitting of check 10, for the same memory: within the
+     300 MiB limit, every layer on the GPU and a context within 15 % of the fitted one; within
+     180 MiB at the 1024-token floor, the layers on the GPU within 3 of llama.cpp's.
 Needs the standard library only.
 """
 
 import argparse
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -389,6 +400,71 @@ def memory_limit(exe):
         app.stop()
 
 
+# holds every layer of the test model with a KV pool of a few thousand tokens, not 8192
+CONTEXT_LIMIT_MIB = 300
+
+
+def context(exe):
+    """Check 10."""
+    cases = [
+        ("fit", {"ctx_min": 1024, "gpu_memory_limit": CONTEXT_LIMIT_MIB}),
+        ("trained", {"ctx_min": 8192, "gpu_memory_limit": CONTEXT_LIMIT_MIB}),
+        ("floor", {"ctx_min": 1024, "gpu_memory_limit": SMALL_LIMIT_MIB}),
+    ]
+    for chosen_by, config in cases:
+        app = App(exe, config, VK, [])
+        try:
+            app.ready()
+            engine = get("/health")["engine"]
+            device, ctx = engine["device"], engine["context_tokens"]
+            all_layers = device["gpu_layers"] == device["model_layers"] == 30
+            expected = {
+                "fit": 1024 < ctx < 8192 and ctx % 256 == 0 and all_layers,
+                "trained": ctx == 8192 and 0 < device["gpu_layers"] < 30,
+                "floor": ctx == 1024 and device["gpu_layers"] < 30,
+            }[chosen_by]
+            check(
+                f"ctx 0 with {config}: {chosen_by}",
+                engine["context_chosen_by"] == chosen_by and expected,
+                f"context {ctx} ({engine['context_chosen_by']}), {device['gpu_layers']} of "
+                f"{device['model_layers']} layers, {device['vram_free_bytes'] >> 20} MiB free "
+                f"within the limit",
+            )
+            if chosen_by == "fit":
+                status, body = post(chat("Name a colour.", 4))
+                check("the fitted context answers", status == 200, f"{status}")
+        finally:
+            app.stop()
+        if chosen_by != "trained":
+            estimate_against_fitting(exe, config, ctx, device["gpu_layers"])
+
+
+def estimate_against_fitting(exe, config, fitted_ctx, fitted_layers):
+    """Check 11: `strata-desk models` for the same floor and limit as a check 10 case."""
+    out = subprocess.run(
+        [exe, "models", "--min-ctx", str(config["ctx_min"]),
+         "--gpu-memory-limit", str(config["gpu_memory_limit"])],
+        env=dict(os.environ, **VK), capture_output=True, text=True, timeout=120,
+    ).stdout
+    lines = out.splitlines()
+    # the model's name, then its facts and fit on the next line
+    line = next(
+        (lines[i + 1] for i, l in enumerate(lines[:-1]) if "SmolLM2-135M-Instruct" in l), out
+    )
+    on_gpu = re.search(r"fits on the GPU up to (\d+) tokens", line)
+    partly = re.search(r"fits with (\d+) of (\d+) layers on the CPU", line)
+    if fitted_layers == 30:
+        ok = on_gpu is not None and abs(int(on_gpu[1]) - fitted_ctx) <= 0.15 * fitted_ctx
+    else:
+        ok = partly is not None and abs(30 - int(partly[1]) - fitted_layers) <= 3
+    check(
+        f"the estimate within {config['gpu_memory_limit']} MiB agrees with llama.cpp's fitting "
+        f"({fitted_layers} of 30 layers, context {fitted_ctx})",
+        ok,
+        line.strip(),
+    )
+
+
 def pick(exe):
     """Check 9."""
     app = App(exe, {"ctx": 2048}, VK, ["--device", "vulkan0"])
@@ -462,6 +538,7 @@ def main():
         "limit": memory_limit,
         "pick": pick,
         "version": version,
+        "context": context,
     }
     parser.add_argument("--only", choices=list(checks))
     args = parser.parse_args()

@@ -13,6 +13,10 @@ cargo build --locked --workspace --tests
 # The chat-template corpus of the tool-call tests (checked by SHA-256, cached).
 STRATA_TEST_TEMPLATES="$(scripts/fetch-templates.sh)"
 export STRATA_TEST_TEMPLATES
+# The second real GGUF (Gemma 3 270M: the hub client's and the fitting's tests), checked by
+# SHA-256, cached.
+STRATA_TEST_GEMMA="$(scripts/fetch-gemma.sh)"
+export STRATA_TEST_GEMMA
 
 # The official Python clients some tests drive (the Prometheus text parser, ...).
 [ -x .venv/bin/python ] || python3 -m venv .venv

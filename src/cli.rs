@@ -80,9 +80,14 @@ pub struct ServeArgs {
     /// Opt-in solo preemption (needs parallel 1) [default: off].
     #[arg(long)]
     pub solo_priority: bool,
-    /// Context size in tokens [default: the model's, at most 32768].
+    /// Context size in tokens [default: 0: the largest that fits in memory, up to the
+    /// model's trained context and not below --ctx-min].
     #[arg(long = "ctx")]
     pub ctx: Option<u32>,
+    /// The floor of a fitted context (`--ctx 0`): layers leave the GPU before the context goes
+    /// below it [default: 32768].
+    #[arg(long = "ctx-min")]
+    pub ctx_min: Option<u32>,
     /// Prompt tokens per read chunk [default: about a quarter second of reading, measured].
     #[arg(long)]
     pub chunk_tokens: Option<u32>,
@@ -174,6 +179,7 @@ impl ServeArgs {
             max_output_tokens_cap: self.max_output_tokens_cap,
             solo_priority: self.solo_priority,
             ctx: self.ctx,
+            ctx_min: self.ctx_min,
             chunk_tokens: self.chunk_tokens,
             threads: self.threads,
             gpu_layers: self.gpu_layers,
@@ -245,7 +251,8 @@ pub struct GenerateArgs {
     pub temperature: f32,
     #[arg(long, default_value_t = 0)]
     pub seed: u32,
-    /// Context size in tokens; 0 takes the model's (at most 32768).
+    /// Context size in tokens; 0 takes the largest that fits, up to the model's (at least
+    /// 32768, or the model's when smaller).
     #[arg(long = "ctx", default_value_t = 0)]
     pub ctx_tokens: u32,
     /// Prompt tokens read per step; 0 takes the engine's measured default (about 0.25 s).

@@ -88,6 +88,7 @@ pub fn worker_launch(config: &Config, exe: PathBuf) -> Result<WorkerLaunch, Serv
     };
     let options = WorkerOptions {
         ctx_tokens: a.ctx,
+        ctx_min_tokens: a.ctx_min,
         slots: a.parallel,
         kv_sequences: a.kv_sequences,
         threads: a.threads,
@@ -255,8 +256,11 @@ pub fn ready_line(s: &crate::service::ServiceSnapshot, url: &str) -> String {
         None => "the CPU".to_owned(),
     };
     format!(
-        "strata-desk: ready on {url}: {}, context {} tokens, {device}, {} thread(s)",
-        e.model, e.context_tokens, e.threads
+        "strata-desk: ready on {url}: {}, context {} tokens{}, {device}, {} thread(s)",
+        e.model,
+        e.context_tokens,
+        crate::service::context_words(&e.context_chosen_by),
+        e.threads
     )
 }
 

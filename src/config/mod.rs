@@ -18,7 +18,7 @@ pub enum EngineKind {
     Sim,
 }
 
-pub use crate::protocol::{FlashAttn, GpuLayers, GpuMemoryLimit, KvType};
+pub use crate::protocol::{DEFAULT_CTX_MIN_TOKENS, FlashAttn, GpuLayers, GpuMemoryLimit, KvType};
 pub use persist::persist;
 
 impl AppSettings {
@@ -228,7 +228,11 @@ pub struct AppSettings {
     /// Engine sequences over the KV pool (each live request and kept conversation has its
     /// own); 0 takes max(16, `parallel` + 1).
     pub kv_sequences: u32,
+    /// The KV pool's cells; 0: the largest context that fits, up to the model's trained one
+    /// and not below `ctx_min`.
     pub ctx: u32,
+    /// The floor of a fitted context (`ctx` 0).
+    pub ctx_min: u32,
     pub threads: u32,
     /// `auto` (the default: as many layers as fit in the GPU's free memory; 0 without a GPU)
     /// or a count.
@@ -300,6 +304,7 @@ impl Default for AppSettings {
             parallel: 1,
             kv_sequences: 0,
             ctx: 0,
+            ctx_min: DEFAULT_CTX_MIN_TOKENS,
             threads: 0,
             gpu_layers: GpuLayers::Auto,
             gpu_memory_limit: GpuMemoryLimit::default(),
@@ -392,6 +397,7 @@ pub struct Overrides {
     pub max_output_tokens_cap: Option<u32>,
     pub solo_priority: bool,
     pub ctx: Option<u32>,
+    pub ctx_min: Option<u32>,
     pub chunk_tokens: Option<u32>,
     pub threads: Option<u32>,
     pub gpu_layers: Option<GpuLayers>,
@@ -451,6 +457,7 @@ impl Config {
         a.parallel = o.parallel.unwrap_or(a.parallel);
         a.kv_sequences = o.kv_sequences.unwrap_or(a.kv_sequences);
         a.ctx = o.ctx.unwrap_or(a.ctx);
+        a.ctx_min = o.ctx_min.unwrap_or(a.ctx_min);
         a.threads = o.threads.unwrap_or(a.threads);
         a.gpu_layers = o.gpu_layers.unwrap_or(a.gpu_layers);
         a.gpu_memory_limit = o.gpu_memory_limit.unwrap_or(a.gpu_memory_limit);

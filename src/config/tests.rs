@@ -32,6 +32,26 @@ fn app_and_scheduler_keys_sit_flat_in_one_file_and_flags_override_them() {
 }
 
 #[test]
+fn ctx_min_is_32k_by_default_the_flag_overrides_it_and_one_under_256_names_the_key_and_bound() {
+    let path = write(r#"{"port": 9002}"#);
+    let config = Config::load(Some(&path), &Overrides::default()).unwrap();
+    assert_eq!((config.app.ctx, config.app.ctx_min), (0, 32_768));
+    let overrides = Overrides {
+        ctx_min: Some(98_304),
+        ..Overrides::default()
+    };
+    let config = Config::load(Some(&path), &overrides).unwrap();
+    assert_eq!(config.app.ctx_min, 98_304);
+    let path = write(r#"{"ctx_min": 100}"#);
+    let error = Config::load(Some(&path), &Overrides::default())
+        .unwrap_err()
+        .to_string();
+    assert!(error.contains("`ctx_min`"), "{error}");
+    assert!(error.contains("between 256 and 1048576"), "{error}");
+    assert!(error.contains("100"), "{error}");
+}
+
+#[test]
 fn gpu_memory_limit_is_none_by_default_takes_mib_or_a_size_and_a_bad_value_names_the_key() {
     let path = write(r#"{"port": 9002}"#);
     let config = Config::load(Some(&path), &Overrides::default()).unwrap();

@@ -28,8 +28,14 @@ impl Config {
         bound(
             "ctx",
             a.ctx == 0 || (256..=1_048_576).contains(&a.ctx),
-            "0 (the model's) or between 256 and 1048576",
+            "0 (the largest that fits) or between 256 and 1048576",
             a.ctx.to_string(),
+        )?;
+        bound(
+            "ctx_min",
+            (256..=1_048_576).contains(&a.ctx_min),
+            "between 256 and 1048576",
+            a.ctx_min.to_string(),
         )?;
         bound(
             "threads",

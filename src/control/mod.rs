@@ -49,6 +49,7 @@ pub struct RestartSettings {
     pub model: Option<PathBuf>,
     pub parallel: u32,
     pub ctx: u32,
+    pub ctx_min: u32,
     /// `None`: the engine's measured figure (about a quarter second of reading).
     pub chunk_tokens: Option<u32>,
     pub threads: u32,
@@ -66,6 +67,7 @@ impl RestartSettings {
             model: a.model.clone(),
             parallel: a.parallel,
             ctx: a.ctx,
+            ctx_min: a.ctx_min,
             chunk_tokens: config.scheduler.chunk_tokens,
             threads: a.threads,
             gpu_layers: a.gpu_layers,
@@ -81,6 +83,7 @@ impl RestartSettings {
         a.model.clone_from(&self.model);
         a.parallel = self.parallel;
         a.ctx = self.ctx;
+        a.ctx_min = self.ctx_min;
         a.threads = self.threads;
         a.gpu_layers = self.gpu_layers;
         a.gpu_memory_limit = self.gpu_memory_limit;
@@ -97,6 +100,7 @@ impl RestartSettings {
             ("model", json!(self.model), json!(before.model)),
             ("parallel", json!(self.parallel), json!(before.parallel)),
             ("ctx", json!(self.ctx), json!(before.ctx)),
+            ("ctx_min", json!(self.ctx_min), json!(before.ctx_min)),
             (
                 "chunk_tokens",
                 json!(self.chunk_tokens),
@@ -450,4 +454,33 @@ async fn ready(service: &ServiceHandle) -> Result<(), String> {
     })
     .await;
     outcome.unwrap_or_else(|_| Err(format!("not ready after {ENGINE_READY_SECS} s")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn defaults() -> Config {
+        Config::load(None, &crate::config::Overrides::default()).unwrap()
+    }
+
+    #[test]
+    fn changed_keys_name_each_engine_setting_changed_and_only_those() {
+        let before = RestartSettings::of(&defaults());
+        assert!(before.changed_keys(&before).is_empty());
+        let after = RestartSettings {
+            ctx_min: 98_304,
+            gpu_memory_limit: crate::config::GpuMemoryLimit { mib: 6144 },
+            device: "Vulkan0".to_owned(),
+            ..before.clone()
+        };
+        let changed = after.changed_keys(&before);
+        let keys: Vec<&str> = changed.keys().map(String::as_str).collect();
+        assert_eq!(keys, ["ctx_min", "gpu_memory_limit", "device"]);
+        assert_eq!(changed["ctx_min"], 98_304);
+        assert_eq!(changed["device"], "Vulkan0");
+        let mut config = defaults();
+        after.apply_to(&mut config);
+        assert_eq!(RestartSettings::of(&config), after);
+    }
 }

@@ -417,6 +417,7 @@ fn placeholder_handshake() -> Handshake {
             path: String::new(),
             n_ctx: 0,
             n_ctx_train: 0,
+            ctx_chosen_by: String::new(),
             n_vocab: 0,
             bos: None,
             eog: Vec::new(),

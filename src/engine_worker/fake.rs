@@ -151,6 +151,7 @@ impl FakeEngine {
                     path: String::new(),
                     n_ctx: options.kv_cells,
                     n_ctx_train: options.kv_cells,
+                    ctx_chosen_by: "set".to_owned(),
                     n_vocab: FAKE_VOCAB,
                     bos: None,
                     eog: vec![FAKE_EOG],

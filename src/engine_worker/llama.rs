@@ -26,11 +26,8 @@ const TURN_MARKERS: [&str; 4] = [
     "<|turn>",
 ];
 
-/// Largest context taken by default when the model's is larger (memory).
-const DEFAULT_CTX_CAP_TOKENS: u32 = 32_768;
-
-/// The context the engine makes from the options and the model: also what the GPU fitting
-/// counts.
+/// The context the engine makes from the options, the model and the context chosen
+/// ([`super::fit`]): also what llama.cpp's fitting measures.
 pub(super) struct ContextPlan {
     pub(super) ctx_tokens: u32,
     sequences: u32,
@@ -41,12 +38,8 @@ pub(super) struct ContextPlan {
 }
 
 impl ContextPlan {
-    pub(super) fn new(options: &WorkerOptions, model: &LlamaModel) -> Self {
-        let ctx_tokens = if options.ctx_tokens > 0 {
-            options.ctx_tokens
-        } else {
-            model.n_ctx_train().min(DEFAULT_CTX_CAP_TOKENS)
-        };
+    /// `ctx_tokens` 0: llama.cpp's to choose (its fitting; a context takes the trained one).
+    pub(super) fn new(options: &WorkerOptions, model: &LlamaModel, ctx_tokens: u32) -> Self {
         let slots = options.slots.max(1);
         // Recurrent and hybrid models allocate state for every sequence: fewer of them.
         let sequences = if model.is_recurrent() || model.is_hybrid() {
@@ -57,7 +50,11 @@ impl ContextPlan {
         Self {
             ctx_tokens,
             sequences,
-            n_batch: options.n_batch.clamp(64, ctx_tokens.max(64)),
+            n_batch: if ctx_tokens == 0 {
+                options.n_batch.max(64)
+            } else {
+                options.n_batch.clamp(64, ctx_tokens.max(64))
+            },
             threads: options.effective_threads(),
             kv: match options.kv_type {
                 KvType::F16 => KvCacheType::F16,
@@ -112,8 +109,9 @@ impl<'m> LlamaEngine<'m> {
         options: &WorkerOptions,
         model_path: &std::path::Path,
         mut device: DeviceFacts,
+        context: &super::fit::ContextChoice,
     ) -> Result<Self, WorkerError> {
-        let plan = ContextPlan::new(options, model);
+        let plan = ContextPlan::new(options, model, context.ctx_tokens);
         let (threads, slots, sequences) = (plan.threads, options.slots.max(1), plan.sequences);
         let params = plan.params();
         // the KV pool and compute buffers of a context on the GPU may not fit: say its memory
@@ -131,7 +129,8 @@ impl<'m> LlamaEngine<'m> {
         let n_batch = ctx.n_batch();
         let kv_cells = ctx.n_ctx();
 
-        let facts = model_facts(model, model_path, kv_cells, options.kv_type);
+        let mut facts = model_facts(model, model_path, kv_cells, options.kv_type);
+        facts.ctx_chosen_by = context.chosen_by.to_owned();
         let mut engine = Self {
             model,
             ctx,
@@ -435,6 +434,7 @@ fn model_facts(
         path: model_path.display().to_string(),
         n_ctx,
         n_ctx_train: model.n_ctx_train(),
+        ctx_chosen_by: String::new(),
         n_vocab: vocab.n_tokens(),
         bos: (bos.0 >= 0).then_some(bos.0),
         eog,

@@ -2,23 +2,31 @@
 //! fitted by llama.cpp into free GPU memory, within `gpu_memory_limit`), and the facts of the
 //! device it runs on.
 
-use super::llama::ContextPlan;
+use super::fit::{ContextChoice, Target, fit, set, unfitted};
 use super::{WorkerError, WorkerOptions};
-use crate::protocol::gpu::{fit_margin_bytes, low_on_memory, within_limit};
+use crate::protocol::gpu::{low_on_memory, within_limit};
 use crate::protocol::{DeviceFacts, GpuLayers};
 use llama_cpp_2::llama_backend::LlamaBackend;
 use llama_cpp_2::model::LlamaModel;
 use llama_cpp_2::model::params::LlamaModelParams;
 use llama_cpp_2::{LlamaBackendDevice, LlamaBackendDeviceType, list_llama_ggml_backend_devices};
 
+/// A loaded model, the facts of the device it runs on (the handshake's `device`) and the
+/// context to make for it.
+pub struct Loaded {
+    pub model: LlamaModel,
+    pub device: DeviceFacts,
+    pub(super) context: ContextChoice,
+}
+
 /// Loads the model on the device `device` picks ([`super::device`]) with its layers on it as
-/// `gpu_layers` says; returns it with the facts of the device it runs on (the handshake's
-/// `device`).
+/// `gpu_layers` says, and chooses its context (`ctx`, or with 0 the largest that fits:
+/// [`super::fit`]).
 pub fn load_model(
     backend: &LlamaBackend,
     options: &WorkerOptions,
     path: &std::path::Path,
-) -> Result<(LlamaModel, DeviceFacts), WorkerError> {
+) -> Result<Loaded, WorkerError> {
     let all = gpus();
     let listed: Vec<String> = all.iter().map(super::device::listed).collect();
     let choice = super::device::choose(&options.device, all).map_err(WorkerError::Device)?;
@@ -34,9 +42,24 @@ pub fn load_model(
         }
     };
     let mut fit_warning = String::new();
-    let (params, chosen_by) = match (options.gpu_layers, gpu) {
+    let ctx_auto = options.ctx_tokens == 0;
+    // the context alone, fitted where the model goes with the layers as asked
+    let context_on = |target: Target<'_>| -> ContextChoice {
+        if !ctx_auto {
+            return set(options);
+        }
+        fit(backend, options, path, target).map_or_else(
+            |why| {
+                tracing::warn!("fitting the context failed ({why})");
+                unfitted(options, &why)
+            },
+            |fitted| fitted.context,
+        )
+    };
+    let cpu = || Box::pin(LlamaModelParams::default().with_n_gpu_layers(0));
+    let (params, chosen_by, mut context) = match (options.gpu_layers, gpu) {
         (_, None) => (
-            Box::pin(LlamaModelParams::default().with_n_gpu_layers(0)),
+            cpu(),
             if options.device.trim().eq_ignore_ascii_case("cpu") {
                 "device-cpu"
             } else if options.gpu_layers == GpuLayers::Auto {
@@ -44,24 +67,28 @@ pub fn load_model(
             } else {
                 "set"
             },
+            context_on(Target::Cpu),
         ),
         (GpuLayers::Count(n), Some(g)) => {
+            let context = context_on(if n > 0 {
+                Target::Gpu(g, Some(n))
+            } else {
+                Target::Cpu
+            });
             if n > 0 {
-                fit_warning = does_not_fit(backend, options, path, g, n);
+                fit_warning = does_not_fit(backend, options, path, g, n, &context);
             }
             (
                 Box::pin(on(LlamaModelParams::default().with_n_gpu_layers(n))?),
                 "set",
+                context,
             )
         }
-        (GpuLayers::Auto, Some(g)) => match fitted_params(backend, options, path, g) {
-            Ok(fitted) => (fitted.params, "auto"),
+        (GpuLayers::Auto, Some(g)) => match fit(backend, options, path, Target::Gpu(g, None)) {
+            Ok(fitted) => (fitted.params, "auto", fitted.context),
             Err(why) => {
                 tracing::warn!("fitting layers into GPU memory failed ({why}): the CPU only");
-                (
-                    Box::pin(LlamaModelParams::default().with_n_gpu_layers(0)),
-                    "auto-fit-failed",
-                )
+                (cpu(), "auto-fit-failed", context_on(Target::Cpu))
             }
         },
     };
@@ -73,6 +100,13 @@ pub fn load_model(
                 memory_words(params.n_gpu_layers(), free_before, options)
             ),
         })?;
+    if context.ctx_tokens == 0 {
+        // the fitting failed: the floor, at most the trained context
+        context.ctx_tokens = options
+            .ctx_min_tokens
+            .max(256)
+            .min(model.n_ctx_train().max(256));
+    }
     // The host logs the device and warns when its memory is low (`engine::process`).
     let mut device = device_facts(&model, params.n_gpu_layers(), chosen_by, gpu);
     device.picked_by = choice.why;
@@ -83,7 +117,17 @@ pub fn load_model(
         device.fit_warning = fit_warning;
         refresh_memory(&mut device);
     }
-    Ok((model, device))
+    if !context.warning.is_empty() {
+        if !device.fit_warning.is_empty() {
+            device.fit_warning.push_str("; ");
+        }
+        device.fit_warning.push_str(&context.warning);
+    }
+    Ok(Loaded {
+        model,
+        device,
+        context,
+    })
 }
 
 /// The GPU the facts name (by llama.cpp's device name), as llama.cpp sees it now.
@@ -95,12 +139,18 @@ fn this_gpu(device: &DeviceFacts) -> Option<LlamaBackendDevice> {
 pub(super) fn memory_words(gpu_layers: i32, free_bytes: u64, options: &WorkerOptions) -> String {
     let gpus = gpus();
     let picked = super::device::choose(&options.device, gpus).ok();
-    let Some(gpu) = picked.and_then(|c| c.gpu).filter(|_| gpu_layers > 0) else {
+    // llama.cpp's fitting answers -1 for "every layer"
+    let Some(gpu) = picked.and_then(|c| c.gpu).filter(|_| gpu_layers != 0) else {
         return String::new();
     };
     let limit = options.gpu_memory_limit;
+    let asked = if gpu_layers < 0 {
+        "every layer".to_owned()
+    } else {
+        format!("{gpu_layers} layers")
+    };
     format!(
-        " ({gpu_layers} layers asked on {}: {} MiB free of {} MiB{})",
+        " ({asked} asked on {}: {} MiB free of {} MiB{})",
         gpu.description,
         free_bytes >> 20,
         (gpu.memory_total as u64) >> 20,
@@ -121,8 +171,15 @@ fn does_not_fit(
     path: &std::path::Path,
     gpu: &LlamaBackendDevice,
     asked: u32,
+    context: &ContextChoice,
 ) -> String {
-    let fitted = match fitted_params(backend, options, path, gpu) {
+    // the layers llama.cpp would put on the GPU at the context chosen
+    let at = WorkerOptions {
+        ctx_tokens: context.ctx_tokens,
+        ..options.clone()
+    };
+    let at = if context.ctx_tokens > 0 { &at } else { options };
+    let fitted = match fit(backend, at, path, Target::Gpu(gpu, None)) {
         Ok(fitted) => fitted,
         Err(why) => {
             tracing::warn!("fitting layers into GPU memory failed ({why}): not checked");
@@ -161,84 +218,6 @@ pub(crate) fn gpus() -> Vec<LlamaBackendDevice> {
             )
         })
         .collect()
-}
-
-/// The model's layers from its metadata (`{arch}.block_count`): a vocabulary-only model
-/// reports 0 from `n_layer`.
-fn block_count(model: &LlamaModel) -> u32 {
-    model
-        .meta_val_str("general.architecture")
-        .and_then(|arch| model.meta_val_str(&format!("{arch}.block_count")))
-        .ok()
-        .and_then(|n| n.parse().ok())
-        .unwrap_or_else(|| model.n_layer())
-}
-
-/// What llama.cpp's fitting chose.
-struct Fitted {
-    params: std::pin::Pin<Box<LlamaModelParams>>,
-    model_layers: u32,
-    /// What it left free ([`fit_margin_bytes`]).
-    margin_bytes: u64,
-}
-
-/// llama.cpp's own fitting (`common_fit_params`, as llama-server's `--fit`): as many layers
-/// as fit in the GPU's free memory beside the KV pool and compute buffers of the context the
-/// engine will make, leaving [`fit_margin_bytes`] free (the margin, or all but
-/// `gpu_memory_limit`); the context is not shrunk for it. Only `gpu` is used.
-fn fitted_params(
-    backend: &LlamaBackend,
-    options: &WorkerOptions,
-    path: &std::path::Path,
-    gpu: &LlamaBackendDevice,
-) -> Result<Fitted, String> {
-    // The model's own context and kind, for the context the engine will make.
-    let probe = LlamaModel::load_from_file(
-        backend,
-        path,
-        &LlamaModelParams::default().with_vocab_only(true),
-    )
-    .map_err(|e| e.to_string())?;
-    let plan = ContextPlan::new(options, &probe);
-    let model_layers = block_count(&probe);
-    drop(probe);
-    let mut cparams = plan.params();
-    let margin = fit_margin_bytes(
-        gpu.memory_total as u64,
-        gpu.memory_free as u64,
-        options.gpu_memory_limit.bytes(),
-    );
-    // One margin per device llama.cpp may use (more entries than it has devices): the one
-    // device it is given first.
-    let mut margins = vec![margin as usize; 256];
-    let path_c =
-        std::ffi::CString::new(path.to_string_lossy().as_bytes()).map_err(|e| e.to_string())?;
-    let mut params = Box::pin(
-        LlamaModelParams::default()
-            .with_devices(&[gpu.index])
-            .map_err(|e| e.to_string())?,
-    );
-    params
-        .as_mut()
-        .fit_params(
-            &path_c,
-            &mut cparams,
-            &mut margins,
-            plan.ctx_tokens,
-            llama_cpp_sys_2::GGML_LOG_LEVEL_INFO,
-        )
-        .map_err(|e| e.to_string())?;
-    tracing::info!(
-        "llama.cpp's fitting: gpu_layers {} of {model_layers} on {}, leaving {} MiB free",
-        params.n_gpu_layers(),
-        gpu.name,
-        margin >> 20
-    );
-    Ok(Fitted {
-        params,
-        model_layers,
-        margin_bytes: margin,
-    })
 }
 
 /// The device the model runs on, after loading; its memory is read once the context is made

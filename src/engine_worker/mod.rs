@@ -15,6 +15,7 @@ mod backend;
 mod cache;
 mod device;
 mod fake;
+mod fit;
 mod llama;
 mod load;
 pub mod model_size;
@@ -102,8 +103,15 @@ pub fn run(options: &WorkerOptions) -> Result<(), WorkerError> {
     let backend = llama_cpp_2::llama_backend::LlamaBackend::init()
         .map_err(|e| WorkerError::Backend(e.to_string()))?;
     llama_cpp_2::send_logs_to_tracing(llama_cpp_2::LogOptions::default());
-    let (model, device) = load::load_model(&backend, options, path)?;
-    let engine = llama::LlamaEngine::new(&backend, &model, options, path, device)?;
+    let loaded = load::load_model(&backend, options, path)?;
+    let engine = llama::LlamaEngine::new(
+        &backend,
+        &loaded.model,
+        options,
+        path,
+        loaded.device,
+        &loaded.context,
+    )?;
     serve_stdio(&mut Worker::new(engine, cache_bytes))
 }
 

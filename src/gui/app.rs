@@ -316,12 +316,12 @@ impl Dashboard {
                     }
                 });
                 if self.show_settings {
-                    self.settings.devices = s
-                        .engine
-                        .device
-                        .as_ref()
-                        .map(|d| d.devices.clone())
-                        .unwrap_or_default();
+                    // the engine's device list, copied only when it changed (a frame is
+                    // drawn per token while a stream runs)
+                    let devices = s.engine.device.as_ref().map_or(&[][..], |d| &d.devices[..]);
+                    if self.settings.devices != devices {
+                        self.settings.devices = devices.to_vec();
+                    }
                     let in_flight = s.slots.iter().filter(|x| x.request_id.is_some()).count()
                         + s.parked.len()
                         + s.waiting.len();

@@ -127,7 +127,12 @@ impl CommandQueue {
     ) {
         for command in self.pending.drain(..) {
             if let Some(hub) = super::hub_commands::HubJob::of(&command) {
-                runtime.spawn(hub.run(self.outcomes_tx.clone(), service.clone()));
+                // the listing's fit: for the floor the engine's context keeps, within the limit
+                let fit_for = control.map_or((crate::config::DEFAULT_CTX_MIN_TOKENS, 0), |c| {
+                    let a = c.config().app;
+                    (a.ctx_min, a.gpu_memory_limit.bytes())
+                });
+                runtime.spawn(hub.run(self.outcomes_tx.clone(), service.clone(), fit_for));
                 continue;
             }
             let service = service.clone();

@@ -8,9 +8,6 @@ use crate::models::hub_rows::list_with_fit;
 use std::sync::mpsc::Sender;
 use std::time::{Duration, Instant};
 
-/// The smallest context the listing's fit is for: a coding agent's first request.
-const MIN_CTX_TOKENS: u32 = 16_384;
-
 /// Progress reaches the window at most this often.
 const PROGRESS_EVERY: Duration = Duration::from_millis(200);
 
@@ -46,8 +43,15 @@ impl HubJob {
         }
     }
 
-    /// Runs the job; `service` says what the running engine holds on the GPU.
-    pub(super) async fn run(self, tx: Sender<Outcome>, service: crate::service::ServiceHandle) {
+    /// Runs the job; `service` says what the running engine holds on the GPU; a listing's fit
+    /// is for a context of `ctx_min` tokens (the config's floor of a fitted context) within
+    /// `gpu_limit_bytes` (`gpu_memory_limit`; 0: none).
+    pub(super) async fn run(
+        self,
+        tx: Sender<Outcome>,
+        service: crate::service::ServiceHandle,
+        (ctx_min, gpu_limit_bytes): (u32, u64),
+    ) {
         let client = HubClient::from_env();
         let models_dir = crate::models::models_dir().map_err(|e| e.to_string());
         match self {
@@ -61,20 +65,14 @@ impl HubJob {
                             engine.device.as_ref(),
                             engine.weights_bytes,
                             engine.kv_pool_bytes,
+                            gpu_limit_bytes,
                         )
                     })
                     .await
                     .map_err(|e| e.to_string())?;
-                    list_with_fit(
-                        &client,
-                        &repo,
-                        pattern.as_deref(),
-                        &machine,
-                        MIN_CTX_TOKENS,
-                        &dir,
-                    )
-                    .await
-                    .map_err(|e| e.to_string())
+                    list_with_fit(&client, &repo, pattern.as_deref(), &machine, ctx_min, &dir)
+                        .await
+                        .map_err(|e| e.to_string())
                 }
                 .await;
                 let _ = tx.send(Outcome::HubListed { repo, listing });

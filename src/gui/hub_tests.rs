@@ -54,6 +54,8 @@ fn listing() -> HubListing {
                 key_length: 128,
                 value_length: 128,
             },
+            vocab_size: 152_064,
+            embedding_length: 3584,
             chat_template: Some("{{ tools }}".into()),
             // the list says Hermes: the view warns
             tool_calls: Some("Xml".into()),

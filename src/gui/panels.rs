@@ -35,19 +35,26 @@ pub fn engine_ui(
         if s.engine.simulated {
             ui.colored_label(Color32::YELLOW, "SIMULATED engine");
         }
+        let chosen = &s.engine.context_chosen_by;
         ui.label(format!(
-            "context {} tokens, KV {} / {} cells, {} slot(s), chunk {} tokens",
+            "context {} tokens{}, KV {} / {} cells, {} slot(s), chunk {} tokens",
             s.engine.context_tokens,
+            if chosen.is_empty() {
+                String::new()
+            } else {
+                format!(" ({chosen})")
+            },
             s.engine.kv_cells_used,
             s.engine.kv_cells_total,
             s.engine.parallel,
             s.chunk_tokens
         ))
-        .on_hover_text(
-            "context: the longest conversation one request may hold (prompt and output); \
+        .on_hover_text(format!(
+            "context: the longest conversation one request may hold (prompt and output){}; \
              KV: cells held now of the pool all slots and kept conversations share; chunk: \
              the most prompt tokens one step reads (a long read may give way between chunks)",
-        );
+            crate::service::context_words(chosen)
+        ));
         pool_mismatches_ui(ui, s.engine.kv_pool_mismatches);
         if ui
             .button("Restart engine")

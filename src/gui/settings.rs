@@ -41,6 +41,7 @@ struct Draft {
     model_path: String,
     parallel: u32,
     ctx: u32,
+    ctx_min: u32,
     chunk_measured: bool,
     chunk_tokens: u32,
     threads: u32,
@@ -60,6 +61,7 @@ impl Draft {
             model_path: s.model.map(|m| m.display().to_string()).unwrap_or_default(),
             parallel: s.parallel,
             ctx: s.ctx,
+            ctx_min: s.ctx_min,
             chunk_measured: s.chunk_tokens.is_none(),
             chunk_tokens: s.chunk_tokens.unwrap_or(512),
             threads: s.threads,
@@ -81,6 +83,7 @@ impl Draft {
             model: (!path.is_empty()).then(|| PathBuf::from(path)),
             parallel: self.parallel,
             ctx: self.ctx,
+            ctx_min: self.ctx_min,
             chunk_tokens: (!self.chunk_measured).then_some(self.chunk_tokens),
             threads: self.threads,
             gpu_layers: if self.gpu_auto {
@@ -205,13 +208,26 @@ pub fn settings_ui(
                 );
             ui.end_row();
 
-            let label = ui.label("ctx (tokens, 0 = the model's)");
+            let label = ui.label("ctx (tokens, 0 = the largest that fits)");
             ui.add(egui::DragValue::new(&mut draft.ctx).range(0..=1_048_576))
                 .labelled_by(label.id)
                 .on_hover_text(
-                    "the longest conversation one request may hold; set the agent's context \
-                     window to match (docs/DEPLOYMENT.md, \"Context windows\")",
+                    "the longest conversation one request may hold; 0: the largest that fits \
+                     in memory up to the model's trained context, not below ctx_min; set the \
+                     agent's context window to match (docs/DEPLOYMENT.md, \"Context windows\")",
                 );
+            ui.end_row();
+
+            let label = ui.label("ctx_min (floor of a fitted ctx)");
+            ui.add_enabled(
+                draft.ctx == 0,
+                egui::DragValue::new(&mut draft.ctx_min).range(256..=1_048_576),
+            )
+            .labelled_by(label.id)
+            .on_hover_text(
+                "with ctx 0: the smallest context the agent needs; layers leave the GPU \
+                 before the context goes below it",
+            );
             ui.end_row();
             ui.label("");
             ui.label(RichText::new(AGENT_CONTEXTS).weak().small());

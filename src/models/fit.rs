@@ -5,14 +5,12 @@
 //!
 //! The estimate: the weights split evenly over the layers plus one share for the embeddings
 //! and output; the KV cache evenly over the layers; on the GPU, llama.cpp's margin
-//! ([`margin_bytes`]: 1 GiB or a tenth of the card) and a compute buffer are kept free. Layers
-//! that do not fit stay in RAM with their KV cache.
+//! ([`margin_bytes`]: 1 GiB or a tenth of the card; under a `gpu_memory_limit`, all but the
+//! limit) and its compute buffer (from the vocabulary and the embedding:
+//! `HeaderFacts::gpu_compute_bytes`) are kept free. Layers that do not fit stay in RAM with
+//! their KV cache.
 
 use strata_protocol::gpu::margin_bytes;
-
-/// llama.cpp's compute buffers on a GPU at its default batch (a few hundred MB for 7-30B
-/// models): kept free besides the margin.
-pub const GPU_COMPUTE_BYTES: u64 = 512 << 20;
 
 /// A model as the estimate needs it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -24,6 +22,8 @@ pub struct ModelShape {
     pub kv_bytes_per_token: u64,
     /// The context it was trained for: the largest context the estimate offers.
     pub trained_context: u32,
+    /// llama.cpp's compute buffer on the GPU, kept free beside the layers.
+    pub compute_bytes: u64,
 }
 
 /// The memory a model could use: a GPU's and the system's.
@@ -39,6 +39,23 @@ pub struct GpuMemory {
     pub name: String,
     pub total_bytes: u64,
     pub free_bytes: u64,
+    /// `gpu_memory_limit` (0: none): the most the engine may take.
+    pub limit_bytes: u64,
+}
+
+impl GpuMemory {
+    /// What llama.cpp's fitting lets the model take: the free memory less the margin, and at
+    /// most the limit (its fitting leaves max(margin, free − limit) free).
+    pub fn usable_bytes(&self) -> u64 {
+        let usable = self
+            .free_bytes
+            .saturating_sub(margin_bytes(self.total_bytes));
+        if self.limit_bytes > 0 {
+            usable.min(self.limit_bytes)
+        } else {
+            usable
+        }
+    }
 }
 
 /// Where a model would run at one context size.
@@ -65,6 +82,20 @@ pub struct Fit {
     pub verdict: Verdict,
 }
 
+/// llama.cpp's compute buffer on a GPU at its default micro-batch of 512 tokens, as an
+/// estimate: the logits of every token of the batch (4 bytes a vocabulary entry) and its
+/// activations (16 of the embedding's length a token, with flash attention); 512 MiB when
+/// the vocabulary or the embedding is not known (0). llama.cpp measured 103-129 MiB for the
+/// test model (49,152 tokens, 576 long: 114 MiB here) on the software Vulkan device
+/// (scripts/check-gpu.py, check 11).
+pub fn compute_bytes(vocab_size: u32, embedding_length: u32) -> u64 {
+    const UBATCH_TOKENS: u64 = 512;
+    if vocab_size == 0 || embedding_length == 0 {
+        return 512 << 20;
+    }
+    UBATCH_TOKENS * 4 * (u64::from(vocab_size) + 16 * u64::from(embedding_length))
+}
+
 impl ModelShape {
     fn layer_weights_bytes(&self) -> u64 {
         self.weights_bytes / (u64::from(self.layers) + 1)
@@ -79,11 +110,10 @@ impl ModelShape {
 pub fn fit(model: &ModelShape, machine: &Machine, ctx_tokens: u32) -> Fit {
     let kv_bytes = model.kv_bytes_per_token * u64::from(ctx_tokens);
     let whole = model.weights_bytes + kv_bytes;
-    let usable = machine.gpu.as_ref().map_or(0, |g| {
-        g.free_bytes
-            .saturating_sub(margin_bytes(g.total_bytes))
-            .saturating_sub(GPU_COMPUTE_BYTES)
-    });
+    let usable = machine
+        .gpu
+        .as_ref()
+        .map_or(0, |g| g.usable_bytes().saturating_sub(model.compute_bytes));
     let per_layer = model.layer_weights_bytes() + model.layer_kv_bytes(ctx_tokens);
     let (gpu_layers, gpu_bytes) = if whole <= usable {
         (model.layers, whole)
@@ -175,6 +205,7 @@ mod tests {
         layers: 28,
         kv_bytes_per_token: 57_344,
         trained_context: 32_768,
+        compute_bytes: 512 << 20,
     };
 
     fn card(gib: u64) -> Machine {
@@ -184,6 +215,7 @@ mod tests {
                 total_bytes: gib * GIB,
                 // the desktop holds some
                 free_bytes: gib * GIB - GIB / 2,
+                limit_bytes: 0,
             }),
             ram_available_bytes: 24 * GB,
         }
@@ -224,6 +256,7 @@ mod tests {
             layers: 48,
             kv_bytes_per_token: 98_304,
             trained_context: 131_072,
+            compute_bytes: 512 << 20,
         };
         let f = largest_context(&big, &card(16), 16_384).unwrap();
         let Verdict::PartlyOnCpu { cpu_layers } = f.verdict else {

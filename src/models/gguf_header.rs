@@ -230,6 +230,11 @@ pub struct HeaderFacts {
     /// The context it was trained for.
     pub context_length: u32,
     pub shape: AttentionShape,
+    /// Tokens of the vocabulary (`tokenizer.ggml.tokens`) and the embedding's length: what
+    /// llama.cpp's compute buffer is sized by ([`HeaderFacts::gpu_compute_bytes`]); 0 when
+    /// the header does not say.
+    pub vocab_size: u32,
+    pub embedding_length: u32,
     pub chat_template: Option<String>,
     /// The tool-call family its template writes, as `discover::describe` names it.
     pub tool_calls: Option<String>,
@@ -241,6 +246,11 @@ impl HeaderFacts {
     /// The KV cache's bytes per token at `kv`.
     pub fn kv_bytes_per_token(&self, kv: KvType) -> u64 {
         kv_bytes_per_cell(self.shape, kv)
+    }
+
+    /// llama.cpp's compute buffer on a GPU, estimated ([`super::fit::compute_bytes`]).
+    pub fn gpu_compute_bytes(&self) -> u64 {
+        super::fit::compute_bytes(self.vocab_size, self.embedding_length)
     }
 }
 
@@ -321,6 +331,11 @@ impl GgufHeader {
                 key_length,
                 value_length,
             },
+            vocab_size: match self.get("tokenizer.ggml.tokens") {
+                Some(Value::Array { len, .. }) => u32::try_from(*len).unwrap_or(0),
+                _ => 0,
+            },
+            embedding_length: embedding.unwrap_or(0),
             chat_template,
             tool_calls,
             split_count: self.u32("split.count").unwrap_or(1),

@@ -100,6 +100,7 @@ fn row(
                 layers: facts.layers,
                 kv_bytes_per_token: facts.kv_bytes_per_token(KvType::F16),
                 trained_context: facts.context_length,
+                compute_bytes: facts.gpu_compute_bytes(),
             };
             fit_and_words(&shape, machine, min_ctx)
         }

@@ -12,20 +12,30 @@ use crate::engine_worker::KvType;
 
 #[derive(Debug, Clone, clap::Args)]
 pub struct ModelsArgs {
-    /// The smallest context a model must serve to be offered (a coding agent's first request
-    /// is 12-20K tokens).
-    #[arg(long, default_value_t = 16_384)]
+    /// The smallest context a model must serve to be offered: the engine's floor of a fitted
+    /// context (`ctx_min`) by default (Qwen Code, Codex CLI and OpenCode need 32K; Claude Code
+    /// about 100K).
+    #[arg(long, default_value_t = crate::config::DEFAULT_CTX_MIN_TOKENS)]
     pub min_ctx: u32,
+    /// The most GPU memory the engine may take (as the server's `--gpu-memory-limit`: MiB,
+    /// or with a unit) [default: no limit].
+    #[arg(long)]
+    pub gpu_memory_limit: Option<crate::config::GpuMemoryLimit>,
 }
 
 /// The report, as the terminal shows it.
 pub fn report(args: &ModelsArgs, machine: &Machine, found: &[FoundModel]) -> String {
     let mut out = match &machine.gpu {
         Some(g) => format!(
-            "This machine: {} ({:.1} GiB, {:.1} GiB free), RAM {:.1} GB available\n",
+            "This machine: {} ({:.1} GiB, {:.1} GiB free{}), RAM {:.1} GB available\n",
             g.name,
             g.total_bytes as f64 / GIB,
             g.free_bytes as f64 / GIB,
+            if g.limit_bytes > 0 {
+                format!(", within gpu_memory_limit {} MiB", g.limit_bytes >> 20)
+            } else {
+                String::new()
+            },
             machine.ram_available_bytes as f64 / 1e9
         ),
         None => format!(
@@ -51,6 +61,7 @@ pub fn report(args: &ModelsArgs, machine: &Machine, found: &[FoundModel]) -> Str
                     layers: facts.layers,
                     kv_bytes_per_token: facts.kv_bytes_per_token(KvType::F16),
                     trained_context: facts.context_length,
+                    compute_bytes: facts.gpu_compute_bytes(),
                 };
                 let (_, fit) = fit_and_words(&shape, machine, args.min_ctx);
                 format!(
@@ -85,7 +96,7 @@ const GIB: f64 = (1u64 << 30) as f64;
 pub fn run(args: &ModelsArgs) -> String {
     report(
         args,
-        &super::machine::this_machine(),
+        &super::machine::this_machine(args.gpu_memory_limit.map_or(0, |l| l.bytes())),
         &find_models(&usual_folders()),
     )
 }

@@ -43,6 +43,9 @@ impl Actor {
         snapshot.engine.status = self.engine_status(scheduled.engine);
         snapshot.engine.model = handshake.map(|h| h.model.name.clone()).unwrap_or_default();
         snapshot.engine.context_tokens = handshake.map_or(0, |h| h.model.n_ctx);
+        snapshot.engine.context_chosen_by = handshake
+            .map(|h| h.model.ctx_chosen_by.clone())
+            .unwrap_or_default();
         snapshot.engine.prompt_tokens_per_sec = handshake.map_or(0.0, |h| h.prompt_tokens_per_sec);
         let model_path = handshake.map_or("", |h| h.model.path.as_str());
         if model_path != self.model_file.0 {

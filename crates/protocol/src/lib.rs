@@ -24,7 +24,10 @@ pub mod pool;
 
 pub use gpu::{DeviceFacts, GpuLayers, GpuMemoryLimit};
 pub use messages::*;
-pub use options::{DEFAULT_GRAMMAR_MS_PER_TOKEN, FakeOptions, FlashAttn, KvType, WorkerOptions};
+pub use options::{
+    DEFAULT_CTX_MIN_TOKENS, DEFAULT_GRAMMAR_MS_PER_TOKEN, FakeOptions, FlashAttn, KvType,
+    WorkerOptions,
+};
 
 /// A sampled control token (llama.cpp's `CONTROL` attribute, not end-of-generation) comes with
 /// its text wrapped in [`OPEN`](control_text::OPEN) … [`CLOSE`](control_text::CLOSE), two

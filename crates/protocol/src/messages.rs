@@ -289,6 +289,11 @@ pub struct ModelFacts {
     /// Context of the engine (cells one sequence may use at most).
     pub n_ctx: u32,
     pub n_ctx_train: u32,
+    /// How `n_ctx` was chosen: `set` (the `ctx` setting), `trained` (the model's trained
+    /// context fits), `fit` (llama.cpp's fitting shrank it to fit the memory), `floor` (it did
+    /// not fit even at `ctx_min`: the floor, with a warning); empty from an older worker.
+    #[serde(default)]
+    pub ctx_chosen_by: String,
     pub n_vocab: i32,
     pub bos: Option<TokenId>,
     pub eog: Vec<TokenId>,

@@ -31,6 +31,14 @@ pub enum KvType {
 /// (10 s and up), and far above what a grammar costs (docs/BENCHMARKS.md, "Grammars").
 pub const DEFAULT_GRAMMAR_MS_PER_TOKEN: u64 = 2_000;
 
+/// The floor of a fitted context, by default: what Qwen Code, Codex CLI and OpenCode need to
+/// work and compact (docs/DEPLOYMENT.md, "Context windows"; Claude Code needs about 100K).
+pub const DEFAULT_CTX_MIN_TOKENS: u32 = 32_768;
+
+fn default_ctx_min_tokens() -> u32 {
+    DEFAULT_CTX_MIN_TOKENS
+}
+
 fn default_grammar_ms_per_token() -> u64 {
     DEFAULT_GRAMMAR_MS_PER_TOKEN
 }
@@ -44,9 +52,16 @@ pub struct WorkerOptions {
         arg(long, required_unless_present_any = ["fake", "options_json"])
     )]
     pub model: Option<PathBuf>,
-    /// Context size in tokens (the unified KV pool); 0 takes the model's, at most 32768.
+    /// Context size in tokens (the unified KV pool); 0: the largest that fits in memory (GPU,
+    /// else RAM) up to the model's trained context, by llama.cpp's fitting, and not below
+    /// `ctx_min_tokens`.
     #[cfg_attr(feature = "cli", arg(long = "ctx", default_value_t = 0))]
     pub ctx_tokens: u32,
+    /// The floor of a fitted context (`ctx` 0): the fitting takes layers off the GPU before it
+    /// goes below it; the model's trained context when that is smaller.
+    #[cfg_attr(feature = "cli", arg(long = "ctx-min", default_value_t = DEFAULT_CTX_MIN_TOKENS))]
+    #[serde(default = "default_ctx_min_tokens")]
+    pub ctx_min_tokens: u32,
     /// Slots: requests that read or decode together in one step.
     #[cfg_attr(feature = "cli", arg(long, default_value_t = 1))]
     pub slots: u32,
@@ -146,6 +161,7 @@ impl WorkerOptions {
         Self {
             model: Some(model),
             ctx_tokens: 0,
+            ctx_min_tokens: DEFAULT_CTX_MIN_TOKENS,
             slots: 1,
             kv_sequences: 0,
             threads: 0,

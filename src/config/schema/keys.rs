@@ -58,12 +58,27 @@ pub const KEYS: &[Key] = &[
         App,
         NewEngine,
         Some("--ctx"),
-        Some("the model's, at most 32768"),
+        Some(
+            "the largest that fits in memory (the GPU's, else the RAM available), up to \
+             the model's trained context and not below `ctx_min`, by llama.cpp's fitting",
+        ),
         "0, or 256-1048576: the KV pool's cells, shared by every sequence, and the most one \
          request holds. Larger than the model's training context it still runs, with a warning \
          in the log. Agents need about 100K for Claude Code (it compacts no earlier than about \
          67K), 32K for Qwen Code, Codex and OpenCode, 8K for aider (section 4, \"Context \
-         windows\")",
+         windows\"). `/health` says the context and how it was chosen (`context_chosen_by`: \
+         `set`, `trained`, `fit`, `floor`)",
+    ),
+    key(
+        "ctx_min",
+        App,
+        NewEngine,
+        Some("--ctx-min"),
+        None,
+        "256-1048576: the floor of a fitted context (`ctx` 0), the smallest context the agent \
+         needs (98304 for Claude Code): on a GPU llama.cpp's fitting moves layers to the CPU \
+         before the context goes below it; the model's trained context when that is smaller; \
+         a floor that does not fit is kept, with a warning in `/health`, the log and the window",
     ),
     key(
         "threads",
@@ -84,7 +99,8 @@ pub const KEYS: &[Key] = &[
         None,
         "`\"auto\"`: llama.cpp's own fitting (`common_fit_params`, as llama-server's `--fit`) \
          puts as many layers on the GPU as its free memory holds beside the KV pool of the \
-         configured `ctx` and the compute buffers, leaving 1 GiB or a tenth of the GPU free, \
+         context (with `ctx` 0, a context fitted first, down to `ctx_min`) and the compute \
+         buffers, leaving 1 GiB or a tenth of the GPU free, \
          whichever is more (Windows spills what does not fit into shared memory, about ten \
          times slower); 0 where llama.cpp sees no GPU (a CPU build); if the fitting fails, the \
          CPU only, with a warning. A number sets the layers (more than the model has: all). \
@@ -96,7 +112,7 @@ pub const KEYS: &[Key] = &[
         App,
         NewEngine,
         Some("--gpu-memory-limit"),
-        Some("0: no limit"),
+        Some("no limit"),
         "the most GPU memory the engine may take (weights, KV pool, compute buffers), to leave \
          room for the desktop and other programs: a number of MiB, or a size with its unit \
          (`\"6 GiB\"`, `\"512 MiB\"`). `gpu_layers: \"auto\"` fits into it; the memory \
