@@ -5,7 +5,7 @@
 //! `ctx` 0 takes the largest context that fits, up to the model's trained one and not below
 //! `ctx_min`: on a GPU the fitting first shrinks the context to fit its free memory (within
 //! `gpu_memory_limit`), then, at the floor, moves layers to the CPU; on the CPU it shrinks
-//! the context to fit the RAM available now.
+//! the context to fit the RAM available now, keeping a quarter of the machine free.
 
 use super::WorkerOptions;
 use super::llama::ContextPlan;
@@ -16,8 +16,8 @@ use llama_cpp_2::model::LlamaModel;
 use llama_cpp_2::model::params::{FitError, LlamaModelParams};
 use std::pin::Pin;
 
-/// What the host memory fitting leaves free beside what is in use now.
-const HOST_MARGIN_BYTES: u64 = 1 << 30;
+/// What the host memory fitting leaves free beside what is in use now, at least.
+const HOST_MARGIN_MIN_BYTES: u64 = 1 << 30;
 
 /// Where the model goes: the CPU, or a GPU with its layers as `gpu_layers` says (`None`:
 /// as many as fit).
@@ -91,10 +91,13 @@ impl Probe {
 }
 
 /// What llama.cpp's fitting must leave free of the host's memory: it measures against the
-/// machine's total, so what is in use now (total − available) counts as taken, plus a GiB.
+/// machine's total, so what is in use now (total − available) counts as taken, and a quarter
+/// of the machine (at least a GiB) stays free beside it: unlike a GPU's, the RAM is shared
+/// with the agent's builds, the editor and the desktop, and a KV pool is written whole when
+/// it is made.
 pub(super) fn host_margin_bytes(total_bytes: u64, available_bytes: Option<u64>) -> u64 {
     let in_use = available_bytes.map_or(0, |a| total_bytes.saturating_sub(a));
-    in_use + HOST_MARGIN_BYTES
+    in_use + HOST_MARGIN_MIN_BYTES.max(total_bytes / 4)
 }
 
 /// How a fitted context was chosen, from what the fitting returned.
@@ -244,11 +247,12 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_host_margin_counts_what_is_in_use_now_plus_a_gib() {
+    fn the_host_margin_counts_what_is_in_use_now_plus_a_quarter_of_the_machine() {
         let gib = 1u64 << 30;
-        assert_eq!(host_margin_bytes(32 * gib, Some(20 * gib)), 13 * gib);
-        assert_eq!(host_margin_bytes(32 * gib, None), gib);
-        assert_eq!(host_margin_bytes(8 * gib, Some(9 * gib)), gib);
+        assert_eq!(host_margin_bytes(32 * gib, Some(20 * gib)), 20 * gib);
+        assert_eq!(host_margin_bytes(32 * gib, None), 8 * gib);
+        assert_eq!(host_margin_bytes(8 * gib, Some(9 * gib)), 2 * gib);
+        assert_eq!(host_margin_bytes(2 * gib, Some(2 * gib)), gib);
     }
 
     #[test]

@@ -16,7 +16,8 @@ pub fn engine_ui(
     confirm_restart: &mut bool,
     q: &mut CommandQueue,
 ) {
-    ui.horizontal(|ui| {
+    // wrapped: a real model's file, sizes and context are wider than the window
+    ui.horizontal_wrapped(|ui| {
         ui.strong("Engine");
         let state = match &s.engine.status {
             EngineStatus::Loading => "loading".to_owned(),
@@ -74,7 +75,7 @@ pub fn engine_ui(
         }
     });
     if let Some(device) = s.engine.device.as_ref().filter(|_| !s.engine.simulated) {
-        ui.horizontal(|ui| device_ui(ui, device, s.engine.threads));
+        ui.horizontal_wrapped(|ui| device_ui(ui, device, s.engine.threads));
     }
     if *confirm_restart {
         let running = s.slots.iter().filter(|x| x.request_id.is_some()).count();
@@ -557,3 +558,7 @@ mod tests {
         assert_eq!(percentiles(&mut []), None);
     }
 }
+
+#[cfg(test)]
+#[path = "panels_layout_tests.rs"]
+mod layout_tests;

@@ -119,3 +119,30 @@ fn the_found_models_arriving_move_no_setting_or_button() {
         "the settings moved when the scan's results arrived"
     );
 }
+
+/// The `ctx_min` field: its value from the config, editable while `ctx` is 0 (the fitted
+/// context it is the floor of), not while a `ctx` is set.
+#[test]
+fn ctx_min_is_editable_while_ctx_is_0_and_not_once_a_ctx_is_set() {
+    let field = |file: &str| {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("config.json");
+        std::fs::write(&path, file).unwrap();
+        let config = Config::load(Some(&path), &Overrides::default()).unwrap();
+        let mut view = SettingsView::default();
+        let mut queue = CommandQueue::default();
+        let mut harness = Harness::new_ui(|ui| settings_ui(ui, &mut view, &config, 0, &mut queue));
+        harness.run_ok();
+        let spin = harness
+            .query_all_by_label("ctx_min (floor of a fitted ctx)")
+            .find(|n| n.accesskit_node().role() == egui::accesskit::Role::SpinButton)
+            .expect("no ctx_min field");
+        let node = spin.accesskit_node();
+        (node.numeric_value(), node.is_disabled())
+    };
+    assert_eq!(field("{}"), (Some(32_768.0), false));
+    assert_eq!(
+        field(r#"{"ctx": 4096, "ctx_min": 98304}"#),
+        (Some(98_304.0), true)
+    );
+}

@@ -59,7 +59,8 @@ pub const KEYS: &[Key] = &[
         NewEngine,
         Some("--ctx"),
         Some(
-            "the largest that fits in memory (the GPU's, else the RAM available), up to \
+            "the largest that fits in memory (the GPU's, else the RAM available less a quarter \
+             of the machine's), up to \
              the model's trained context and not below `ctx_min`, by llama.cpp's fitting",
         ),
         "0, or 256-1048576: the KV pool's cells, shared by every sequence, and the most one \

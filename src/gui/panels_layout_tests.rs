@@ -1,0 +1,64 @@
+//! The engine line at the window's default width with a real model's figures (regression: the
+//! line did not wrap, and a real model's file, sizes and context pushed the Restart button
+//! past the window's edge, where no click reaches it).
+
+use super::*;
+use crate::service::SchedulerSettings;
+use egui_kittest::Harness;
+use egui_kittest::kittest::Queryable as _;
+
+/// What a 7B coder on a GPU shows, at the window's default width (1100).
+fn real_model() -> ServiceSnapshot {
+    let mut s = ServiceSnapshot::starting(SchedulerSettings::default(), 1, false);
+    let e = &mut s.engine;
+    e.status = EngineStatus::Ready;
+    e.model = "Qwen2.5 Coder 7B Instruct".into();
+    e.model_file = "qwen2.5-coder-7b-instruct-q4_k_m.gguf".into();
+    e.model_file_bytes = 4_683_073_504;
+    e.quantization = "Q4_K_M".into();
+    e.model_params = 7_615_616_512;
+    e.weights_bytes = 4_683_000_000;
+    e.kv_pool_bytes = 1_879_048_192;
+    e.worker_rss_bytes = Some(6_800_000_000);
+    e.context_tokens = 32_768;
+    e.context_chosen_by = "trained".into();
+    e.kv_cells_total = 32_768;
+    e.device = Some(DeviceFacts {
+        name: "NVIDIA GeForce RTX 4070".into(),
+        backend: "Vulkan".into(),
+        id: "Vulkan0".into(),
+        gpu_layers: 28,
+        model_layers: 28,
+        chosen_by: "auto".into(),
+        picked_by: "device auto: the only GPU".into(),
+        vram_total_bytes: 12 << 30,
+        vram_free_bytes: 3 << 30,
+        fit_warning: "the context of 32768 tokens does not fit in the free memory of NVIDIA \
+                      GeForce RTX 4070 beside the model: lower ctx_min or ctx, or use a \
+                      smaller model"
+            .into(),
+        ..DeviceFacts::default()
+    });
+    s
+}
+
+#[test]
+fn the_restart_button_stays_in_the_window_with_a_real_models_figures() {
+    let s = real_model();
+    let width = 1100.0;
+    let (mut confirm, mut queue) = (false, CommandQueue::default());
+    let mut harness = Harness::builder()
+        .with_size(egui::vec2(width, 300.0))
+        .build_ui(|ui| engine_ui(ui, &s, &mut confirm, &mut queue));
+    harness.run_ok();
+    let button = harness.get_by_label("Restart engine").rect();
+    assert!(
+        button.right() <= width,
+        "the Restart button ends at x {:.0}, past the window's {width}",
+        button.right()
+    );
+    let context = harness
+        .get_by_label_contains("context 32768 tokens (trained)")
+        .rect();
+    assert!(context.right() <= width, "{context:?}");
+}
