@@ -11,10 +11,32 @@
 //! And `-static` for the program, so that libgcc and winpthread come from their static
 //! archives (libstdc++ too: `CXXSTDLIB` in scripts/windows/env.sh): the .exe needs only
 //! Windows' own DLLs. (No libgomp: that build uses ggml's own threads, Cargo.toml says why.)
+//!
+//! With `cpu-variants` on Linux llama.cpp is shared libraries (libllama, libggml, libggml-base,
+//! loaded by their `.so.0` names), and the program finds them by its rpath: beside it
+//! (`$ORIGIN`, a plain copy with its libraries), in `$ORIGIN/../lib/strata-desk` (the .deb), and
+//! in llama-cpp-sys-2's build folder (`cargo build`, `cargo run`: its hard links beside the
+//! program lack the `.so.0` names). `STRATA_RELOCATABLE=1` (scripts/build-deb.sh) leaves the
+//! build folder out.
 
 fn main() {
     println!("cargo:rerun-if-changed=build.rs");
     let target = std::env::var("TARGET").unwrap_or_default();
+    println!("cargo:rerun-if-env-changed=STRATA_RELOCATABLE");
+    if target.contains("-linux-") && std::env::var_os("CARGO_FEATURE_CPU_VARIANTS").is_some() {
+        let mut rpath = "$ORIGIN:$ORIGIN/../lib/strata-desk".to_owned();
+        let relocatable = std::env::var("STRATA_RELOCATABLE").is_ok_and(|v| v == "1");
+        // llama-cpp-sys-2's `cargo:backends_dir` (its OUT_DIR/backends); the libraries are in
+        // OUT_DIR/lib
+        if let Some(out_dir) = std::env::var_os("DEP_LLAMA_BACKENDS_DIR")
+            .map(std::path::PathBuf::from)
+            .and_then(|b| b.parent().map(|o| o.join("lib")))
+            .filter(|_| !relocatable)
+        {
+            rpath = format!("{rpath}:{}", out_dir.display());
+        }
+        println!("cargo:rustc-link-arg-bins=-Wl,-rpath,{rpath}");
+    }
     if target.ends_with("-windows-gnu") {
         let vulkan = std::env::var_os("CARGO_FEATURE_VULKAN").is_some();
         let backends = vulkan.then_some("ggml-vulkan.a");

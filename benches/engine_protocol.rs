@@ -210,6 +210,7 @@ fn spread(values: Vec<f64>, decimals: usize) -> String {
 
 fn main() {
     let path = model_path();
+    strata_desk::engine_worker::modules::load().expect("llama.cpp's modules");
     let backend = LlamaBackend::init().expect("backend");
     let model =
         LlamaModel::load_from_file(&backend, &path, &LlamaModelParams::default()).expect("model");

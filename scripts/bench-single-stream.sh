@@ -13,6 +13,8 @@
 #   SERVER      our binary served [target/release/strata-desk]; CLIENT: the bench [SERVER]
 #   LLAMA_SERVER  a llama-server binary, for `llama:` settings
 #   MODEL       the GGUF [the default model]; OUT [target/bench-single-stream]
+#   HOGS        CPU-bound processes kept running beside the servers the whole time (as the
+#               agent's builds and tests on the same machine) [0]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 server_exe=${SERVER:-target/release/strata-desk}
@@ -36,6 +38,13 @@ wait_ready() { # URL PATTERN
     echo "the server never became ready ($1)" >&2
     exit 1
 }
+
+hogs=()
+for _ in $(seq 1 "${HOGS:-0}"); do
+    (while :; do :; done) &
+    hogs+=($!)
+done
+trap 'for h in "${hogs[@]}"; do kill "$h" 2>/dev/null || true; done' EXIT
 
 IFS=';' read -r -a list <<<"$settings"
 for round in $(seq 1 "$rounds"); do
@@ -87,5 +96,19 @@ for name in names:
                 decode.append(rec["tokens_per_sec"])
         f = lambda v: f"{statistics.median(v):.1f} [{min(v):.1f}-{max(v):.1f}]" if v else "-"
         cells.append(f"{f(prompt)} / {f(decode)}")
+    print(f"| {name} | " + " | ".join(cells) + " |")
+
+def per_round(name, d):
+    recs = [json.load(open(f"{out}/{name}.{d}.{r}.json"))["records"][0] for r in range(1, rounds + 1)]
+    return [(x["prompt_tokens"] / x["ttft_secs"], x["tokens_per_sec"]) for x in recs]
+
+print(f"\nmedian of the per-round ratios to {names[0]} [lowest-highest]; prompt / decode")
+for name in names[1:]:
+    cells = []
+    for d in depths:
+        pairs = list(zip(per_round(name, d), per_round(names[0], d)))
+        ratios = [[a[k] / b[k] for a, b in pairs] for k in (0, 1)]
+        f = lambda v: f"{statistics.median(v):.3f} [{min(v):.3f}-{max(v):.3f}]"
+        cells.append(f"{f(ratios[0])} / {f(ratios[1])}")
     print(f"| {name} | " + " | ".join(cells) + " |")
 PY

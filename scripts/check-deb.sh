@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Installs the .deb that build-deb.sh made, checks it, and removes it again (as root):
 #   ./scripts/check-deb.sh [path/to/strata-desk_X_amd64.deb]
-# Checks: the desktop entry validates; `strata-desk --version`; `--headless` on the default
-# model answers /health and a chat completion and exits 0 on SIGTERM with no worker left; with no
+# Checks: the desktop entry validates; `strata-desk --version` names the CPU variant for this
+# CPU, of those installed in /usr/lib/strata-desk; `--headless` on the default model answers
+# /health (naming the variant the engine loaded) and a chat completion and exits 0 on SIGTERM with no worker left; with no
 # arguments and no display it names `--headless` (it does not print the help); under Xvfb, if
 # xvfb-run is present, the window and its server start; `apt-get remove` leaves no file behind.
 set -euo pipefail
@@ -42,6 +43,11 @@ desktop-file-validate /usr/share/applications/strata-desk.desktop || fail "deskt
 version=$(/usr/bin/strata-desk --version)
 echo "version: $version"
 [[ $version == "strata-desk "* ]] || fail "--version said: $version"
+# llama.cpp's CPU variants beside its libraries; the program runs on this CPU's best one
+variants=$(ls /usr/lib/strata-desk/libggml-cpu-*.so 2>/dev/null | wc -l)
+[ "$variants" -ge 1 ] || fail "no CPU variant in /usr/lib/strata-desk"
+[[ $version == *"CPU code for this CPU: "* ]] || fail "--version names no CPU variant: $version"
+echo "CPU variants: $variants in /usr/lib/strata-desk"
 
 out=$(env -u DISPLAY -u WAYLAND_DISPLAY strata-desk 2>&1) && fail "no display: exit 0"
 [[ $out == *"--headless"* && $out != *"Usage:"* ]] || fail "no display said: $out"
@@ -52,7 +58,11 @@ strata-desk --headless --port "$port" >"$log" 2>&1 &
 pid=$!
 start=$SECONDS
 wait_ready "$port" || { cat "$log"; fail "--headless never became ready"; }
-echo "headless: ready after $((SECONDS - start)) s: $(curl -s "localhost:$port/health")"
+health=$(curl -s "localhost:$port/health")
+echo "headless: ready after $((SECONDS - start)) s: $health"
+variant=$(echo "$health" | python3 -c 'import json,sys; print(json.load(sys.stdin)["engine"]["device"]["cpu_variant"])')
+[[ -n $variant && $variant != built-in ]] || fail "/health names no CPU variant: $variant"
+echo "headless: the engine runs the CPU variant $variant"
 reply=$(curl -s --max-time 120 "localhost:$port/v1/chat/completions" -H 'content-type: application/json' \
     -d '{"model": "any", "messages": [{"role": "user", "content": "Say hello."}], "max_tokens": 16, "temperature": 0}') ||
     fail "the chat completion request failed"

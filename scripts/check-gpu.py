@@ -250,6 +250,14 @@ def on_the_device(exe):
             and device["devices"][0].startswith("Vulkan0: llvmpipe"),
             f"{device} (ready in {secs:.0f} s)",
         )
+        # the default build loads llama.cpp's backends at run time: Vulkan as a module, with
+        # the best of ggml's CPU variants beside it (a build without `cpu-variants`: built-in)
+        check(
+            "the Vulkan backend and a CPU variant loaded as modules",
+            device["backends_not_loaded"] == []
+            and (device["cpu_variant"] in device["cpu_variants"] or device["cpu_variant"] == "built-in"),
+            f"cpu_variant {device['cpu_variant']!r} of {device['cpu_variants']}",
+        )
         # the ready line: "..., llvmpipe (...) (Vulkan), 30 of 30 layers on the GPU (gpu_layers
         # auto: fitted into free GPU memory by llama.cpp), ..."
         layers = f"{device['model_layers']} of {device['model_layers']} layers on the GPU"
@@ -509,7 +517,11 @@ def pick(exe):
 def version(exe):
     """Check 8."""
     out = subprocess.run([exe, "--version"], capture_output=True, text=True).stdout.strip()
-    check("--version names the Vulkan backend", "backends: CPU, Vulkan" in out, out)
+    check(
+        "--version names the Vulkan backend and the CPU code for this CPU",
+        "backends: CPU, Vulkan" in out and "CPU code" in out,
+        out,
+    )
 
 
 def skipped_device(exe):

@@ -14,6 +14,7 @@ target="${CARGO_TARGET_DIR:-target}"
 started=$(date +%s)
 # A build of its own only where the features differ: llama.cpp with Vulkan (its shaders
 # included), llama-cpp-2 and this crate; every other dependency is the tests' build's.
+scripts/clean-llama-links.sh "$target"
 cargo build --locked --features vulkan --bin strata-desk
 cp "$target/debug/strata-desk" "$target/debug/strata-desk-vulkan"
 echo "check-gpu: the Vulkan build took $(( $(date +%s) - started )) s"

@@ -22,6 +22,20 @@ const VERSION: &str = match (cfg!(feature = "vulkan"), cfg!(feature = "cuda")) {
     (false, false) => concat!(env!("CARGO_PKG_VERSION"), " (llama.cpp backends: CPU)"),
 };
 
+/// `--version` on this machine: [`VERSION`] and the CPU code the engine would run here (the
+/// variant a `cpu-variants` build picks for this CPU, or why none can run).
+pub fn version_here() -> String {
+    use crate::engine_worker::modules;
+    let cpu = match modules::cpu_variant_here() {
+        Ok(variant) if cfg!(feature = "cpu-variants") => {
+            format!("CPU code for this CPU: {variant} (chosen at start among the build's variants)")
+        }
+        Ok(_) => "CPU code: built in, for the instruction sets it was built with".to_owned(),
+        Err(why) => format!("CPU code: none runs here: {why}"),
+    };
+    format!("{VERSION}; {cpu}")
+}
+
 #[derive(Debug, Parser)]
 #[command(
     name = "strata-desk",
@@ -131,7 +145,12 @@ impl Cli {
     /// with [`after_help`], this machine's real paths.
     pub fn parse_with_paths() -> Self {
         use clap::{CommandFactory, FromArgMatches};
-        let matches = Self::command().after_help(after_help()).get_matches();
+        let mut command = Self::command().after_help(after_help());
+        if std::env::args_os().any(|a| a == "--version" || a == "-V") {
+            // leaked once: the process prints it and exits
+            command = command.version(&*Box::leak(version_here().into_boxed_str()));
+        }
+        let matches = command.get_matches();
         Self::from_arg_matches(&matches).unwrap_or_else(|e| e.exit())
     }
 }

@@ -252,8 +252,16 @@ pub fn ready_line(s: &crate::service::ServiceSnapshot, url: &str) -> String {
             if d.picked_by.is_empty() { "" } else { "; " },
             d.picked_by
         ),
+        // on the CPU the reason is shown only when a GPU backend failed to load
+        Some(d) if !d.backends_not_loaded.is_empty() => {
+            format!("{} ({}; {})", d.name, d.backend, d.picked_by)
+        }
         Some(d) => format!("{} ({})", d.name, d.backend),
         None => "the CPU".to_owned(),
+    };
+    let device = match e.device.as_ref().map(crate::service::cpu_code_words) {
+        Some(words) if !words.is_empty() => format!("{device}, {words}"),
+        _ => device,
     };
     format!(
         "strata-desk: ready on {url}: {}, context {} tokens{}, {device}, {} thread(s)",

@@ -29,8 +29,9 @@ pub(crate) fn backend() -> Result<&'static LlamaBackend, TokenizerError> {
     static BACKEND: OnceLock<Result<LlamaBackend, String>> = OnceLock::new();
     BACKEND
         .get_or_init(|| {
-            let backend = LlamaBackend::init().map_err(|e| e.to_string())?;
             llama_cpp_2::send_logs_to_tracing(llama_cpp_2::LogOptions::default());
+            crate::engine_worker::modules::load()?;
+            let backend = LlamaBackend::init().map_err(|e| e.to_string())?;
             Ok(backend)
         })
         .as_ref()

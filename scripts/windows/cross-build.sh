@@ -15,4 +15,6 @@ fi
 rustup target list --installed | grep -qx x86_64-pc-windows-gnu ||
     rustup target add x86_64-pc-windows-gnu
 source scripts/windows/env.sh
-cargo build --locked --target x86_64-pc-windows-gnu --bin strata-desk "$@"
+# One static program, without the default `cpu-variants` (llama.cpp as DLLs with ggml's CPU
+# variants beside the .exe is not built for MinGW yet: docs/DEPLOYMENT.md, Packages).
+cargo build --locked --target x86_64-pc-windows-gnu --no-default-features --bin strata-desk "$@"

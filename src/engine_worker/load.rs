@@ -26,6 +26,7 @@ pub fn load_model(
     backend: &LlamaBackend,
     options: &WorkerOptions,
     path: &std::path::Path,
+    modules: &super::modules::Modules,
 ) -> Result<Loaded, WorkerError> {
     let all = gpus();
     let listed: Vec<String> = all.iter().map(super::device::listed).collect();
@@ -110,7 +111,19 @@ pub fn load_model(
     // The host logs the device and warns when its memory is low (`engine::process`).
     let mut device = device_facts(&model, params.n_gpu_layers(), chosen_by, gpu);
     device.picked_by = choice.why;
+    if gpu.is_none() && !modules.not_loaded.is_empty() {
+        device.picked_by = format!(
+            "{} (a GPU backend did not load: {})",
+            device.picked_by,
+            modules.not_loaded.join("; ")
+        );
+    }
     device.devices = listed;
+    device.cpu_variant = modules.cpu.name().to_owned();
+    if let super::modules::CpuCode::Variant { of, .. } = &modules.cpu {
+        device.cpu_variants.clone_from(of);
+    }
+    device.backends_not_loaded.clone_from(&modules.not_loaded);
     if device.gpu_layers > 0 {
         device.vram_limit_bytes = options.gpu_memory_limit.bytes();
         device.vram_free_before_load_bytes = free_before;

@@ -19,6 +19,7 @@ mod fit;
 mod llama;
 mod load;
 pub mod model_size;
+pub mod modules;
 mod sampler;
 #[cfg(test)]
 mod sampler_tests;
@@ -100,10 +101,11 @@ pub fn run(options: &WorkerOptions) -> Result<(), WorkerError> {
         return Ok(());
     }
     let path = options.model.as_deref().ok_or(WorkerError::NoModel)?;
+    llama_cpp_2::send_logs_to_tracing(llama_cpp_2::LogOptions::default());
+    let modules = modules::load().map_err(WorkerError::Backend)?;
     let backend = llama_cpp_2::llama_backend::LlamaBackend::init()
         .map_err(|e| WorkerError::Backend(e.to_string()))?;
-    llama_cpp_2::send_logs_to_tracing(llama_cpp_2::LogOptions::default());
-    let loaded = load::load_model(&backend, options, path)?;
+    let loaded = load::load_model(&backend, options, path, modules)?;
     let engine = llama::LlamaEngine::new(
         &backend,
         &loaded.model,

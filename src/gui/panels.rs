@@ -464,10 +464,14 @@ pub fn percentiles(samples: &mut [f64]) -> Option<(f64, f64)> {
 fn device_ui(ui: &mut Ui, d: &DeviceFacts, threads: u32) {
     ui.strong("Device");
     let why = crate::service::chosen_by_words(&d.chosen_by);
+    let cpu_code = match crate::service::cpu_code_words(d) {
+        words if words.is_empty() => String::new(),
+        words => format!(", {words}"),
+    };
     let text = if d.gpu_layers > 0 {
         format!(
             "{}: {} of {} layers on the GPU ({why}), {:.1} of {:.1} GiB free{}; {threads} CPU \
-             threads",
+             threads{cpu_code}",
             d.name,
             d.gpu_layers,
             d.model_layers,
@@ -481,14 +485,20 @@ fn device_ui(ui: &mut Ui, d: &DeviceFacts, threads: u32) {
         )
     } else {
         format!(
-            "{}: all {} layers on the CPU ({why}), {threads} threads",
+            "{}: all {} layers on the CPU ({why}), {threads} threads{cpu_code}",
             d.name, d.model_layers
         )
     };
-    ui.label(text).on_hover_text(
+    ui.label(text).on_hover_text(format!(
         "gpu_layers: `auto` fits as many layers as the GPU's free memory holds, with the KV \
-         pool and a margin; a number sets them",
-    );
+         pool and a margin; a number sets them. CPU code: the variant of llama.cpp's CPU code \
+         built for the best instruction sets this CPU has, chosen at start{}",
+        if d.cpu_variants.is_empty() {
+            String::new()
+        } else {
+            format!(" among {}", d.cpu_variants.join(", "))
+        }
+    ));
     if d.vram_low {
         ui.colored_label(
             Color32::from_rgb(230, 160, 40),

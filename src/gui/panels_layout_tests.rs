@@ -37,28 +37,59 @@ fn real_model() -> ServiceSnapshot {
                       GeForce RTX 4070 beside the model: lower ctx_min or ctx, or use a \
                       smaller model"
             .into(),
+        cpu_variant: "zen4".into(),
+        cpu_variants: [
+            "alderlake",
+            "cannonlake",
+            "cascadelake",
+            "cooperlake",
+            "haswell",
+            "icelake",
+            "ivybridge",
+            "piledriver",
+            "sandybridge",
+            "sapphirerapids",
+            "skylakex",
+            "sse42",
+            "x64",
+            "zen4",
+        ]
+        .map(String::from)
+        .to_vec(),
         ..DeviceFacts::default()
     });
     s
 }
 
-#[test]
-fn the_restart_button_stays_in_the_window_with_a_real_models_figures() {
+const WIDTH: f32 = 1100.0;
+
+/// Where the widget whose label contains `label` ends, the engine panel drawn with
+/// [`real_model`] in a window of the default width.
+fn right_edge_of(label: &str) -> f32 {
     let s = real_model();
-    let width = 1100.0;
     let (mut confirm, mut queue) = (false, CommandQueue::default());
     let mut harness = Harness::builder()
-        .with_size(egui::vec2(width, 300.0))
+        .with_size(egui::vec2(WIDTH, 300.0))
         .build_ui(|ui| engine_ui(ui, &s, &mut confirm, &mut queue));
     harness.run_ok();
-    let button = harness.get_by_label("Restart engine").rect();
+    harness.get_by_label_contains(label).rect().right()
+}
+
+#[test]
+fn the_restart_button_stays_in_the_window_with_a_real_models_figures() {
+    let button = right_edge_of("Restart engine");
     assert!(
-        button.right() <= width,
-        "the Restart button ends at x {:.0}, past the window's {width}",
-        button.right()
+        button <= WIDTH,
+        "the Restart button ends at x {button:.0}, past the window's {WIDTH}"
     );
-    let context = harness
-        .get_by_label_contains("context 32768 tokens (trained)")
-        .rect();
-    assert!(context.right() <= width, "{context:?}");
+    let context = right_edge_of("context 32768 tokens (trained)");
+    assert!(context <= WIDTH, "{context}");
+}
+
+/// The device line names llama.cpp's CPU code the engine runs (the variant picked for this
+/// CPU, of those the program carries), within the window.
+#[test]
+fn the_device_line_names_the_cpu_variant_within_the_window() {
+    let line = right_edge_of("CPU code zen4 (of 14 variants)");
+    assert!(line <= WIDTH, "{line}");
 }

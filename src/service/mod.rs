@@ -53,5 +53,5 @@ pub use requests::{LiveFacts, RequestRow, priority_words, request_rows};
 pub use shared::Shared;
 pub use snapshot::{
     ConversationCacheView, CountersView, EngineStatus, EngineView, ServiceSnapshot, SlotView,
-    TtftSample, chosen_by_words, context_words, mode_for,
+    TtftSample, chosen_by_words, context_words, cpu_code_words, mode_for,
 };

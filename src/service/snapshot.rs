@@ -220,6 +220,17 @@ pub struct ServiceSnapshot {
     pub settings: SchedulerSettings,
 }
 
+/// llama.cpp's CPU code the engine runs (`DeviceFacts::cpu_variant`), in words for the
+/// window's device line and the ready line: `CPU code zen4 (of 14 variants)`; empty before a
+/// real engine's handshake.
+pub fn cpu_code_words(d: &crate::protocol::DeviceFacts) -> String {
+    match (d.cpu_variant.as_str(), d.cpu_variants.len()) {
+        ("", _) => String::new(),
+        (variant, 0) => format!("CPU code {variant}"),
+        (variant, n) => format!("CPU code {variant} (of {n} variants)"),
+    }
+}
+
 /// Who chose the layers on the GPU (`DeviceFacts::chosen_by`), in words: the window's device
 /// line and the headless ready line.
 pub fn chosen_by_words(chosen_by: &str) -> &str {

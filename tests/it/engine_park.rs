@@ -157,7 +157,13 @@ fn common_prefix(a: &[TokenId], b: &[TokenId]) -> usize {
 /// sequences' cells in between) may differ in the last bits, which can flip a near-tie (measured
 /// here: token 6 of 16). Each case below therefore starts from the same cell layout as the fresh
 /// read: the pool is emptied first, and trimming frees the cells right after the kept prefix,
-/// where llama.cpp places the suffix.
+/// where llama.cpp places the suffix. And the prefix kept ends on a chunk boundary: then the
+/// suffix is read in the same batches as in the fresh read. A prefix that ends mid-chunk is
+/// read further in a shorter first batch, and ggml's AVX-512 CPU code (the variant the engine
+/// picks on such a CPU) rounds a row differently by the batch it is in: measured on the test
+/// model, token 7 of 16 flipped with the `skylakex` and `zen4` variants, not with `haswell`.
+/// (The tests of what R8 promises, a pause or a park continuing token-identical, hold on every
+/// variant: `engine_exact.rs` and the others here.)
 #[tokio::test]
 async fn trimming_to_a_shared_prefix_or_copying_it_reads_only_the_suffix_and_continues_as_a_fresh_read()
  {
@@ -168,6 +174,8 @@ async fn trimming_to_a_shared_prefix_or_copying_it_reads_only_the_suffix_and_con
         shared > 300 && shared < second.len(),
         "shared prefix of {shared} tokens"
     );
+    // the shared prefix, to the chunk boundary within it
+    let shared = shared / CHUNK * CHUNK;
     let mut engine = start(2, 1).await;
 
     // The reference: `second` read fresh on seq 0 of an empty pool.

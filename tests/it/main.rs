@@ -33,6 +33,7 @@ mod bench;
 mod chat_corpus;
 mod cli;
 mod control;
+mod cpu_variants;
 mod engine_exact;
 mod engine_fake;
 mod engine_park;

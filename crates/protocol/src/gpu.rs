@@ -211,6 +211,17 @@ pub struct DeviceFacts {
     /// figures, in words (empty otherwise).
     #[serde(default)]
     pub fit_warning: String,
+    /// llama.cpp's CPU code the engine runs: the variant a `cpu-variants` build loaded for
+    /// this CPU (`haswell`, `zen4`, ...), or `built-in` (one CPU code linked in).
+    #[serde(default)]
+    pub cpu_variant: String,
+    /// The CPU variants the build carries (empty for `built-in`).
+    #[serde(default)]
+    pub cpu_variants: Vec<String>,
+    /// GPU backend modules that did not load, with the system's reason (`vulkan:
+    /// libvulkan.so.1: cannot open shared object file`): the engine then runs on the CPU.
+    #[serde(default)]
+    pub backends_not_loaded: Vec<String>,
 }
 
 #[cfg(test)]

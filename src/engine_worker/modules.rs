@@ -1,0 +1,287 @@
+//! llama.cpp's backends as modules loaded at run time (the `cpu-variants` feature: llama-cpp-2's
+//! `dynamic-backends`): ggml's CPU code built once per x86 instruction-set level (`x64`,
+//! `sse42`, ..., `haswell`, `skylakex`, `icelake`, `zen4`, `alderlake`, `sapphirerapids`),
+//! each a `libggml-cpu-<variant>` module, and a GPU backend (`libggml-vulkan`) as one more.
+//! [`load`] takes the best CPU variant this CPU runs (the highest `ggml_backend_score` each
+//! module gives, 0 where the CPU lacks an instruction it was built for: what ggml itself asks),
+//! then each GPU module; a GPU module that does not load (no Vulkan driver on the machine) is
+//! named, and the engine runs on the CPU.
+//!
+//! Ours rather than ggml's `ggml_backend_load_all`: that one also searches the current
+//! directory (a module planted there would be loaded), does not say which CPU variant it took,
+//! and in a release build says nothing when a GPU module fails to load.
+//!
+//! A build without the feature has one CPU code, linked in ([`CpuCode::BuiltIn`]).
+
+// Without `cpu-variants` (the Windows program for now) the folder search is unused.
+#![cfg_attr(not(feature = "cpu-variants"), allow(dead_code))]
+
+use std::path::{Path, PathBuf};
+
+/// Where the modules were found and what was loaded.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Modules {
+    /// The CPU code the engine runs.
+    pub cpu: CpuCode,
+    /// GPU modules present that did not load, with the system's reason
+    /// (`vulkan: libvulkan.so.1: cannot open shared object file ...`).
+    pub not_loaded: Vec<String>,
+}
+
+/// The CPU code in use.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CpuCode {
+    /// A build without `cpu-variants`: ggml's CPU code linked into the program, for the
+    /// instruction sets it was built with.
+    BuiltIn,
+    /// The variant loaded (`zen4`), from the folder, out of those it holds.
+    Variant {
+        name: String,
+        dir: PathBuf,
+        of: Vec<String>,
+    },
+}
+
+impl CpuCode {
+    /// The variant's name; `built-in` for a build without variants.
+    pub fn name(&self) -> &str {
+        match self {
+            Self::BuiltIn => "built-in",
+            Self::Variant { name, .. } => name,
+        }
+    }
+}
+
+/// The environment variable naming the modules' folder, ahead of the places searched
+/// ([`candidate_dirs`]): for packagers, and for the tests of what a CPU below every variant
+/// sees.
+pub const DIR_VAR: &str = "STRATA_BACKENDS_DIR";
+
+/// The GPU backends a build may carry as modules, by ggml's module name.
+const GPU_MODULES: &[&str] = &["vulkan", "cuda"];
+
+/// Loads the modules once per process (the engine worker before its backend starts; the
+/// app's vocabulary-only tokenizer); later calls return the first outcome.
+pub fn load() -> Result<&'static Modules, String> {
+    static LOADED: std::sync::OnceLock<Result<Modules, String>> = std::sync::OnceLock::new();
+    LOADED.get_or_init(load_now).as_ref().map_err(Clone::clone)
+}
+
+#[cfg(not(feature = "cpu-variants"))]
+fn load_now() -> Result<Modules, String> {
+    Ok(Modules {
+        cpu: CpuCode::BuiltIn,
+        not_loaded: Vec::new(),
+    })
+}
+
+#[cfg(feature = "cpu-variants")]
+fn load_now() -> Result<Modules, String> {
+    let started = std::time::Instant::now();
+    let dir = modules_dir()?;
+    let (best, of) = best_cpu_variant(&dir)?;
+    register(&dir.join(module_file(&format!("cpu-{best}"))))?;
+    let mut not_loaded = Vec::new();
+    for gpu in GPU_MODULES {
+        let path = dir.join(module_file(gpu));
+        if !path.exists() {
+            continue;
+        }
+        if let Err(why) = open(&path).and_then(|_| register(&path)) {
+            tracing::warn!("the {gpu} backend did not load: {why}; the engine can use the CPU");
+            not_loaded.push(format!("{gpu}: {why}"));
+        }
+    }
+    tracing::info!(
+        "llama.cpp's CPU code: {best} (of {}) from {}, loaded in {} ms",
+        of.join(", "),
+        dir.display(),
+        started.elapsed().as_millis()
+    );
+    Ok(Modules {
+        cpu: CpuCode::Variant {
+            name: best,
+            dir,
+            of,
+        },
+        not_loaded,
+    })
+}
+
+/// The CPU variant [`load`] would take, without loading it (`--version`).
+pub fn cpu_variant_here() -> Result<String, String> {
+    #[cfg(feature = "cpu-variants")]
+    {
+        best_cpu_variant(&modules_dir()?).map(|(best, _)| best)
+    }
+    #[cfg(not(feature = "cpu-variants"))]
+    {
+        Ok(CpuCode::BuiltIn.name().to_owned())
+    }
+}
+
+/// Where modules are looked for, in order: [`DIR_VAR`], the program's folder (the Windows
+/// program, a plain copy), `../lib/strata-desk` beside it (the .deb), and the folder
+/// llama-cpp-sys-2's build installed them in (`cargo build`, `cargo run`).
+pub fn candidate_dirs() -> Vec<PathBuf> {
+    let mut dirs = Vec::new();
+    if let Some(dir) = std::env::var_os(DIR_VAR) {
+        dirs.push(PathBuf::from(dir));
+    }
+    if let Some(exe_dir) = std::env::current_exe()
+        .ok()
+        .and_then(|exe| exe.parent().map(Path::to_path_buf))
+    {
+        let package = exe_dir.join("../lib/strata-desk");
+        dirs.push(exe_dir);
+        dirs.push(package);
+    }
+    #[cfg(feature = "cpu-variants")]
+    if let Some(built) = llama_cpp_sys_2::BACKENDS_DIR {
+        dirs.push(PathBuf::from(built));
+    }
+    dirs
+}
+
+/// A module's file name on this system: `libggml-cpu-zen4.so`, `ggml-vulkan.dll`.
+fn module_file(name: &str) -> String {
+    if cfg!(windows) {
+        format!("ggml-{name}.dll")
+    } else {
+        format!("libggml-{name}.so")
+    }
+}
+
+/// The variant a file name holds: `libggml-cpu-zen4.so` is `zen4`.
+fn variant_of(file_name: &str) -> Option<&str> {
+    let (prefix, suffix) = if cfg!(windows) {
+        ("ggml-cpu-", ".dll")
+    } else {
+        ("libggml-cpu-", ".so")
+    };
+    file_name
+        .strip_prefix(prefix)?
+        .strip_suffix(suffix)
+        .filter(|v| !v.is_empty())
+}
+
+/// The variants a folder holds, sorted by name.
+fn variants_in(dir: &Path) -> Vec<String> {
+    let mut found: Vec<String> = std::fs::read_dir(dir)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|e| variant_of(&e.file_name().to_string_lossy()).map(str::to_owned))
+        .collect();
+    found.sort();
+    found
+}
+
+/// The first candidate folder that holds a CPU variant.
+fn modules_dir() -> Result<PathBuf, String> {
+    let dirs = candidate_dirs();
+    dirs.iter()
+        .find(|d| !variants_in(d).is_empty())
+        .cloned()
+        .ok_or_else(|| {
+            format!(
+                "llama.cpp's CPU code ({}) is in none of these folders: {}; reinstall \
+                 Strata Desk, or name the folder in {DIR_VAR}",
+                module_file("cpu-<variant>"),
+                dirs.iter()
+                    .map(|d| d.display().to_string())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )
+        })
+}
+
+/// The best-scoring CPU variant in `dir`, and every variant there. An error names the
+/// variants when this CPU runs none of them.
+#[cfg(feature = "cpu-variants")]
+fn best_cpu_variant(dir: &Path) -> Result<(String, Vec<String>), String> {
+    let variants = variants_in(dir);
+    let mut best: Option<(i32, usize)> = None;
+    for (index, variant) in variants.iter().enumerate() {
+        let score = score(&dir.join(module_file(&format!("cpu-{variant}"))))?;
+        if score > 0 && best.is_none_or(|(s, _)| score > s) {
+            best = Some((score, index));
+        }
+    }
+    match best {
+        Some((_, index)) => Ok((variants[index].clone(), variants)),
+        None => Err(format!(
+            "this CPU lacks an instruction set that each of llama.cpp's CPU variants here needs \
+             ({} in {}): no engine can run on it",
+            variants.join(", "),
+            dir.display()
+        )),
+    }
+}
+
+/// Opens a module and closes it again: the system's reason when it cannot be loaded.
+#[cfg(feature = "cpu-variants")]
+#[allow(unsafe_code)]
+fn open(path: &Path) -> Result<libloading::Library, String> {
+    // SAFETY: a ggml module's load-time initialisers only register static data; the same file
+    // is what ggml itself would load.
+    unsafe { libloading::Library::new(path) }.map_err(|e| e.to_string())
+}
+
+/// The module's own `ggml_backend_score` (0: this CPU lacks an instruction it needs).
+#[cfg(feature = "cpu-variants")]
+#[allow(unsafe_code)]
+fn score(path: &Path) -> Result<i32, String> {
+    let library = open(path)?;
+    // SAFETY: ggml's backend modules export `int ggml_backend_score(void)` (GGML_BACKEND_DL's
+    // ABI, ggml-backend-dl.h); it reads cpuid and nothing else.
+    unsafe {
+        let score: libloading::Symbol<unsafe extern "C" fn() -> std::os::raw::c_int> = library
+            .get(b"ggml_backend_score\0")
+            .map_err(|e| format!("{}: {e}", path.display()))?;
+        Ok(score())
+    }
+}
+
+/// Registers a module with ggml's backend registry.
+#[cfg(feature = "cpu-variants")]
+#[allow(unsafe_code)]
+fn register(path: &Path) -> Result<(), String> {
+    let c_path = std::ffi::CString::new(path.to_string_lossy().as_bytes())
+        .map_err(|_| format!("{}: a NUL in the path", path.display()))?;
+    // SAFETY: a valid C string; ggml keeps the module loaded for the process's life.
+    let reg = unsafe { llama_cpp_sys_2::ggml_backend_load(c_path.as_ptr()) };
+    if reg.is_null() {
+        Err(format!("ggml did not load {}", path.display()))
+    } else {
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_variant_is_read_from_a_module_file_name_and_nothing_else_is() {
+        let file = module_file("cpu-zen4");
+        assert_eq!(variant_of(&file), Some("zen4"));
+        assert_eq!(variant_of(&module_file("vulkan")), None);
+        assert_eq!(variant_of(&module_file("cpu-")), None);
+        assert_eq!(variant_of("libggml-cpu-zen4.so.1"), None);
+    }
+
+    #[test]
+    fn the_program_folder_comes_before_the_package_folder_and_the_build_folder() {
+        let dirs = candidate_dirs();
+        let exe_dir = std::env::current_exe().unwrap();
+        let exe_dir = exe_dir.parent().unwrap();
+        let at = |d: &Path| dirs.iter().position(|x| x == d);
+        let program = at(exe_dir).expect("the program's folder");
+        let package = at(&exe_dir.join("../lib/strata-desk")).expect("the package's folder");
+        assert!(program < package, "{dirs:?}");
+        if cfg!(feature = "cpu-variants") {
+            assert_eq!(dirs.len(), package + 2, "the build's folder last: {dirs:?}");
+        }
+    }
+}
