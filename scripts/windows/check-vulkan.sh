@@ -171,7 +171,7 @@ else
     cpu=$(wine 'C:\Program Files\Strata Desk\strata-desk-cpu.exe' --version | tr -d '\r')
     echo "installed: $(ls "$INSTALLED" | tr '\n' ' ')"
     echo "strata-desk.exe: $gpu; strata-desk-cpu.exe: $cpu"
-    [[ $gpu == *"backends: CPU, Vulkan)" ]] && [[ $cpu == *"backends: CPU)" ]] ||
+    [[ $gpu == *"backends: CPU, Vulkan);"* ]] && [[ $cpu == *"backends: CPU);"* ]] ||
         fail "the installed programs are not the Vulkan and the CPU ones"
     wine 'C:\Program Files\Strata Desk\Uninstall.exe' /S
     wineserver -w
