@@ -292,15 +292,22 @@ async fn a_download_dropped_midway_or_cancelled_resumes_where_it_stopped_to_the_
     assert_eq!(sha256_of(&path), strata_desk::models::DEFAULT_MODEL_SHA256);
     assert!(!part.exists());
     let ranges: Vec<Option<String>> = hub.requests().into_iter().map(|(_, r)| r).collect();
-    assert_eq!(
-        ranges,
-        [
-            None,
-            Some(format!("bytes={done_bytes}-")),
-            Some(format!("bytes={}-", done_bytes + (20 << 20))),
-        ]
+    assert_eq!(ranges.len(), 3, "{ranges:?}");
+    assert_eq!(ranges[..2], [None, Some(format!("bytes={done_bytes}-"))]);
+    // The third asks from where the part ended. The hub cut the connection 20 MB on, but what
+    // reached us may be less: hyper drops the bytes still in its write buffer when a body ends
+    // in an error (CI saw 46,767 fewer), so the bound is the cut, not the exact byte.
+    let third: u64 = ranges[2]
+        .as_deref()
+        .and_then(|r| r.strip_prefix("bytes="))
+        .and_then(|r| r.strip_suffix('-'))
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("{ranges:?}"));
+    assert!(
+        third > done_bytes && third <= done_bytes + (20 << 20),
+        "{ranges:?}"
     );
-    assert!(resumed_at.contains(&(done_bytes + (20 << 20))));
+    assert!(resumed_at.contains(&third), "{resumed_at:?}");
 
     // a model already here and whole is kept, not fetched again
     let again = download_model(
