@@ -1,4 +1,7 @@
-//! Link fix for the x86_64-pc-windows-gnu (MinGW) target only; nothing on other targets.
+//! Link fix for the x86_64-pc-windows-gnu (MinGW) target's static build (without `cpu-variants`,
+//! `--no-default-features`); nothing on other targets. (With `cpu-variants`, the Windows
+//! program's build, llama.cpp is DLLs whose import libraries, `lib*.dll.a`, llama-cpp-sys-2
+//! links itself; scripts/windows/cross-build.sh puts the DLLs beside the program.)
 //!
 //! There ggml's CMake names its archives `ggml.a`, `ggml-base.a`, `ggml-cpu.a` (no `lib`
 //! prefix), and llama-cpp-sys-2's build script links only the `lib*.a` it finds, so every
@@ -23,7 +26,8 @@ fn main() {
     println!("cargo:rerun-if-changed=build.rs");
     let target = std::env::var("TARGET").unwrap_or_default();
     println!("cargo:rerun-if-env-changed=STRATA_RELOCATABLE");
-    if target.contains("-linux-") && std::env::var_os("CARGO_FEATURE_CPU_VARIANTS").is_some() {
+    let cpu_variants = std::env::var_os("CARGO_FEATURE_CPU_VARIANTS").is_some();
+    if target.contains("-linux-") && cpu_variants {
         let mut rpath = "$ORIGIN:$ORIGIN/../lib/strata-desk".to_owned();
         let relocatable = std::env::var("STRATA_RELOCATABLE").is_ok_and(|v| v == "1");
         // llama-cpp-sys-2's `cargo:backends_dir` (its OUT_DIR/backends); the libraries are in
@@ -37,7 +41,7 @@ fn main() {
         }
         println!("cargo:rustc-link-arg-bins=-Wl,-rpath,{rpath}");
     }
-    if target.ends_with("-windows-gnu") {
+    if target.ends_with("-windows-gnu") && !cpu_variants {
         let vulkan = std::env::var_os("CARGO_FEATURE_VULKAN").is_some();
         let backends = vulkan.then_some("ggml-vulkan.a");
         for archive in ["ggml.a", "ggml-base.a", "ggml-cpu.a"]

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The Windows build, checked from this Linux machine (Debian/Ubuntu, x86-64): cross-builds the
-# release for x86_64-pc-windows-gnu (GNU toolchain, CPU llama.cpp), then under Wine:
+# release for x86_64-pc-windows-gnu (GNU toolchain; llama.cpp's DLLs beside the program: a CPU
+# backend per instruction-set level and the Vulkan backend, loaded at start), then under Wine:
 #   1. `--version`, and `--help` naming the real %APPDATA% / %LOCALAPPDATA% paths;
 #   2. `--headless --engine sim` answering a chat completion sent from the Linux side;
 #   3. the worker dies with the app: a simulated worker that ignores stdin EOF
@@ -11,9 +12,9 @@
 #      refused by the instance lock;
 #   6. the NSIS installer: built with makensis, installed silently, the installed program run,
 #      uninstalled, and what is left checked (the user's config stays, the program goes);
-#   7. the program with the Vulkan backend (scripts/windows/check-vulkan.sh --release): on
-#      Mesa's software Vulkan device through Wine's winevulkan, and on the CPU without it
-#      (STRATA_WINDOWS_SKIP_VULKAN=1 skips it).
+#   7. the same program on Mesa's software Vulkan device through Wine's winevulkan, without
+#      a device and without a Vulkan driver (scripts/windows/check-vulkan.sh --release;
+#      STRATA_WINDOWS_SKIP_VULKAN=1 skips it).
 # Idempotent: installs what it needs (apt, rustup target), keeps its Wine prefix and build.
 # Wine, not Windows: MSVC, CUDA and a real desktop are not checked here (README, Windows).
 #
@@ -106,16 +107,20 @@ wine --version
 
 step "1. cross-build (release, $TARGET)"
 start=$(date +%s)
-scripts/windows/cross-build.sh --release
+eval "$(scripts/windows/vulkan-sdk.sh)"
+scripts/windows/cross-build.sh --release --features vulkan
 BUILD_SECS=$(secs_since "$start")
 EXE=$ROOT/target/$TARGET/release/strata-desk.exe
-echo "built $EXE ($(du -m "$EXE" | cut -f1) MiB) in ${BUILD_SECS} s (incremental if it was built before)"
+DLL_DIR=$(dirname "$EXE")
+echo "built $EXE ($(du -m "$EXE" | cut -f1) MiB, with $(du -cm "$DLL_DIR"/*.dll | tail -1 | cut -f1) MiB of DLLs) in ${BUILD_SECS} s (incremental if it was built before)"
 HEADERS=$(x86_64-w64-mingw32-objdump -p "$EXE")
 grep -q 'Subsystem.*(Windows GUI)' <<<"$HEADERS" ||
     fail "the program is not a Windows-subsystem (GUI) program"
-if grep -qiE 'DLL Name: lib(stdc|gomp|gcc|winpthread)' <<<"$HEADERS"; then
-    fail "the program needs MinGW runtime DLLs"
-fi
+for file in "$EXE" "$DLL_DIR"/*.dll; do
+    if x86_64-w64-mingw32-objdump -p "$file" | grep -qiE 'DLL Name: lib(stdc|gomp|gcc|winpthread)'; then
+        fail "$(basename "$file") needs MinGW runtime DLLs"
+    fi
+done
 echo "subsystem: Windows GUI (no console window); DLLs it imports:"
 sed -n 's/^\tDLL Name: /  /p' <<<"$HEADERS" | sort -fu | tr '\n' ' '
 echo
@@ -261,7 +266,8 @@ fi
 step "7. the installer (NSIS)"
 VERSION=$(sed -n 's/^version = "\(.*\)"/\1/p' Cargo.toml | head -1)
 SETUP=$WORK/strata-desk-$VERSION-setup.exe
-makensis -V2 -DVERSION="$VERSION" -DEXE="$EXE" -DOUT="$SETUP" packaging/windows/strata-desk.nsi
+makensis -V2 -DVERSION="$VERSION" -DEXE="$EXE" -DDLL_DIR="$DLL_DIR" -DOUT="$SETUP" \
+    packaging/windows/strata-desk.nsi
 echo "installer: $SETUP ($(du -m "$SETUP" | cut -f1) MiB)"
 INSTALLED=$WINEPREFIX/drive_c/Program\ Files/Strata\ Desk
 SHORTCUT=$WINEPREFIX/drive_c/ProgramData/Microsoft/Windows/Start\ Menu/Programs/Strata\ Desk.lnk

@@ -3,12 +3,14 @@
 ; .github/workflows/windows.yml on a Windows runner (MSVC, CUDA):
 ;
 ;   makensis -DVERSION=0.1.0 -DEXE=path\to\strata-desk.exe -DOUT=path\to\installer.exe \
-;            [-DCUDA_DIR=dir-with-the-CUDA-runtime-DLLs] [-DCPU_EXE=path\to\cpu-program.exe] \
+;            [-DDLL_DIR=dir-with-llama.cpp's-DLLs] [-DCUDA_DIR=dir-with-the-CUDA-runtime-DLLs] \
 ;            packaging/windows/strata-desk.nsi
 ;
-; With CPU_EXE, EXE is the GPU program (the Vulkan build: it needs vulkan-1.dll, which every
-; GPU driver installs, to start at all) and CPU_EXE goes beside it as strata-desk-cpu.exe with
-; a Start menu entry of its own, "Strata Desk (CPU only)", for a machine with no GPU driver.
+; With DLL_DIR, every DLL there goes beside the program: the GNU build's llama.cpp
+; (libllama.dll, libllama-common.dll, ggml*.dll, a CPU backend per instruction-set level,
+; ggml-cpu-<variant>.dll, and the Vulkan backend, ggml-vulkan.dll, which the program loads
+; only where a GPU driver installed vulkan-1.dll: one program for every machine). The install folder is the program's own, so
+; the uninstaller removes every DLL in it.
 ;
 ; Installs to Program Files (administrator rights) with a Start menu entry and an
 ; uninstaller registered in Apps & features. Installing over an older version replaces it in
@@ -74,6 +76,9 @@ Section "Strata Desk" Main
   File "/oname=strata-desk.exe" "${EXE}"
   File "/oname=README.md" "../../README.md"
   File "/oname=DEPLOYMENT.md" "../../docs/DEPLOYMENT.md"
+!ifdef DLL_DIR
+  File "${DLL_DIR}\*.dll"
+!endif
 !ifdef CUDA_DIR
   File "${CUDA_DIR}\cudart64_12.dll"
   File "${CUDA_DIR}\cublas64_12.dll"
@@ -81,10 +86,10 @@ Section "Strata Desk" Main
 !endif
   WriteUninstaller "$INSTDIR\Uninstall.exe"
   CreateShortCut "$SMPROGRAMS\${PRODUCT}.lnk" "$INSTDIR\strata-desk.exe" "" "$INSTDIR\strata-desk.exe" 0
-!ifdef CPU_EXE
-  File "/oname=strata-desk-cpu.exe" "${CPU_EXE}"
-  CreateShortCut "$SMPROGRAMS\${PRODUCT} (CPU only).lnk" "$INSTDIR\strata-desk-cpu.exe" "" "$INSTDIR\strata-desk-cpu.exe" 0
-!endif
+  ; an older version's second program (the CPU-only one) and its entry: the one program
+  ; now runs on every machine
+  Delete "$INSTDIR\strata-desk-cpu.exe"
+  Delete "$SMPROGRAMS\${PRODUCT} (CPU only).lnk"
   WriteRegStr HKLM "${UNINSTALL_KEY}" "DisplayName" "${PRODUCT}"
   WriteRegStr HKLM "${UNINSTALL_KEY}" "DisplayVersion" "${VERSION}"
   WriteRegStr HKLM "${UNINSTALL_KEY}" "Publisher" "Strata Desk developers"
@@ -102,9 +107,7 @@ Section "Uninstall"
   Delete "$INSTDIR\strata-desk-cpu.exe"
   Delete "$INSTDIR\README.md"
   Delete "$INSTDIR\DEPLOYMENT.md"
-  Delete "$INSTDIR\cudart64_12.dll"
-  Delete "$INSTDIR\cublas64_12.dll"
-  Delete "$INSTDIR\cublasLt64_12.dll"
+  Delete "$INSTDIR\*.dll"
   Delete "$INSTDIR\Uninstall.exe"
   RMDir "$INSTDIR"
   Delete "$SMPROGRAMS\${PRODUCT}.lnk"

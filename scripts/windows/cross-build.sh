@@ -15,6 +15,28 @@ fi
 rustup target list --installed | grep -qx x86_64-pc-windows-gnu ||
     rustup target add x86_64-pc-windows-gnu
 source scripts/windows/env.sh
-# One static program, without the default `cpu-variants` (llama.cpp as DLLs with ggml's CPU
-# variants beside the .exe is not built for MinGW yet: docs/DEPLOYMENT.md, Packages).
-cargo build --locked --target x86_64-pc-windows-gnu --no-default-features --bin strata-desk "$@"
+cargo build --locked --target x86_64-pc-windows-gnu --bin strata-desk "$@"
+
+# llama.cpp's DLLs beside the program, where Windows looks first: libllama.dll,
+# libllama-common.dll and ggml's
+# (the program imports them), and the backend modules it loads itself
+# (src/engine_worker/modules.rs): each CPU variant, `ggml-cpu-<variant>.dll`, and with
+# `--features vulkan` `ggml-vulkan.dll`. llama-cpp-sys-2 puts them in its build folder only
+# (OUT_DIR/bin and OUT_DIR/backends): the one whose build script ran last is this build's.
+dir=debug
+for ((i = 1; i <= $#; i++)); do
+    case ${!i} in
+    --release) dir=release ;;
+    --profile) j=$((i + 1)) && dir=${!j} && [ "$dir" != dev ] || dir=debug ;;
+    --profile=*) dir=${!i#--profile=} && [ "$dir" != dev ] || dir=debug ;;
+    esac
+done
+bin_dir=target/x86_64-pc-windows-gnu/$dir
+out=$(ls -t "$bin_dir"/build/llama-cpp-sys-2-*/output 2>/dev/null | while read -r f; do
+    [ -d "$(dirname "$f")/out/backends" ] && dirname "$f" && break
+done)
+out=${out:+$out/out}
+[ -n "$out" ] || { echo "no llama.cpp build with backends under $bin_dir/build" >&2; exit 1; }
+rm -f "$bin_dir"/*.dll
+cp "$out"/bin/*.dll "$out"/backends/*.dll "$bin_dir/"
+echo "beside $bin_dir/strata-desk.exe: $(cd "$bin_dir" && ls ./*.dll | sed 's|^\./||' | tr '\n' ' ')"

@@ -13,7 +13,8 @@
 //!
 //! A build without the feature has one CPU code, linked in ([`CpuCode::BuiltIn`]).
 
-// Without `cpu-variants` (the Windows program for now) the folder search is unused.
+// Without `cpu-variants` (`--no-default-features`: the MSVC workflow's build) the folder search
+// is unused.
 #![cfg_attr(not(feature = "cpu-variants"), allow(dead_code))]
 
 use std::path::{Path, PathBuf};
@@ -225,7 +226,14 @@ fn best_cpu_variant(dir: &Path) -> Result<(String, Vec<String>), String> {
 fn open(path: &Path) -> Result<libloading::Library, String> {
     // SAFETY: a ggml module's load-time initialisers only register static data; the same file
     // is what ggml itself would load.
-    unsafe { libloading::Library::new(path) }.map_err(|e| e.to_string())
+    unsafe { libloading::Library::new(path) }.map_err(|e| {
+        // On Windows the system's reason is the error's source ("The specified module could not
+        // be found": no vulkan-1.dll, no Vulkan driver); dlopen's is in the error itself.
+        match std::error::Error::source(&e) {
+            Some(why) => format!("{e}: {why}"),
+            None => e.to_string(),
+        }
+    })
 }
 
 /// The module's own `ggml_backend_score` (0: this CPU lacks an instruction it needs).
@@ -252,7 +260,12 @@ fn register(path: &Path) -> Result<(), String> {
     // SAFETY: a valid C string; ggml keeps the module loaded for the process's life.
     let reg = unsafe { llama_cpp_sys_2::ggml_backend_load(c_path.as_ptr()) };
     if reg.is_null() {
-        Err(format!("ggml did not load {}", path.display()))
+        // The file loaded, its backend did not start: for a GPU backend, no device it can use
+        // (Vulkan's "Vulkan 1.2 required" without a graphics driver), said in ggml's log.
+        Err(format!(
+            "{} loaded, but its backend did not start (no usable device: ggml's log says why)",
+            path.display()
+        ))
     } else {
         Ok(())
     }
