@@ -60,7 +60,9 @@ if [ ${#missing[@]} -gt 0 ]; then
     DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}" >/dev/null
 fi
 started=$(date +%s)
-eval "$(scripts/windows/vulkan-sdk.sh)"
+# Its own step, not inside `eval "$(...)"`, where its failure would go unseen.
+vulkan_sdk=$(scripts/windows/vulkan-sdk.sh) || fail "scripts/windows/vulkan-sdk.sh failed"
+eval "$vulkan_sdk"
 scripts/windows/cross-build.sh "${profile[@]}" --features vulkan
 BIN_DIR=target/$TARGET/$dir
 EXE=$BIN_DIR/strata-desk.exe

@@ -5,9 +5,10 @@
 # import library for the loader, vulkan-1.dll (Lib/libvulkan-1.a), generated with MinGW's
 # dlltool from the functions the headers declare (core and Win32; a program imports only those
 # it calls, all of them exported by the loader, which comes with every GPU driver on Windows).
-# Prints `export VULKAN_SDK=...` for llama-cpp-sys-2 and CMake's FindVulkan:
+# Installs MinGW when its dlltool is missing. Prints `export VULKAN_SDK=...` for
+# llama-cpp-sys-2 and CMake's FindVulkan (not inside `eval "$(...)"`, which hides a failure):
 #
-#   eval "$(scripts/windows/vulkan-sdk.sh)"
+#   sdk=$(scripts/windows/vulkan-sdk.sh) && eval "$sdk"
 #   scripts/windows/cross-build.sh --features vulkan
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -20,6 +21,15 @@ for dir in "$headers"/* /usr/include/spirv; do
 done
 ln -sf "$(command -v glslc)" "$sdk/Bin/glslc"
 if [ ! -s "$sdk/Lib/libvulkan-1.a" ]; then
+    # MinGW's dlltool (mingw-w64, which cross-build.sh also installs): on a fresh machine this
+    # script runs before the cross-build does (regression: CI's first run on a clean machine
+    # had no dlltool here, and the build then failed for want of VULKAN_SDK).
+    if ! command -v x86_64-w64-mingw32-dlltool >/dev/null; then
+        SUDO=""
+        [ "$(id -u)" = 0 ] || SUDO=sudo
+        $SUDO apt-get update -qq >&2
+        DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq mingw-w64 >/dev/null
+    fi
     {
         echo "LIBRARY vulkan-1.dll"
         echo "EXPORTS"
