@@ -107,7 +107,9 @@ wine --version
 
 step "1. cross-build (release, $TARGET)"
 start=$(date +%s)
-eval "$(scripts/windows/vulkan-sdk.sh)"
+# Its own step, not inside `eval "$(...)"`, where its failure would go unseen.
+vulkan_sdk=$(scripts/windows/vulkan-sdk.sh) || fail "scripts/windows/vulkan-sdk.sh failed"
+eval "$vulkan_sdk"
 scripts/windows/cross-build.sh --release --features vulkan
 BUILD_SECS=$(secs_since "$start")
 EXE=$ROOT/target/$TARGET/release/strata-desk.exe
@@ -248,14 +250,27 @@ if [ "${STRATA_WINDOWS_SKIP_GUI:-0}" != 1 ]; then
     import -display $DISPLAY_NUM -window root png:- |
         convert png:- -trim +repage "$ROOT/docs/windows-dashboard.png"
     echo "screenshot: docs/windows-dashboard.png ($(identify -format '%wx%h' "$ROOT/docs/windows-dashboard.png"))"
-    set +e
-    DISPLAY=$DISPLAY_NUM timeout 60 wine "$EXE" --port $((GUI_PORT + 1)) >"$WORK/second.log" 2>&1
-    second=$?
-    set -e
+    # A second start on the same config is refused: it names the process holding it on stderr
+    # (and in its window, which stays open to say it) and serves nothing.
+    SECOND_PORT=$((GUI_PORT + 1))
+    DISPLAY=$DISPLAY_NUM wine "$EXE" --port $SECOND_PORT >"$WORK/second.log" 2>&1 &
+    SECOND=$!
+    PIDS+=("$SECOND")
+    for _ in $(seq 60); do
+        grep -q "is running with this config" "$WORK/second.log" && break
+        kill -0 "$SECOND" 2>/dev/null || break
+        sleep 1
+    done
     cat "$WORK/second.log"
-    [ $second -ne 0 ] && grep -q "is running with this config" "$WORK/second.log" ||
-        fail "a second start was not refused by the instance lock (exit $second)"
-    echo "second start refused: ok (exit $second)"
+    grep -q "is running with this config" "$WORK/second.log" ||
+        fail "a second start did not say that the instance lock refused it"
+    sleep 3
+    if curl -s -o /dev/null --max-time 5 "http://127.0.0.1:$SECOND_PORT/health"; then
+        fail "the refused second start serves on port $SECOND_PORT"
+    fi
+    kill "$SECOND" 2>/dev/null || true
+    wait "$SECOND" 2>/dev/null || true
+    echo "second start refused: ok (said why, nothing on port $SECOND_PORT)"
     GUI_WORKER=$(wine_pid_of engine-worker) || fail "no worker process of the window found"
     kill -9 "$GUI"
     wait_gone "$GUI_WORKER" 20 || fail "the window's worker outlived the app"

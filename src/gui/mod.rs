@@ -101,16 +101,20 @@ pub fn run(
     config_path: Option<PathBuf>,
     exe: PathBuf,
 ) -> Result<(), GuiError> {
+    // One instance per config file, held until the app ends: a second one says who holds it,
+    // in its window and on stderr (the window stays open to say it; a start from a terminal
+    // or a script sees why there is no server).
+    let lock = crate::control::lock_instance(config_path.as_deref());
+    let lock_error = lock.as_ref().err().map(ToString::to_string);
+    if let Some(e) = &lock_error {
+        eprintln!("strata-desk: {e}");
+    }
     if !has_display() {
         return Err(GuiError::NoDisplay);
     }
     let chosen = config.as_ref().map_or(Renderer::Glow, |c| c.app.renderer);
     let renderer = renderer(chosen)?;
     let runtime = tokio::runtime::Runtime::new().map_err(GuiError::Runtime)?;
-    // one instance per config file: a second one says who holds it, in its window; held
-    // until the app ends
-    let lock = crate::control::lock_instance(config_path.as_deref());
-    let lock_error = lock.as_ref().err().map(ToString::to_string);
     let options = eframe::NativeOptions {
         renderer,
         viewport: egui::ViewportBuilder::default()

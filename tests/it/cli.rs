@@ -106,6 +106,28 @@ fn without_a_display_the_app_says_so_and_suggests_headless() {
     assert!(stderr.contains("--headless"), "{stderr}");
 }
 
+/// Regression: a second start on a config another app holds said so only in its window, and
+/// printed nothing: a start from a terminal or a script (the Windows check's second start) could
+/// not tell why no server came up.
+#[test]
+fn a_second_start_on_a_held_config_says_on_stderr_which_process_holds_it() {
+    let config = tempfile::NamedTempFile::new().unwrap();
+    std::fs::write(config.path(), "{}").unwrap();
+    let _held = strata_desk::control::lock_instance(Some(config.path())).unwrap();
+    let output = Command::new(worker_exe())
+        .args(["--engine", "sim", "--port", "18432"])
+        .arg("--config")
+        .arg(config.path())
+        .env_remove("DISPLAY")
+        .env_remove("WAYLAND_DISPLAY")
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    let holder = format!("another Strata Desk (process {})", std::process::id());
+    assert!(stderr.contains(&holder), "{stderr}");
+    assert!(stderr.contains("is running with this config"), "{stderr}");
+}
+
 /// Regression: `arg_required_else_help` made a bare `strata-desk` (the desktop entry's `Exec`
 /// and the README's `cargo run --release`) print the help and exit instead of opening the app.
 #[test]
