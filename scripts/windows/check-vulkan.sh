@@ -18,8 +18,8 @@
 #   5. no Vulkan driver at all (Wine's vulkan-1.dll disabled): the Vulkan module does not load,
 #      /health says why, and the engine answers on the CPU;
 #   6. the installer (packaging/windows/strata-desk.nsi with DLL_DIR): installed silently, the
-#      installed program runs and picks its CPU variant from Program Files, uninstalled,
-#      nothing left.
+#      installed program runs and picks its CPU variant from Program Files, registered in
+#      Apps & features; uninstalled, nothing of it left and the user's config kept.
 # Usage: scripts/windows/check-vulkan.sh [cargo profile flags: --profile link-check (default),
 # --release]. Needs the test model (`strata-desk fetch-model`, or STRATA_TEST_MODEL);
 # installs Wine, Xvfb and NSIS when missing. ./scripts/test.sh runs it (STRATA_SKIP_WINDOWS_VULKAN=1
@@ -220,9 +220,18 @@ makensis -V2 -X"SetCompressor /FINAL zlib" -DVERSION="$VERSION" -DEXE="$PWD/$EXE
 echo "installer: $SETUP ($(du -m "$SETUP" | cut -f1) MiB)"
 INSTALLED=$WINEPREFIX/drive_c/Program\ Files/Strata\ Desk
 MENU=$WINEPREFIX/drive_c/ProgramData/Microsoft/Windows/Start\ Menu/Programs
+UNINSTALL_KEY='HKLM\Software\Microsoft\Windows\CurrentVersion\Uninstall\StrataDesk'
+# The user's settings, which an uninstall leaves in place.
+WIN_USER=$(wine cmd /c 'echo %USERNAME%' 2>/dev/null | tr -d '\r')
+CONFIG=$WINEPREFIX/drive_c/users/$WIN_USER/AppData/Roaming/strata/strata-desk/config/config.json
+mkdir -p "$(dirname "$CONFIG")"
+MADE_CONFIG=0
+[ -f "$CONFIG" ] || { echo '{"port": 18233}' >"$CONFIG" && MADE_CONFIG=1; }
 wine "$SETUP" /S
 wineserver -w
 [ -f "$MENU/Strata Desk.lnk" ] || fail "the Start menu entry is missing: $(ls "$MENU")"
+wine reg query "$UNINSTALL_KEY" /v DisplayVersion | grep -q "$VERSION" ||
+    fail "not registered in Apps & features"
 for file in "$BIN_DIR"/*.dll; do
     [ -f "$INSTALLED/$(basename "$file")" ] || fail "not installed: $(basename "$file")"
 done
@@ -236,5 +245,11 @@ wineserver -w
 for _ in $(seq 1 60); do [ -e "$INSTALLED" ] || break; sleep 1; done
 [ ! -e "$INSTALLED" ] || fail "left behind: $(ls "$INSTALLED")"
 [ ! -e "$MENU/Strata Desk.lnk" ] || fail "the Start menu entry is left behind"
-echo "uninstalled: the program, its DLLs and its Start menu entry are gone"
+if wine reg query "$UNINSTALL_KEY" >/dev/null 2>&1; then
+    fail "the uninstall entry is left behind"
+fi
+[ -f "$CONFIG" ] || fail "the uninstaller removed the user's config"
+echo "uninstalled: the program, its DLLs, its Start menu entry and its registry entry are gone;" \
+    "the user's config stays"
+[ $MADE_CONFIG = 0 ] || rm "$CONFIG"
 echo "== Windows + Vulkan: passed"

@@ -21,15 +21,10 @@ for dir in "$headers"/* /usr/include/spirv; do
 done
 ln -sf "$(command -v glslc)" "$sdk/Bin/glslc"
 if [ ! -s "$sdk/Lib/libvulkan-1.a" ]; then
-    # MinGW's dlltool (mingw-w64, which cross-build.sh also installs): on a fresh machine this
-    # script runs before the cross-build does (regression: CI's first run on a clean machine
-    # had no dlltool here, and the build then failed for want of VULKAN_SDK).
-    if ! command -v x86_64-w64-mingw32-dlltool >/dev/null; then
-        SUDO=""
-        [ "$(id -u)" = 0 ] || SUDO=sudo
-        $SUDO apt-get update -qq >&2
-        DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq mingw-w64 >/dev/null
-    fi
+    # MinGW's dlltool: on a fresh machine this script runs before the cross-build does
+    # (regression: CI's first run on a clean machine had no dlltool here, and the build then
+    # failed for want of VULKAN_SDK).
+    scripts/windows/install-mingw.sh
     {
         echo "LIBRARY vulkan-1.dll"
         echo "EXPORTS"
