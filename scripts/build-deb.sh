@@ -24,6 +24,7 @@ export CARGO_TARGET_DIR=target/package
 # The rpath names only the package's folder, not this machine's build folder (build.rs).
 export STRATA_RELOCATABLE=1
 cargo build --release --locked
+scripts/check-llama-patch.sh "${CARGO_TARGET_DIR:-target}/release"
 # llama.cpp's libraries (by the `.so.0` names the program loads) and the CPU variants, from
 # llama-cpp-sys-2's build folder, staged where Cargo.toml's deb assets take them.
 out=$(dirname "$(ls -d target/package/release/build/llama-cpp-sys-2-*/out/backends | head -1)")

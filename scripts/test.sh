@@ -9,6 +9,7 @@ export PATH="$HOME/.cargo/bin:$PATH"
 # One build for everything: the tests' build also makes the binary (a plain `cargo run` would
 # resolve features without the dev-dependencies and compile llama.cpp a second time).
 cargo build --locked --workspace --tests
+scripts/check-llama-patch.sh "${CARGO_TARGET_DIR:-target}/debug"
 "${CARGO_TARGET_DIR:-target}/debug/strata-desk" fetch-model
 # The chat-template corpus of the tool-call tests (checked by SHA-256, cached).
 STRATA_TEST_TEMPLATES="$(scripts/fetch-templates.sh)"

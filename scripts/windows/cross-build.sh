@@ -6,21 +6,15 @@
 # scripts/check-windows.sh runs the release.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-SUDO=""
-[ "$(id -u)" = 0 ] || SUDO=sudo
-if ! dpkg -s mingw-w64 >/dev/null 2>&1; then
-    $SUDO apt-get update -qq
-    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq mingw-w64 >/dev/null
-fi
+scripts/windows/install-mingw.sh
 rustup target list --installed | grep -qx x86_64-pc-windows-gnu ||
     rustup target add x86_64-pc-windows-gnu
 source scripts/windows/env.sh
 cargo build --locked --target x86_64-pc-windows-gnu --bin strata-desk "$@"
 
 # llama.cpp's DLLs beside the program, where Windows looks first: libllama.dll,
-# libllama-common.dll and ggml's
-# (the program imports them), and the backend modules it loads itself
-# (src/engine_worker/modules.rs): each CPU variant, `ggml-cpu-<variant>.dll`, and with
+# libllama-common.dll and ggml's (the program imports them), and the backend modules it loads
+# itself (src/engine_worker/modules.rs): each CPU variant, `ggml-cpu-<variant>.dll`, and with
 # `--features vulkan` `ggml-vulkan.dll`. llama-cpp-sys-2 puts them in its build folder only
 # (OUT_DIR/bin and OUT_DIR/backends): the one whose build script ran last is this build's.
 dir=debug
@@ -39,4 +33,5 @@ out=${out:+$out/out}
 [ -n "$out" ] || { echo "no llama.cpp build with backends under $bin_dir/build" >&2; exit 1; }
 rm -f "$bin_dir"/*.dll
 cp "$out"/bin/*.dll "$out"/backends/*.dll "$bin_dir/"
+scripts/check-llama-patch.sh "$bin_dir"
 echo "beside $bin_dir/strata-desk.exe: $(cd "$bin_dir" && ls ./*.dll | sed 's|^\./||' | tr '\n' ' ')"
