@@ -13,7 +13,7 @@
 #    cuts a tile at every chunk and head boundary; each piece converts and multiplies the whole
 #    K/V range as a full tile does. With our 64-token prompt chunks (docs/SCHEDULING.md, R3) a
 #    batch of 9 heads on 2 threads ran 16 tiles where 9 do: reading a 6,931-token prompt took
-#    1.27x as long (profiles and figures: docs/BENCHMARKS.md, "Where the chunk cost goes").
+#    1.29x as long (profiles and figures: docs/BENCHMARKS.md, "Where the chunk cost went").
 #    Each row's result is the same: a tile's rows are independent.
 include_guard(GLOBAL)
 
