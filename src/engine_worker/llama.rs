@@ -395,10 +395,11 @@ impl Backend for LlamaEngine<'_> {
 /// Seconds of prompt reading per chunk: the longest a short request waits for a long read to
 /// give way. Chosen from measurements (docs/BENCHMARKS.md, "Chunk size"): on two CPU cores a
 /// quarter second (64 tokens) read a 1,500-token prompt about 22 % slower than one second
-/// (256); most of that, and all of the cost growing with depth, was how llama.cpp's flash
-/// attention split a small batch between threads, which our patch to it fixes
-/// (patches/llama.cpp/): 8 % near an empty context, none at 6.9K tokens. A GPU's quarter
-/// second is thousands of tokens. The short request's time to first token is the goal.
+/// (256), in an older AVX2 build. With the `zen4` code it cost 16 % at 1.5K tokens against
+/// 512-token chunks; half of that, and all of the cost growing with depth, was how llama.cpp's
+/// flash attention split a small batch between threads, which our patch to it fixes
+/// (patches/llama.cpp/): 8 % at 1.5K tokens, none at 6.9K. A GPU's quarter second is
+/// thousands of tokens. The short request's time to first token is the goal.
 pub const CHUNK_SECS: f64 = 0.25;
 
 /// About [`CHUNK_SECS`] of prompt reading, a multiple of 64 within 64..=8192 and `n_batch`.
