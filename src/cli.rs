@@ -127,6 +127,11 @@ pub struct ServeArgs {
     /// The KV cache's element type [default: f16].
     #[arg(long, value_enum)]
     pub kv_type: Option<crate::config::KvType>,
+    /// A sliding-window model's (Gemma 3, gpt-oss) window layers keep the whole context: a
+    /// conversation continues from any token it shares, at a cost in memory and speed
+    /// [default: off: only a conversation the prompt extends whole continues].
+    #[arg(long)]
+    pub swa_full: bool,
     /// How the window is drawn [default: glow; wgpu needs a build with `--features wgpu`].
     #[arg(long, value_enum)]
     pub renderer: Option<crate::config::Renderer>,
@@ -206,6 +211,7 @@ impl ServeArgs {
             device: self.device.clone(),
             flash_attn: self.flash_attn,
             kv_type: self.kv_type,
+            swa_full: self.swa_full,
             renderer: self.renderer,
             sim_faults: self.sim_fault.clone(),
             sim_script: self.sim_script.clone(),

@@ -97,6 +97,7 @@ pub fn worker_launch(config: &Config, exe: PathBuf) -> Result<WorkerLaunch, Serv
         device: a.device.clone(),
         flash_attn: a.flash_attn,
         kv_type: a.kv_type,
+        swa_full: a.swa_full,
         conversation_cache_mib: a.conversation_cache_mib,
         grammar_ms_per_token: a.grammar_ms_per_token,
         ..options

@@ -245,6 +245,9 @@ pub struct AppSettings {
     pub flash_attn: FlashAttn,
     /// The KV cache's element type: `f16` or `q8_0` (about half the memory).
     pub kv_type: KvType,
+    /// A sliding-window model's window layers keep the whole context (partial conversations
+    /// continue; more memory, slower).
+    pub swa_full: bool,
     pub conversation_cache_mib: u64,
     /// Most milliseconds a request's grammar may spend choosing one token.
     pub grammar_ms_per_token: u64,
@@ -311,6 +314,7 @@ impl Default for AppSettings {
             device: "auto".to_owned(),
             flash_attn: FlashAttn::Auto,
             kv_type: KvType::F16,
+            swa_full: false,
             conversation_cache_mib: 1024,
             grammar_ms_per_token: crate::protocol::DEFAULT_GRAMMAR_MS_PER_TOKEN,
             api_keys: Vec::new(),
@@ -405,6 +409,7 @@ pub struct Overrides {
     pub device: Option<String>,
     pub flash_attn: Option<FlashAttn>,
     pub kv_type: Option<KvType>,
+    pub swa_full: bool,
     pub renderer: Option<Renderer>,
     pub sim_faults: Vec<String>,
     pub sim_script: Option<PathBuf>,
@@ -466,6 +471,7 @@ impl Config {
         }
         a.flash_attn = o.flash_attn.unwrap_or(a.flash_attn);
         a.kv_type = o.kv_type.unwrap_or(a.kv_type);
+        a.swa_full |= o.swa_full;
         a.renderer = o.renderer.unwrap_or(a.renderer);
         self.sim_faults.clone_from(&o.sim_faults);
         self.sim_script.clone_from(&o.sim_script);

@@ -58,6 +58,7 @@ pub struct RestartSettings {
     pub device: String,
     pub flash_attn: FlashAttn,
     pub kv_type: KvType,
+    pub swa_full: bool,
 }
 
 impl RestartSettings {
@@ -75,6 +76,7 @@ impl RestartSettings {
             device: a.device.clone(),
             flash_attn: a.flash_attn,
             kv_type: a.kv_type,
+            swa_full: a.swa_full,
         }
     }
 
@@ -90,6 +92,7 @@ impl RestartSettings {
         a.device.clone_from(&self.device);
         a.flash_attn = self.flash_attn;
         a.kv_type = self.kv_type;
+        a.swa_full = self.swa_full;
         config.scheduler.chunk_tokens = self.chunk_tokens;
     }
 
@@ -124,6 +127,7 @@ impl RestartSettings {
                 json!(before.flash_attn),
             ),
             ("kv_type", json!(self.kv_type), json!(before.kv_type)),
+            ("swa_full", json!(self.swa_full), json!(before.swa_full)),
         ];
         pairs
             .into_iter()
@@ -472,11 +476,12 @@ mod tests {
             ctx_min: 98_304,
             gpu_memory_limit: crate::config::GpuMemoryLimit { mib: 6144 },
             device: "Vulkan0".to_owned(),
+            swa_full: true,
             ..before.clone()
         };
         let changed = after.changed_keys(&before);
         let keys: Vec<&str> = changed.keys().map(String::as_str).collect();
-        assert_eq!(keys, ["ctx_min", "gpu_memory_limit", "device"]);
+        assert_eq!(keys, ["ctx_min", "gpu_memory_limit", "device", "swa_full"]);
         assert_eq!(changed["ctx_min"], 98_304);
         assert_eq!(changed["device"], "Vulkan0");
         let mut config = defaults();

@@ -423,6 +423,7 @@ fn placeholder_handshake() -> Handshake {
             eog: Vec::new(),
             turn_token: None,
             trims_at_any_token: true,
+            rewinds_last_token: true,
             keeps_checkpoints: false,
             chat_template: None,
             size: Box::default(),

@@ -157,6 +157,7 @@ impl FakeEngine {
                     eog: vec![FAKE_EOG],
                     turn_token: Some(FAKE_TURN),
                     trims_at_any_token: !options.non_trimmable,
+                    rewinds_last_token: !options.non_trimmable,
                     keeps_checkpoints: false,
                     chat_template: None,
                     size: Box::default(),

@@ -52,6 +52,7 @@ struct Draft {
     device: String,
     flash_attn: FlashAttn,
     kv_type: KvType,
+    swa_full: bool,
 }
 
 impl Draft {
@@ -74,6 +75,7 @@ impl Draft {
             device: s.device,
             flash_attn: s.flash_attn,
             kv_type: s.kv_type,
+            swa_full: s.swa_full,
         }
     }
 
@@ -97,6 +99,7 @@ impl Draft {
             device: self.device.clone(),
             flash_attn: self.flash_attn,
             kv_type: self.kv_type,
+            swa_full: self.swa_full,
         }
     }
 }
@@ -315,6 +318,14 @@ pub fn settings_ui(
                     .on_hover_text(
                         "the KV cache in 8 bits: about half the memory, so twice the context",
                     );
+                // in the KV cache's row: one more row pushes the buttons below a small window
+                ui.separator();
+                ui.checkbox(&mut draft.swa_full, "swa_full").on_hover_text(
+                    "sliding-window models (Gemma 3, gpt-oss): their window layers keep the \
+                     whole context, so a conversation continues from any token it shares, at \
+                     more memory and a slower decode; off, only a conversation the prompt \
+                     extends whole continues",
+                );
             });
             ui.end_row();
         });

@@ -216,7 +216,7 @@ impl EngineLink {
         let rewinds = self
             .handshake
             .as_ref()
-            .is_some_and(|h| h.model.trims_at_any_token);
+            .is_some_and(|h| h.model.rewinds_last_token);
         if decode_only && rewinds {
             let id = process.send(Command::StepAhead {
                 decode: decode.clone(),

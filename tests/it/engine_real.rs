@@ -219,6 +219,7 @@ async fn the_handshake_states_what_the_engine_is_and_can_do() {
         tokenizer().tokenize_markup("<|im_start|>").first().copied()
     );
     assert!(h.model.trims_at_any_token);
+    assert!(h.model.rewinds_last_token);
     assert!(!h.model.eog.is_empty());
     assert!(
         h.model

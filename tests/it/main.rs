@@ -50,4 +50,5 @@ mod models_hub_faults;
 mod platform;
 mod rollback;
 mod room_real;
+mod sliding_window;
 mod support;

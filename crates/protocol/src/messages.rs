@@ -299,8 +299,14 @@ pub struct ModelFacts {
     pub eog: Vec<TokenId>,
     /// The token where a turn starts (`<|im_start|>` in ChatML), if the vocabulary has one.
     pub turn_token: Option<TokenId>,
-    /// Whether the cache can be cut at any token (false for recurrent and hybrid models).
+    /// Whether the cache can be cut at any token (false for recurrent and hybrid models, and
+    /// for a sliding-window model whose window layers keep only their window: `swa_full` off).
     pub trims_at_any_token: bool,
+    /// Whether the last token decoded can be undone (a step ahead's rewind): wherever the cache
+    /// trims at any token, and on a sliding-window cache, where a token's decode frees only
+    /// cells that its own window no longer reaches. False from an older worker: no step ahead.
+    #[serde(default)]
+    pub rewinds_last_token: bool,
     /// Whether a cache that cannot be cut anywhere keeps checkpoints at turn tokens it can be
     /// cut back to (no engine of ours does yet: only a whole conversation is continued).
     #[serde(default)]

@@ -90,6 +90,13 @@ pub struct WorkerOptions {
     pub flash_attn: FlashAttn,
     #[cfg_attr(feature = "cli", arg(long, value_enum, default_value_t = KvType::F16))]
     pub kv_type: KvType,
+    /// A sliding-window model's (Gemma 3, gpt-oss) window layers keep the whole context, not
+    /// only their window: a conversation may then continue from any token it shares, not only
+    /// when the prompt extends all of it, at a cost in memory and speed (Gemma 3 270M at 28K
+    /// tokens: decode 0.94-0.96x, prompt read 0.89-0.92x). Off is llama.cpp's servers' default.
+    #[cfg_attr(feature = "cli", arg(long, default_value_t = false))]
+    #[serde(default)]
+    pub swa_full: bool,
     /// Most tokens a single llama.cpp decode call takes.
     #[cfg_attr(feature = "cli", arg(long, default_value_t = 2048))]
     pub n_batch: u32,
@@ -170,6 +177,7 @@ impl WorkerOptions {
             device: String::new(),
             flash_attn: FlashAttn::Auto,
             kv_type: KvType::F16,
+            swa_full: false,
             n_batch: 2048,
             conversation_cache_mib: 1024,
             grammar_ms_per_token: DEFAULT_GRAMMAR_MS_PER_TOKEN,

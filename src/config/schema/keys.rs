@@ -153,6 +153,19 @@ pub const KEYS: &[Key] = &[
         "`\"f16\"`, `\"q8_0\"`; `q8_0` is refused with `flash_attn: \"off\"`",
     ),
     key(
+        "swa_full",
+        App,
+        NewEngine,
+        Some("--swa-full"),
+        None,
+        "`true`: a sliding-window model's (Gemma 3, gpt-oss) window layers keep the whole \
+         context, so a conversation continues from any token it shares with a kept one; \
+         `false`: they keep their window, as llama.cpp's servers do (Gemma 3 270M at 28K \
+         tokens: 1.04-1.06x the decode, 1.09-1.12x the prompt read, a fraction of the window \
+         layers' memory), and a kept conversation continues only when the prompt extends it whole \
+         (else it is read again). No effect on other models",
+    ),
+    key(
         "conversation_cache_mib",
         App,
         NewEngine,

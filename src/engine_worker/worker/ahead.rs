@@ -21,9 +21,9 @@ impl<B: Backend> Worker<B> {
     /// kept first. One that does not fit in the pool is not run, and one that fails is undone
     /// at once: either way the reply says it did not run and nothing is left to rewind.
     pub(super) fn step_ahead(&mut self, decode: &[RequestId]) -> Result<Reply, Refusal> {
-        if !self.backend.handshake().model.trims_at_any_token {
+        if !self.backend.handshake().model.rewinds_last_token {
             return Err(invalid(
-                "a step ahead needs a model that trims at any token".into(),
+                "a step ahead needs a cache that can undo its last token".into(),
             ));
         }
         let total = u64::from(self.backend.handshake().kv_cells);
