@@ -1,5 +1,6 @@
 //! The engine's events (R10): ready (the handshake's facts), death or a user restart, a failed
-//! start, and the refusals while no engine has come up yet.
+//! start, and the refusals while no engine can take an arrival (the first is starting, or the
+//! starts failed).
 
 use crate::ids::RequestId;
 
@@ -14,22 +15,25 @@ pub const ENGINE_STARTING_RETRY_SECS: u32 = 5;
 pub const RESTART_DURING_START: &str =
     "restart requested while the engine is starting; the start under way stands";
 
+/// The diagnostic for an engine death while the engine is failed (no engine runs: nothing
+/// starts).
+pub const DIED_WHILE_FAILED: &str =
+    "engine died while failed, but none was running; it starts on a user restart";
+
 impl Scheduler {
-    /// Before the first engine came up nothing can be checked against a context: an arrival
-    /// is refused while the first start is under way, and after it failed for good the
-    /// refusal carries the worker's last words and the engine starts again (R10).
-    pub(crate) fn refuse_before_first_start(&mut self) -> Refusal {
-        match self.engine {
-            EngineState::Down => {
-                self.start_again();
-                Refusal::EngineUnavailable {
-                    stderr_tail: self.last_start_failure.clone().unwrap_or_default(),
-                }
-            }
-            EngineState::Starting { .. } | EngineState::Ready => Refusal::EngineStarting {
-                retry_after_secs: ENGINE_STARTING_RETRY_SECS,
-            },
+    /// The refusal of an arrival no engine can take, checked before anything else (R10):
+    /// after `restart_attempts_max` failed starts the reason, and nothing starts or queues
+    /// (a retrying client would otherwise start a failing engine again and again); before the
+    /// first engine came up nothing can be checked against a context, so `engine_starting`.
+    pub(crate) fn refusal_without_engine(&self) -> Option<Refusal> {
+        if let EngineState::Failed { reason } = &self.engine {
+            return Some(Refusal::EngineUnavailable {
+                stderr_tail: reason.clone(),
+            });
         }
+        (!self.ever_ready).then_some(Refusal::EngineStarting {
+            retry_after_secs: ENGINE_STARTING_RETRY_SECS,
+        })
     }
 
     /// A new start, the first of a new run of attempts.
@@ -45,14 +49,27 @@ impl Scheduler {
     /// stay queued; parked state is never restored into a new engine.
     pub(crate) fn on_engine_lost(&mut self, kind: FailKind) {
         let user = kind == FailKind::EngineRestarted;
-        if let EngineState::Starting { .. } = self.engine {
-            // nothing is in an engine that is still starting
-            if user {
-                self.diag(RESTART_DURING_START.to_string());
-            } else {
-                self.on_start_failed("the engine died while starting".to_string());
+        match self.engine {
+            EngineState::Starting { .. } => {
+                // nothing is in an engine that is still starting
+                if user {
+                    self.diag(RESTART_DURING_START.to_string());
+                } else {
+                    self.on_start_failed("the engine died while starting".to_string());
+                }
+                return;
             }
-            return;
+            EngineState::Failed { .. } => {
+                // no engine runs and nothing waits (the failure failed the waiting): the
+                // user's retry is the one thing that starts a new run of attempts
+                if user {
+                    self.start_again();
+                } else {
+                    self.diag(DIED_WHILE_FAILED.to_string());
+                }
+                return;
+            }
+            EngineState::Ready | EngineState::Down => {}
         }
         self.outstanding = None;
         self.lane = None;
@@ -96,9 +113,9 @@ impl Scheduler {
             self.diag("engine start failed, but no start was under way".to_string());
             return;
         };
-        self.last_start_failure = Some(stderr_tail.clone());
         if attempt >= self.settings.restart_attempts_max {
-            self.engine = EngineState::Down;
+            // Failed, not Down: the next arrival must not start it again (R10), so an agent
+            // retrying on 503 does not pay for a failing start each time.
             for id in self.waiting.clone() {
                 self.fail(
                     id,
@@ -107,6 +124,9 @@ impl Scheduler {
                     },
                 );
             }
+            self.engine = EngineState::Failed {
+                reason: stderr_tail,
+            };
         } else {
             let next = attempt + 1;
             self.engine = EngineState::Starting { attempt: next };
@@ -136,7 +156,6 @@ impl Scheduler {
             self.counters.engine_restarts += 1;
         }
         self.ever_ready = true;
-        self.last_start_failure = None;
         match super::validate_facts(&facts) {
             Ok(()) => {
                 if self.settings.solo_priority && facts.parallel >= 2 {

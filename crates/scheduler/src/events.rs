@@ -57,8 +57,8 @@ impl Scheduler {
             ));
             return Err(Refusal::DuplicateId);
         }
-        if !self.ever_ready {
-            return Err(self.refuse_before_first_start());
+        if let Some(refusal) = self.refusal_without_engine() {
+            return Err(refusal);
         }
         if nr.prompt.is_empty() {
             return Err(Refusal::EmptyPrompt);
@@ -142,6 +142,8 @@ impl Scheduler {
         if let Some(r) = self.requests.get_mut(&id) {
             r.boost_eligible = small;
         }
+        // a death with nothing waiting left it down: this arrival is work for a new engine
+        // (a failed engine never gets here: it refused the arrival above)
         if self.engine == EngineState::Down {
             self.start_again();
         }

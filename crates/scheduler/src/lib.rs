@@ -37,7 +37,9 @@
 //!   refused one (`admit` returned `Err(Refused)`) gets no action at all.
 //! - If the engine dies, send [`Event::EngineDied`] (the outstanding step is void); execute
 //!   [`Action::RestartEngine`] after its delay and answer with [`Event::EngineReady`] or
-//!   [`Event::EngineStartFailed`].
+//!   [`Event::EngineStartFailed`]. After `restart_attempts_max` failed starts in a row the
+//!   engine stays failed ([`Scheduler::engine_failed`]) until [`Event::RestartRequested`]
+//!   (the user's retry); arrivals meanwhile are refused with the reason.
 //! - Keep-alives (R13) and liveness deadlines (R10) are the service's timers.
 //!
 //! - Every `Finish` / `Fail` carries [`RequestStats`] (queue wait, prompt tokens held and
@@ -87,7 +89,7 @@ mod types;
 #[cfg(test)]
 mod tests;
 
-pub use engine_events::{ENGINE_STARTING_RETRY_SECS, RESTART_DURING_START};
+pub use engine_events::{DIED_WHILE_FAILED, ENGINE_STARTING_RETRY_SECS, RESTART_DURING_START};
 pub use settings::{
     ConfigError, GiveWay, MaxTokensOverContext, PriorityOrder, PriorityRange, SchedulerSettings,
     resolve_priority,
@@ -110,15 +112,21 @@ use std::collections::{BTreeMap, VecDeque};
 use strata_protocol::pool::CellPool;
 
 /// The engine as the scheduler sees it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum EngineState {
     Ready,
     /// A start is under way; `attempt` counts failed starts in a row plus one.
     Starting {
         attempt: u32,
     },
-    /// No engine and no work.
+    /// No engine and no work: it died after it was ready. The next arrival starts it.
     Down,
+    /// `restart_attempts_max` starts failed in a row; `reason` is the last one's. Only a user
+    /// restart starts it again: an arrival would start an engine that fails the same way, so
+    /// it is refused with the reason (R10).
+    Failed {
+        reason: String,
+    },
 }
 
 /// The scheduler. Cheap to clone (prompts are shared).
@@ -148,8 +156,6 @@ pub struct Scheduler {
     /// An engine has come up at least once (until then `facts` are placeholders and
     /// arrivals are refused).
     ever_ready: bool,
-    /// Why the last start failed, for the refusal after the first start failed for good.
-    last_start_failure: Option<String>,
 }
 
 impl Scheduler {
@@ -196,12 +202,12 @@ impl Scheduler {
             counters: Counters::default(),
             out: Outcome::default(),
             ever_ready: false,
-            last_start_failure: None,
         })
     }
 
     /// An arrival (R11's checks, then the queue): the actions to execute, or why it was
-    /// refused (with actions all the same: a refusal while the engine is down starts it).
+    /// refused (with the decision pass's actions all the same; a refusal itself starts
+    /// nothing).
     pub fn admit(&mut self, request: NewRequest, now: Now) -> Result<Outcome, Refused> {
         let admitted = self.on_arrived(request, now);
         self.decide(now);
@@ -267,10 +273,21 @@ impl Scheduler {
         })
     }
 
-    /// Whether the engine is down with no start under way (R10: it died or its restarts ran
-    /// out with nothing waiting; the next request or a user restart starts it).
+    /// Whether no engine runs and no start is under way (R10): it died with nothing waiting
+    /// (the next arrival or a user restart starts it), or its starts failed (see
+    /// [`Scheduler::engine_failed`]: only a user restart starts it).
     pub fn engine_down(&self) -> bool {
-        self.engine == EngineState::Down
+        matches!(self.engine, EngineState::Down | EngineState::Failed { .. })
+    }
+
+    /// Why the engine is failed, while it is (R10: `restart_attempts_max` starts failed in a
+    /// row and no user restart since): the last start's failure, which arrivals are refused
+    /// with. `None` while it is ready, starting, or down after a death.
+    pub fn engine_failed(&self) -> Option<&str> {
+        match &self.engine {
+            EngineState::Failed { reason } => Some(reason),
+            _ => None,
+        }
     }
 
     /// Whether an engine has finished a handshake at least once.

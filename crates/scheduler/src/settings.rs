@@ -88,7 +88,8 @@ pub struct SchedulerSettings {
     pub output_reserve_tokens: u32,
     /// Conversations kept in the host-RAM conversation cache (least recently used out).
     pub host_cache_conversations_max: u32,
-    /// Failed engine starts in a row before waiting requests fail with 503 (R10).
+    /// Failed engine starts in a row before waiting requests fail with 503 and the engine
+    /// stays failed until a user restart (R10).
     pub restart_attempts_max: u32,
     /// Backoff before the second start attempt; doubles for each further one.
     pub restart_backoff_secs: f64,

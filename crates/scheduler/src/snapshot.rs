@@ -102,7 +102,9 @@ pub enum ParkCause {
     KvPoolFull,
 }
 
-/// The engine as the scheduler sees it: `ready`, `starting` or `down`.
+/// The engine as the scheduler sees it: `ready`, `starting` or `down` (no engine runs and no
+/// start is under way: after a death, or failed after its starts ran out, which
+/// [`Scheduler::engine_failed`](crate::Scheduler::engine_failed) tells apart).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum EngineCondition {
@@ -383,7 +385,9 @@ impl Scheduler {
             engine: match self.engine {
                 EngineState::Ready => EngineCondition::Ready,
                 EngineState::Starting { .. } => EngineCondition::Starting,
-                EngineState::Down => EngineCondition::Down,
+                // no variant of its own yet: the service matches `EngineCondition`
+                // exhaustively; `Scheduler::engine_failed` tells the two apart
+                EngineState::Down | EngineState::Failed { .. } => EngineCondition::Down,
             },
             settings: self.settings.clone(),
             chunk_tokens: self.chunk_tokens(),

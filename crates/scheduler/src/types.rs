@@ -67,7 +67,8 @@ pub enum FailKind {
     EngineDied,
     /// The user restarted the engine ("engine restarted").
     EngineRestarted,
-    /// The engine could not be started `restart_attempts_max` times in a row: a 503.
+    /// The engine could not be started `restart_attempts_max` times in a row: a 503 (the
+    /// engine then stays failed until a user restart).
     EngineUnavailable { stderr_tail: String },
     /// The engine answered a step without the token it owed (a protocol fault).
     EngineProtocol,
@@ -110,15 +111,15 @@ pub enum Refusal {
     EngineStarting {
         retry_after_secs: u32,
     },
-    /// The first start failed `restart_attempts_max` times in a row: a 503 with the worker's
-    /// last words. This arrival started the engine again (R10: the next request tries again).
+    /// `restart_attempts_max` starts failed in a row and no user restart since: a 503 with the
+    /// worker's last words. Nothing was queued or started (R10: only a retry starts it).
     EngineUnavailable {
         stderr_tail: String,
     },
 }
 
-/// An arrival that was not admitted: why, and what to execute all the same (a refusal while
-/// the engine is down starts it again).
+/// An arrival that was not admitted: why, and what to execute all the same (the decision
+/// pass that follows every arrival; the refusal itself starts nothing).
 #[derive(Debug, Clone, PartialEq)]
 pub struct Refused {
     pub refusal: Refusal,
@@ -197,7 +198,7 @@ pub enum Event {
     EngineStartFailed { stderr_tail: String },
     /// The engine finished its handshake (possibly with new facts).
     EngineReady(EngineFacts),
-    /// The user asked for an engine restart.
+    /// The user asked for an engine restart (also the retry that starts a failed engine).
     RestartRequested,
     /// A new set of settings (invalid ones are refused with a diagnostic).
     SettingsChanged(Box<SchedulerSettings>),

@@ -301,7 +301,9 @@ impl Sim {
                         });
                     }
                     Scripted::KillEngine => {
-                        if self.pending_start.is_none() {
+                        // nothing runs while a start is pending or after the starts failed
+                        // (R10): there is no engine to kill
+                        if self.pending_start.is_none() && self.s.engine_failed().is_none() {
                             self.reset_engine();
                             self.feed(Event::EngineDied);
                         }

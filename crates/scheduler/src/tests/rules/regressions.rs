@@ -108,6 +108,11 @@ fn three_engine_deaths_while_starting_fail_the_waiting_with_503() {
         Some(FailKind::EngineUnavailable { .. })
     ));
     assert!(!sim.s.has_work());
+    // failed, not down: the next arrival would be refused and start nothing (R10)
+    assert_eq!(
+        sim.s.engine_failed(),
+        Some("the engine died while starting")
+    );
     assert!(sim.diagnostics.is_empty());
 }
 
