@@ -17,6 +17,22 @@ for output in "$dir"/build/llama-cpp-sys-2-*/output; do
             "run: cargo clean -p llama-cpp-sys-2 (with the same --target/--profile) and build again" >&2
         exit 1
     fi
-    echo "llama.cpp patched ($(dirname "$output")): ${line#strata-desk: }"
+    if ! grep -q "strata-desk: ggml-cpu-sapphirerapids built without AMX" "$output" &&
+        grep -q "Adding CPU backend variant ggml-cpu-sapphirerapids" "$output"; then
+        echo "llama.cpp in $(dirname "$output") built the sapphirerapids variant with AMX" \
+            "(patches/llama.cpp/ggml-cpu.cmake, patch 2); run: cargo clean -p llama-cpp-sys-2" >&2
+        exit 1
+    fi
+    # and the module holds no AMX instruction (patch 2: they crashed on AMX machines)
+    for module in "$(dirname "$output")"/out/backends/*ggml-cpu-sapphirerapids.*; do
+        [ -f "$module" ] || continue
+        amx=$(objdump -d "$module" | grep -cE '\b(ldtilecfg|tileloadd|tdpbusd|tdpbf16ps)\b' || true)
+        if [ "$amx" != 0 ]; then
+            echo "$module holds $amx AMX instructions (patch 2 did not take)" >&2
+            exit 1
+        fi
+        echo "no AMX instruction in $(basename "$module")"
+    done
+    echo "llama.cpp patched ($(dirname "$output")): ${line#strata-desk: }; sapphirerapids without AMX"
 done
 [ "$builds" -gt 0 ] || { echo "no llama.cpp build found under $dir/build" >&2; exit 1; }

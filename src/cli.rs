@@ -27,8 +27,25 @@ const VERSION: &str = match (cfg!(feature = "vulkan"), cfg!(feature = "cuda")) {
 pub fn version_here() -> String {
     use crate::engine_worker::modules;
     let cpu = match modules::cpu_variant_here() {
-        Ok(variant) if cfg!(feature = "cpu-variants") => {
-            format!("CPU code for this CPU: {variant} (chosen at start among the build's variants)")
+        Ok(best) if cfg!(feature = "cpu-variants") => {
+            // what `cpu_code: auto` starts: the best less those recorded as crashing here
+            let (ranked, _) = modules::ranked_cpu_variants().unwrap_or_default();
+            let record = crate::engine::cpu_code::default_record_path()
+                .map(|p| crate::engine::cpu_code::Record::read(&p))
+                .unwrap_or_default();
+            let key = crate::engine::cpu_code::CpuKey::here();
+            let plan = crate::engine::cpu_code::Plan::new("auto", &ranked, record.crashed(&key));
+            let variant = plan.candidates.first().cloned().unwrap_or(best);
+            let skipped = crate::engine::cpu_code::skipped_words(&plan.recorded, &variant);
+            let skipped = if skipped.is_empty() {
+                String::new()
+            } else {
+                format!("; recorded: {skipped} (`--cpu-code auto` forgets the record)")
+            };
+            format!(
+                "CPU code for this CPU: {variant} (chosen at start among the build's \
+                 variants{skipped})"
+            )
         }
         Ok(_) => "CPU code: built in, for the instruction sets it was built with".to_owned(),
         Err(why) => format!("CPU code: none runs here: {why}"),
@@ -132,6 +149,11 @@ pub struct ServeArgs {
     /// [default: off: only a conversation the prompt extends whole continues].
     #[arg(long)]
     pub swa_full: bool,
+    /// llama.cpp's CPU code: `auto` (the best variant this CPU runs, passing over those that
+    /// crashed on it; `auto` here also forgets that record) or a variant's name (`zen4`;
+    /// `--version` names the one auto takes) [default: auto].
+    #[arg(long)]
+    pub cpu_code: Option<String>,
     /// How the window is drawn [default: glow; wgpu needs a build with `--features wgpu`].
     #[arg(long, value_enum)]
     pub renderer: Option<crate::config::Renderer>,
@@ -185,6 +207,31 @@ pub fn after_help() -> String {
 }
 
 impl ServeArgs {
+    /// `--cpu-code auto` forgets the CPU variants recorded as crashing on this CPU (they are
+    /// probed again at the next start); says so on stderr when there was a record.
+    pub fn forget_cpu_record_if_asked(&self) {
+        use crate::engine::cpu_code;
+        if !self
+            .cpu_code
+            .as_deref()
+            .is_some_and(crate::engine_worker::modules::is_auto)
+        {
+            return;
+        }
+        let Some(path) = cpu_code::default_record_path() else {
+            return;
+        };
+        match cpu_code::forget_here(&path) {
+            Ok(true) => eprintln!(
+                "strata-desk: --cpu-code auto: forgot the CPU variants recorded as crashing on \
+                 this CPU ({}); they are tried again",
+                path.display()
+            ),
+            Ok(false) => {}
+            Err(e) => eprintln!("strata-desk: could not forget {}: {e}", path.display()),
+        }
+    }
+
     pub fn overrides(&self) -> crate::config::Overrides {
         crate::config::Overrides {
             model: self.model.clone(),
@@ -212,6 +259,7 @@ impl ServeArgs {
             flash_attn: self.flash_attn,
             kv_type: self.kv_type,
             swa_full: self.swa_full,
+            cpu_code: self.cpu_code.clone(),
             renderer: self.renderer,
             sim_faults: self.sim_fault.clone(),
             sim_script: self.sim_script.clone(),
@@ -235,6 +283,22 @@ pub enum CliCommand {
     Bench(crate::bench::BenchArgs),
     /// Run the engine worker (started by the app itself; speaks JSON lines on stdin/stdout).
     EngineWorker(EngineWorkerArgs),
+    /// Test only: one forward pass and a greedy continuation on one CPU variant at one
+    /// thread, as JSON (`tests/it/cpu_variants.rs` compares every variant with x64's).
+    #[command(hide = true)]
+    CpuCheck(CpuCheckArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct CpuCheckArgs {
+    #[arg(long)]
+    pub model: PathBuf,
+    /// The CPU variant (`x64`, `zen4`, ...).
+    #[arg(long)]
+    pub cpu_code: String,
+    /// Greedy tokens after the prompt.
+    #[arg(long, default_value_t = 16)]
+    pub greedy: usize,
 }
 
 /// The engine worker's options: as one JSON object (how the app passes them), or as flags.

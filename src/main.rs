@@ -22,6 +22,14 @@ fn main() -> anyhow::Result<()> {
                 std::process::exit(1);
             }
         }
+        Some(CliCommand::CpuCheck(args)) => {
+            let check = strata_desk::engine_worker::variant_check::run(
+                &args.model,
+                &args.cpu_code,
+                args.greedy,
+            )?;
+            println!("{}", serde_json::to_string(&check)?);
+        }
         Some(CliCommand::Bench(args)) => {
             let runtime = tokio::runtime::Runtime::new()?;
             let report = runtime.block_on(strata_desk::bench::run(&args))?;
@@ -63,6 +71,7 @@ fn main() -> anyhow::Result<()> {
             );
         }
         None if cli.serve.headless => {
+            cli.serve.forget_cpu_record_if_asked();
             let config = strata_desk::config::Config::load(
                 cli.serve.config.as_deref(),
                 &cli.serve.overrides(),
@@ -72,6 +81,7 @@ fn main() -> anyhow::Result<()> {
             runtime.block_on(strata_desk::server::run_headless(config, exe))?;
         }
         None => {
+            cli.serve.forget_cpu_record_if_asked();
             // a bad config is shown in the window (a Start-menu program has no terminal)
             let config = strata_desk::config::Config::load(
                 cli.serve.config.as_deref(),

@@ -100,9 +100,12 @@ pub fn worker_launch(config: &Config, exe: PathBuf) -> Result<WorkerLaunch, Serv
         swa_full: a.swa_full,
         conversation_cache_mib: a.conversation_cache_mib,
         grammar_ms_per_token: a.grammar_ms_per_token,
+        cpu_code: a.cpu_code.clone(),
         ..options
     };
-    Ok(WorkerLaunch::new(exe, options))
+    let mut launch = WorkerLaunch::new(exe, options);
+    launch.cpu_record = crate::engine::cpu_code::default_record_path();
+    Ok(launch)
 }
 
 /// A server that runs: the control plane (and the engine it serves) and the HTTP server's
@@ -207,6 +210,7 @@ fn announce(control: Control, url: String) {
         let mut snapshots = control.service().watch();
         let mut announced = (0, 0);
         let mut announced_refusal = None;
+        let mut announced_failure = None;
         loop {
             {
                 let unit = units.borrow().generation;
@@ -215,6 +219,14 @@ fn announce(control: Control, url: String) {
                 if ready && announced != (unit, s.engine.generation) {
                     announced = (unit, s.engine.generation);
                     eprintln!("{}", ready_line(&s, &url));
+                }
+                // a start that failed for good, once: it stays failed until a retry
+                if let crate::service::EngineStatus::Failed(reason) = &s.engine.status
+                    && s.engine.needs_retry
+                    && announced_failure != Some((unit, s.engine.generation))
+                {
+                    announced_failure = Some((unit, s.engine.generation));
+                    eprintln!("{}", failure_line(reason));
                 }
                 if let Some(refusal) = &s.last_length_refusal
                     && announced_refusal != Some(refusal.at_secs)
@@ -237,6 +249,16 @@ fn announce(control: Control, url: String) {
             }
         }
     });
+}
+
+/// The engine could not start, in words, and what to do: `--headless`'s line (the window shows
+/// the same as a banner with a Retry button).
+pub fn failure_line(reason: &str) -> String {
+    format!(
+        "strata-desk: the engine could not start ({}): {reason}; it stays down until a retry \
+         (POST /v1/engine/restart, or restart the app); requests get 503 meanwhile",
+        crate::service::failure_headline(reason)
+    )
 }
 
 /// "the engine is ready": what a user checks first.

@@ -15,6 +15,16 @@
 #    batch of 9 heads on 2 threads ran 16 tiles where 9 do: reading a 6,931-token prompt took
 #    1.29x as long (profiles and figures: docs/BENCHMARKS.md, "Where the chunk cost went").
 #    Each row's result is the same: a tile's rows are independent.
+# 2. ggml-cpu, the `sapphirerapids` variant built without AMX (-mno-amx-*, last on its command
+#    line, so __AMX_INT8__ is undefined and ggml's AMX matrix code, amx/mmq.cpp, is not
+#    compiled in). On an Intel Xeon with AMX (Sapphire Rapids, 2 cores, Linux) that code died
+#    of SIGILL at the first `tileloadd`, at every start; llama-server of the same llama.cpp
+#    built natively died the same way, and built with -mno-amx-* worked. Upstream's open fix
+#    (ggml-org/llama.cpp pull request 26954: the tile-data permission asked per thread, the
+#    tile configuration kept out of the optimiser's reach) could not be verified here (no AMX
+#    machine), so AMX is off rather than patched. The variant's score (its `-feats` object)
+#    keeps AMX_TILE and AMX_INT8: it is still chosen on AMX CPUs only, with the AVX-512 VNNI
+#    and BF16 code that zen4 has. docs/BENCHMARKS.md ("AMX") says what AMX buys where it works.
 include_guard(GLOBAL)
 
 set(_strata_fa_old [==[
@@ -109,6 +119,20 @@ function(strata_patch_ggml_cpu)
         endif()
     endforeach()
     message(STATUS "strata-desk: flash attention in whole Q tiles in ${patched} ggml-cpu target(s)")
+    strata_no_amx()
+endfunction()
+
+function(strata_no_amx)
+    set(target ggml-cpu-sapphirerapids)
+    if(NOT TARGET ${target})
+        # a build without GGML_CPU_ALL_VARIANTS (the MSVC workflow's): no such variant
+        return()
+    endif()
+    target_compile_options(${target} PRIVATE -mno-amx-tile -mno-amx-int8 -mno-amx-bf16)
+    get_target_property(definitions ${target} COMPILE_DEFINITIONS)
+    list(FILTER definitions EXCLUDE REGEX "^(__)?(GGML_)?AMX_")
+    set_property(TARGET ${target} PROPERTY COMPILE_DEFINITIONS "${definitions}")
+    message(STATUS "strata-desk: ${target} built without AMX")
 endfunction()
 
 # After every target is defined: at the end of llama.cpp's top-level CMakeLists.txt.

@@ -248,6 +248,9 @@ pub struct AppSettings {
     /// A sliding-window model's window layers keep the whole context (partial conversations
     /// continue; more memory, slower).
     pub swa_full: bool,
+    /// llama.cpp's CPU code: `auto` (the best variant this CPU runs, passing over those that
+    /// crashed here: `engine::cpu_code`) or a variant's name (`zen4`).
+    pub cpu_code: String,
     pub conversation_cache_mib: u64,
     /// Most milliseconds a request's grammar may spend choosing one token.
     pub grammar_ms_per_token: u64,
@@ -315,6 +318,7 @@ impl Default for AppSettings {
             flash_attn: FlashAttn::Auto,
             kv_type: KvType::F16,
             swa_full: false,
+            cpu_code: crate::engine_worker::modules::AUTO.to_owned(),
             conversation_cache_mib: 1024,
             grammar_ms_per_token: crate::protocol::DEFAULT_GRAMMAR_MS_PER_TOKEN,
             api_keys: Vec::new(),
@@ -377,6 +381,8 @@ pub enum ConfigError {
         max: u32,
         value: u32,
     },
+    #[error("`cpu_code` must be `auto` or a CPU variant of this build ({variants}), got {value:?}")]
+    UnknownCpuCode { value: String, variants: String },
     #[error(
         "binding {host} (not loopback) requires an API key: anyone who reaches the port could use the engine; \
          give one with `--api-key KEY`, the environment variable STRATA_API_KEY, or `api_keys` in the config file"
@@ -410,6 +416,9 @@ pub struct Overrides {
     pub flash_attn: Option<FlashAttn>,
     pub kv_type: Option<KvType>,
     pub swa_full: bool,
+    /// `--cpu-code`; `auto` on the command line also forgets the CPU variants recorded as
+    /// crashing on this CPU (the server's start does that).
+    pub cpu_code: Option<String>,
     pub renderer: Option<Renderer>,
     pub sim_faults: Vec<String>,
     pub sim_script: Option<PathBuf>,
@@ -472,6 +481,9 @@ impl Config {
         a.flash_attn = o.flash_attn.unwrap_or(a.flash_attn);
         a.kv_type = o.kv_type.unwrap_or(a.kv_type);
         a.swa_full |= o.swa_full;
+        if let Some(cpu_code) = &o.cpu_code {
+            a.cpu_code.clone_from(cpu_code);
+        }
         a.renderer = o.renderer.unwrap_or(a.renderer);
         self.sim_faults.clone_from(&o.sim_faults);
         self.sim_script.clone_from(&o.sim_script);

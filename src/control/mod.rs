@@ -59,6 +59,7 @@ pub struct RestartSettings {
     pub flash_attn: FlashAttn,
     pub kv_type: KvType,
     pub swa_full: bool,
+    pub cpu_code: String,
 }
 
 impl RestartSettings {
@@ -77,6 +78,7 @@ impl RestartSettings {
             flash_attn: a.flash_attn,
             kv_type: a.kv_type,
             swa_full: a.swa_full,
+            cpu_code: a.cpu_code.clone(),
         }
     }
 
@@ -93,6 +95,7 @@ impl RestartSettings {
         a.flash_attn = self.flash_attn;
         a.kv_type = self.kv_type;
         a.swa_full = self.swa_full;
+        a.cpu_code.clone_from(&self.cpu_code);
         config.scheduler.chunk_tokens = self.chunk_tokens;
     }
 
@@ -128,6 +131,7 @@ impl RestartSettings {
             ),
             ("kv_type", json!(self.kv_type), json!(before.kv_type)),
             ("swa_full", json!(self.swa_full), json!(before.swa_full)),
+            ("cpu_code", json!(self.cpu_code), json!(before.cpu_code)),
         ];
         pairs
             .into_iter()

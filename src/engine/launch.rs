@@ -12,6 +12,12 @@ pub struct WorkerLaunch {
     pub options: WorkerOptions,
     /// Loading a model can take long on a slow disk; past this the start fails.
     pub handshake_timeout: Duration,
+    /// Where the CPU variants that crashed on this CPU are recorded (`cpu_code::Record`);
+    /// `None`: not kept (tests, one-off runs).
+    pub cpu_record: Option<PathBuf>,
+    /// Environment variables the worker gets beside the app's own (tests: an injected fault,
+    /// `engine_worker::fault`).
+    pub env: Vec<(OsString, OsString)>,
 }
 
 impl WorkerLaunch {
@@ -20,6 +26,8 @@ impl WorkerLaunch {
             exe,
             options,
             handshake_timeout: Duration::from_secs(120),
+            cpu_record: None,
+            env: Vec::new(),
         }
     }
 

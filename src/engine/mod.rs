@@ -5,12 +5,13 @@
 //! lines never reach its successor. When to start another is the scheduler's (R10), carried
 //! out by the service.
 
+pub mod cpu_code;
 mod launch;
 mod process;
 mod spawn;
 
 pub use launch::WorkerLaunch;
-pub use process::{EngineProcess, WorkerExit};
+pub use process::{EngineProcess, WorkerExit, signal_words};
 
 use std::time::Duration;
 

@@ -28,11 +28,30 @@ impl std::fmt::Display for WorkerExit {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             Self::Code(code) => write!(f, "exit code {code}"),
-            Self::Signal(signal) => write!(f, "killed by signal {signal}"),
+            Self::Signal(signal) => match signal_words(*signal) {
+                Some(words) => write!(f, "killed by signal {signal}, {words}"),
+                None => write!(f, "killed by signal {signal}"),
+            },
             Self::Killed => write!(f, "stopped by the supervisor"),
             Self::Unknown => write!(f, "unknown status"),
         }
     }
+}
+
+/// A signal's name and what it means for the engine worker, for the words a person reads.
+pub fn signal_words(signal: i32) -> Option<&'static str> {
+    Some(match signal {
+        4 => {
+            "SIGILL: an illegal instruction (llama.cpp's CPU code used an instruction this CPU \
+             or its system does not run)"
+        }
+        6 => "SIGABRT: llama.cpp stopped itself on a failed check (its log says which)",
+        7 => "SIGBUS: a bad memory access (a model file changed or cut short while mapped?)",
+        9 => "SIGKILL: killed (by the app, a person, or the system when memory ran out)",
+        11 => "SIGSEGV: an invalid memory access (a crash in llama.cpp)",
+        15 => "SIGTERM: asked to stop",
+        _ => return None,
+    })
 }
 
 #[derive(Debug)]
@@ -65,6 +84,7 @@ impl EngineProcess {
         let mut command = std::process::Command::new(&launch.exe);
         command
             .args(launch.args_for(generation))
+            .envs(launch.env.iter().map(|(k, v)| (k, v)))
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());

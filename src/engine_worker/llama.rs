@@ -169,15 +169,40 @@ impl<'m> LlamaEngine<'m> {
             grammar_per_token: std::time::Duration::from_millis(options.grammar_ms_per_token),
             window_only,
         };
-        let speed = engine.measure_prompt_speed()?;
+        let speed = engine.warm_up()?;
         engine.handshake.prompt_tokens_per_sec = speed;
         engine.handshake.chunk_tokens = chunk_tokens_for(speed, n_batch);
         Ok(engine)
     }
 
+    /// The warm-up before the handshake: a prompt batch (timed: [`Self::measure_prompt_speed`])
+    /// and a one-token decode after it, on sequence 0, then dropped. Every layer runs both ways
+    /// (a batch and a single row take different matrix kernels), so each quantisation type the
+    /// model has meets the CPU code chosen: a variant that crashes on this CPU crashes here,
+    /// before any request, and the host starts the worker again on the next best
+    /// (`engine::cpu_code`). Returns the prompt speed.
+    fn warm_up(&mut self) -> Result<f64, WorkerError> {
+        super::fault::crash_if_told(&self.handshake.device.cpu_variant);
+        let (speed, read) = self.measure_prompt_speed()?;
+        // a token of the text read (not BOS: some models have none)
+        let token = self.model.vocab().tokenize(b" the", false, false);
+        if let Some(token) = token.first() {
+            self.batch.clear();
+            self.batch
+                .add(*token, read as i32, &[0], true)
+                .map_err(|e| WorkerError::Context(e.to_string()))?;
+            let decoded = self.ctx.decode(&mut self.batch);
+            self.ctx.synchronize();
+            decoded.map_err(|e| WorkerError::Context(format!("warming up (one token): {e}")))?;
+        }
+        let _ = self.ctx.kv_cache_seq_rm(0, None, None);
+        Ok(speed)
+    }
+
     /// Reads a throwaway prompt on sequence 0 and times it: about [`CHUNK_SECS`] of reading is
     /// the default chunk. A GPU reads a short prompt too fast to time, so it gets a long one.
-    fn measure_prompt_speed(&mut self) -> Result<f64, WorkerError> {
+    /// Returns the speed and the tokens of the last read, which stay in sequence 0.
+    fn measure_prompt_speed(&mut self) -> Result<(f64, u32), WorkerError> {
         let text = "The quick brown fox jumps over the lazy dog while the engine measures itself. "
             .repeat(512);
         let tokens: Vec<TokenId> = (self.model.vocab())
@@ -186,6 +211,7 @@ impl<'m> LlamaEngine<'m> {
             .map(|t| t.0)
             .collect();
         let mut speed = 0.0;
+        let mut read = 0;
         for wanted in [256u32, 2048] {
             let n = wanted.min(self.n_batch).min(self.handshake.kv_cells / 2) as usize;
             if n == 0 || tokens.len() < n {
@@ -206,13 +232,15 @@ impl<'m> LlamaEngine<'m> {
             // first step, which then runs this work too, overruns the deadline it sets.
             self.ctx.synchronize();
             let secs = started.elapsed().as_secs_f64().max(1e-6);
-            let _ = self.ctx.kv_cache_seq_rm(0, None, None);
             speed = n as f64 / secs;
+            read = n as u32;
             if secs >= 0.1 {
                 break;
             }
+            let _ = self.ctx.kv_cache_seq_rm(0, None, None);
+            read = 0;
         }
-        Ok(speed)
+        Ok((speed, read))
     }
 
     /// Refuses a cut of `seq` to `keep_tokens` that its window layers cannot continue from:

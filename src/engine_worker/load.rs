@@ -123,6 +123,9 @@ pub fn load_model(
     if let super::modules::CpuCode::Variant { of, .. } = &modules.cpu {
         device.cpu_variants.clone_from(of);
     }
+    device
+        .cpu_variants_skipped
+        .clone_from(&options.cpu_code_skipped);
     device.backends_not_loaded.clone_from(&modules.not_loaded);
     if device.gpu_layers > 0 {
         device.vram_limit_bytes = options.gpu_memory_limit.bytes();

@@ -15,6 +15,7 @@ mod backend;
 mod cache;
 mod device;
 mod fake;
+pub mod fault;
 mod fit;
 mod llama;
 mod load;
@@ -25,6 +26,7 @@ mod sampler;
 mod sampler_tests;
 #[cfg(test)]
 mod step_ahead_tests;
+pub mod variant_check;
 mod worker;
 
 pub use crate::protocol::{
@@ -102,7 +104,7 @@ pub fn run(options: &WorkerOptions) -> Result<(), WorkerError> {
     }
     let path = options.model.as_deref().ok_or(WorkerError::NoModel)?;
     llama_cpp_2::send_logs_to_tracing(llama_cpp_2::LogOptions::default());
-    let modules = modules::load().map_err(WorkerError::Backend)?;
+    let modules = modules::load_as(&options.cpu_code).map_err(WorkerError::Backend)?;
     let backend = llama_cpp_2::llama_backend::LlamaBackend::init()
         .map_err(|e| WorkerError::Backend(e.to_string()))?;
     let loaded = load::load_model(&backend, options, path, modules)?;

@@ -61,26 +61,55 @@ pub const DIR_VAR: &str = "STRATA_BACKENDS_DIR";
 /// The GPU backends a build may carry as modules, by ggml's module name.
 const GPU_MODULES: &[&str] = &["vulkan", "cuda"];
 
-/// Loads the modules once per process (the engine worker before its backend starts; the
-/// app's vocabulary-only tokenizer); later calls return the first outcome.
+/// `cpu_code`'s word for "the best variant this CPU runs".
+pub const AUTO: &str = "auto";
+
+/// Loads the modules once per process with the best CPU variant (the app's vocabulary-only
+/// tokenizer); later calls return the first outcome.
 pub fn load() -> Result<&'static Modules, String> {
+    load_as(AUTO)
+}
+
+/// Loads the modules once per process with the CPU variant `cpu_code` names (`auto` or empty:
+/// the best this CPU runs): the engine worker, told by the host which one
+/// ([`crate::engine::cpu_code`] passes over those that crashed here). Later calls return the
+/// first outcome.
+pub fn load_as(cpu_code: &str) -> Result<&'static Modules, String> {
     static LOADED: std::sync::OnceLock<Result<Modules, String>> = std::sync::OnceLock::new();
-    LOADED.get_or_init(load_now).as_ref().map_err(Clone::clone)
+    LOADED
+        .get_or_init(|| load_now(cpu_code))
+        .as_ref()
+        .map_err(Clone::clone)
 }
 
 #[cfg(not(feature = "cpu-variants"))]
-fn load_now() -> Result<Modules, String> {
+fn load_now(cpu_code: &str) -> Result<Modules, String> {
+    if !is_auto(cpu_code) && cpu_code != CpuCode::BuiltIn.name() {
+        return Err(format!(
+            "cpu_code {cpu_code:?}: this build has one CPU code, built in (use `auto`)"
+        ));
+    }
     Ok(Modules {
         cpu: CpuCode::BuiltIn,
         not_loaded: Vec::new(),
     })
 }
 
+/// Whether `cpu_code` asks for the best variant.
+pub fn is_auto(cpu_code: &str) -> bool {
+    let code = cpu_code.trim();
+    code.is_empty() || code.eq_ignore_ascii_case(AUTO)
+}
+
 #[cfg(feature = "cpu-variants")]
-fn load_now() -> Result<Modules, String> {
+fn load_now(cpu_code: &str) -> Result<Modules, String> {
     let started = std::time::Instant::now();
     let dir = modules_dir()?;
-    let (best, of) = best_cpu_variant(&dir)?;
+    let (best, of) = if is_auto(cpu_code) {
+        best_cpu_variant(&dir)?
+    } else {
+        named_cpu_variant(&dir, cpu_code.trim())?
+    };
     register(&dir.join(module_file(&format!("cpu-{best}"))))?;
     let mut not_loaded = Vec::new();
     for gpu in GPU_MODULES {
@@ -107,6 +136,43 @@ fn load_now() -> Result<Modules, String> {
         },
         not_loaded,
     })
+}
+
+/// The CPU variants this CPU runs, best first (by each module's own score), and every variant
+/// the build carries: what `cpu_code: auto` chooses from. Empty lists for a build without
+/// variants.
+pub fn ranked_cpu_variants() -> Result<(Vec<String>, Vec<String>), String> {
+    #[cfg(feature = "cpu-variants")]
+    {
+        let dir = modules_dir()?;
+        let all = variants_in(&dir);
+        let mut scored = Vec::new();
+        for variant in &all {
+            let score = score(&dir.join(module_file(&format!("cpu-{variant}"))))?;
+            if score > 0 {
+                scored.push((score, variant.clone()));
+            }
+        }
+        // the highest score first; a tie keeps the names' order (as `best_cpu_variant`)
+        scored.sort_by(|a, b| b.0.cmp(&a.0));
+        Ok((scored.into_iter().map(|(_, v)| v).collect(), all))
+    }
+    #[cfg(not(feature = "cpu-variants"))]
+    {
+        Ok((Vec::new(), Vec::new()))
+    }
+}
+
+/// The variants the build carries (`cpu_code` takes one of these names, or `auto`).
+pub fn carried_cpu_variants() -> Vec<String> {
+    #[cfg(feature = "cpu-variants")]
+    {
+        modules_dir().map(|d| variants_in(&d)).unwrap_or_default()
+    }
+    #[cfg(not(feature = "cpu-variants"))]
+    {
+        vec![CpuCode::BuiltIn.name().to_owned()]
+    }
 }
 
 /// The CPU variant [`load`] would take, without loading it (`--version`).
@@ -178,6 +244,15 @@ fn variants_in(dir: &Path) -> Vec<String> {
     found
 }
 
+/// The folder the CPU variants are loaded from (`None`: a build without them, or none found).
+pub fn modules_dir_here() -> Option<PathBuf> {
+    if cfg!(feature = "cpu-variants") {
+        modules_dir().ok()
+    } else {
+        None
+    }
+}
+
 /// The first candidate folder that holds a CPU variant.
 fn modules_dir() -> Result<PathBuf, String> {
     let dirs = candidate_dirs();
@@ -218,6 +293,28 @@ fn best_cpu_variant(dir: &Path) -> Result<(String, Vec<String>), String> {
             dir.display()
         )),
     }
+}
+
+/// The variant `name` (`cpu_code`), and every variant in `dir`: refused with the list when
+/// the build lacks it, and with the reason when this CPU cannot run it (an illegal
+/// instruction otherwise).
+#[cfg(feature = "cpu-variants")]
+fn named_cpu_variant(dir: &Path, name: &str) -> Result<(String, Vec<String>), String> {
+    let variants = variants_in(dir);
+    if !variants.iter().any(|v| v == name) {
+        return Err(format!(
+            "cpu_code {name:?} is not a CPU variant of this build: `auto` or one of {}",
+            variants.join(", ")
+        ));
+    }
+    if score(&dir.join(module_file(&format!("cpu-{name}"))))? <= 0 {
+        return Err(format!(
+            "cpu_code {name:?}: this CPU lacks an instruction set that variant needs; use \
+             `auto` or another of {}",
+            variants.join(", ")
+        ));
+    }
+    Ok((name.to_owned(), variants))
 }
 
 /// Opens a module and closes it again: the system's reason when it cannot be loaded.

@@ -294,6 +294,12 @@ impl Dashboard {
         let s = self.tick(ui.ctx());
         egui::Panel::top("engine").show(ui, |ui| {
             panels::engine_ui(ui, &s, &mut self.confirm_restart, &mut self.commands);
+            // the setting in force (the unit's config, an Arc: nothing copied per frame)
+            let unit = self.control.as_ref().map(|c| c.unit());
+            let cpu_code = unit
+                .as_ref()
+                .map_or("auto", |u| u.config.app.cpu_code.as_str());
+            super::failure::engine_failure_ui(ui, &s, cpu_code, &mut self.commands);
             length_refusal_ui(ui, &s, &mut self.refusal_dismissed_at);
             self.give_way_memory.observe(&s);
             controls::controls_ui(ui, &s, self.give_way_memory, &mut self.commands);
@@ -321,6 +327,14 @@ impl Dashboard {
                     let devices = s.engine.device.as_ref().map_or(&[][..], |d| &d.devices[..]);
                     if self.settings.devices != devices {
                         self.settings.devices = devices.to_vec();
+                    }
+                    let variants = s
+                        .engine
+                        .device
+                        .as_ref()
+                        .map_or(&[][..], |d| &d.cpu_variants[..]);
+                    if self.settings.cpu_variants != variants {
+                        self.settings.cpu_variants = variants.to_vec();
                     }
                     let in_flight = s.slots.iter().filter(|x| x.request_id.is_some()).count()
                         + s.parked.len()

@@ -3,6 +3,7 @@
 //!
 //! - `app`: [`Dashboard`], the window's state and frame;
 //! - `panels`: one `*_ui` function per panel, reading the snapshot;
+//! - `failure`: the banner of an engine that could not start, with Retry;
 //! - `history`: the scheduler's log with request ids, and the too-long-prompt banner;
 //! - `cost`: what preemption cost and saved, by priority, and a line per ended request;
 //! - `controls`: the Preemption and give-way switches and the expert `give_way` values;
@@ -26,6 +27,7 @@ mod commands;
 mod controls;
 mod cost;
 mod earlier;
+mod failure;
 mod history;
 mod hub;
 mod hub_commands;

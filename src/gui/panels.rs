@@ -23,6 +23,8 @@ pub fn engine_ui(
             EngineStatus::Loading => "loading".to_owned(),
             EngineStatus::Ready => "ready".to_owned(),
             EngineStatus::Restarting => "restarting".to_owned(),
+            // the banner below says why, with Retry
+            EngineStatus::Failed(_) if s.engine.needs_retry => "failed (see below)".to_owned(),
             EngineStatus::Failed(reason) => format!("failed: {reason}"),
         };
         ui.label(format!("{} - {state}", display_model(s)));

@@ -28,6 +28,9 @@ pub struct SettingsView {
     picked: Option<PathBuf>,
     /// The GPUs the running engine lists (`DeviceFacts::devices`): what `device` offers.
     pub devices: Vec<String>,
+    /// The CPU variants the running engine's build carries (`DeviceFacts::cpu_variants`):
+    /// what `cpu_code` offers.
+    pub cpu_variants: Vec<String>,
     /// Models found on this machine (`None` until the first scan).
     pub found: Option<Vec<ScannedModel>>,
     /// A scan is running.
@@ -53,6 +56,7 @@ struct Draft {
     flash_attn: FlashAttn,
     kv_type: KvType,
     swa_full: bool,
+    cpu_code: String,
 }
 
 impl Draft {
@@ -76,6 +80,7 @@ impl Draft {
             flash_attn: s.flash_attn,
             kv_type: s.kv_type,
             swa_full: s.swa_full,
+            cpu_code: s.cpu_code,
         }
     }
 
@@ -100,6 +105,7 @@ impl Draft {
             flash_attn: self.flash_attn,
             kv_type: self.kv_type,
             swa_full: self.swa_full,
+            cpu_code: self.cpu_code.clone(),
         }
     }
 }
@@ -144,6 +150,29 @@ fn device_ui(ui: &mut Ui, device: &mut String, devices: &[String]) {
         })
         .response
         .on_hover_text("which device the engine runs on; the list is what llama.cpp sees");
+}
+
+/// `cpu_code`: auto, or one of the build's CPU variants.
+fn cpu_code_ui(ui: &mut Ui, cpu_code: &mut String, variants: &[String]) {
+    let shown = if cpu_code.trim().is_empty() {
+        "auto".to_owned()
+    } else {
+        cpu_code.clone()
+    };
+    egui::ComboBox::from_id_salt("cpu_code")
+        .selected_text(shown)
+        .show_ui(ui, |ui| {
+            ui.selectable_value(
+                cpu_code,
+                "auto".to_owned(),
+                "auto: the best this CPU runs, passing over those that crashed here",
+            );
+            for variant in variants {
+                ui.selectable_value(cpu_code, variant.clone(), variant);
+            }
+        })
+        .response
+        .on_hover_text("llama.cpp's CPU code: the variant of its instruction sets the engine runs");
 }
 
 /// The settings view. `config` is the config in force; `in_flight` how many requests an apply
@@ -294,7 +323,12 @@ pub fn settings_ui(
             ui.end_row();
 
             ui.label("device");
-            device_ui(ui, &mut draft.device, &view.devices);
+            ui.horizontal(|ui| {
+                device_ui(ui, &mut draft.device, &view.devices);
+                // in the device's row: one more row pushes the buttons below a small window
+                ui.label("cpu_code");
+                cpu_code_ui(ui, &mut draft.cpu_code, &view.cpu_variants);
+            });
             ui.end_row();
 
             ui.label("flash_attn");

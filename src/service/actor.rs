@@ -69,6 +69,7 @@ pub fn spawn(options: ServiceOptions) -> Result<ServiceHandle, ConfigError> {
         shutting_down: None,
         metrics: metrics.clone(),
         last_failure: None,
+        start_failures: 0,
         expected_read: None,
         log: super::event_log::EventLog::default(),
         last_length_refusal: None,
@@ -101,6 +102,8 @@ pub(super) struct Actor {
     pub(super) metrics: Arc<Metrics>,
     /// Why the engine last failed to start or died (shown while it is down).
     pub(super) last_failure: Option<String>,
+    /// Failed engine starts in a row (the log's attempt number).
+    start_failures: u32,
     /// The outstanding step's chunk: its request and the tokens its sequence must then hold.
     pub(super) expected_read: Option<(RequestId, u32)>,
     /// The history with request ids (the snapshot's `log[]`).
@@ -339,6 +342,7 @@ impl Actor {
         match self.engine.started(generation, started) {
             None => {} // a start that was superseded
             Some(Ok(handshake)) => {
+                self.start_failures = 0;
                 let model = &handshake.model;
                 if model.n_ctx > model.n_ctx_train && model.n_ctx_train > 0 {
                     tracing::warn!(
@@ -353,6 +357,14 @@ impl Actor {
             }
             Some(Err(reason)) => {
                 tracing::warn!("engine start failed: {reason}");
+                self.start_failures += 1;
+                self.emit(
+                    None,
+                    super::observed::Observed::EngineStartFailed {
+                        attempt: self.start_failures,
+                        reason: reason.clone(),
+                    },
+                );
                 self.last_failure = Some(reason.clone());
                 self.feed(Event::EngineStartFailed {
                     stderr_tail: reason,
@@ -436,6 +448,7 @@ impl Actor {
 
     /// The engine is gone: stop it for good, and let the scheduler fail what it held.
     pub(super) fn engine_lost(&mut self, reason: String) {
+        self.engine.blame_cpu_code();
         if !self.engine.kill() {
             return; // already reported
         }

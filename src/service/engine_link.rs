@@ -2,7 +2,7 @@
 //! open, the outstanding step and its deadline, starts in their own tasks. It only carries out
 //! what it is told (the scheduler decides every start, retry and step).
 
-use crate::engine::{EngineError, EngineProcess, WorkerLaunch};
+use crate::engine::{EngineError, EngineProcess, WorkerLaunch, cpu_code};
 use crate::ids::RequestId;
 use crate::protocol::{self, Command, Handshake, Reply};
 use std::collections::{HashMap, HashSet};
@@ -43,6 +43,9 @@ pub(super) struct EngineLink {
     steps_ahead_not_run: u64,
     /// The cells the worker reported in use after the last step (each shared cell once).
     cells_used: Option<u32>,
+    /// Steps the running worker finished: a CPU fault within its first
+    /// [`cpu_code::FIRST_STEPS`] is blamed on its CPU variant.
+    steps_done: u64,
 }
 
 /// A decode-only step sent before the last step's reply arrived, so the worker never waits for
@@ -77,6 +80,7 @@ impl EngineLink {
             steps_ahead_rewound: 0,
             steps_ahead_not_run: 0,
             cells_used: None,
+            steps_done: 0,
         };
         (link, started_rx)
     }
@@ -110,7 +114,7 @@ impl EngineLink {
         let tx = self.started_tx.clone();
         tokio::spawn(async move {
             tokio::time::sleep(delay).await;
-            let started = EngineProcess::start(&launch, generation).await;
+            let started = crate::engine::cpu_code::start(&launch, generation).await;
             let _ = tx.send((generation, started));
         });
     }
@@ -128,6 +132,7 @@ impl EngineLink {
             Ok(process) => {
                 let handshake = process.handshake().clone();
                 self.process = Some(process);
+                self.steps_done = 0;
                 self.handshake = Some(handshake.clone());
                 Ok(handshake)
             }
@@ -141,6 +146,44 @@ impl EngineLink {
             process.shutdown().await;
         }
         self.forget();
+    }
+
+    /// A worker that died of a CPU fault (an illegal instruction, a bad memory access) in its
+    /// first steps, on a CPU variant `cpu_code: auto` chose: the variant is recorded as
+    /// crashing on this CPU, so the start R10 makes next takes the next best (the warm-up
+    /// before the handshake catches most such crashes; this is for the rest).
+    pub fn blame_cpu_code(&self) {
+        let Some(process) = &self.process else {
+            return;
+        };
+        let Some(EngineError::Died { exit, .. }) = process.death() else {
+            return;
+        };
+        let Some(words) = cpu_code::cpu_fault(exit) else {
+            return;
+        };
+        let device = &process.handshake().device;
+        let options = &self.launch.options;
+        if self.steps_done > cpu_code::FIRST_STEPS
+            || options.fake.enabled
+            || !crate::engine_worker::modules::is_auto(&options.cpu_code)
+            || device.cpu_variants.is_empty()
+        {
+            return;
+        }
+        tracing::warn!(
+            "the {} CPU code crashed on this CPU ({words}) after {} step(s)",
+            device.cpu_variant,
+            self.steps_done
+        );
+        cpu_code::record_crashes(
+            self.launch.cpu_record.as_deref(),
+            &cpu_code::CpuKey::here(),
+            &[crate::protocol::gpu::SkippedCpuCode {
+                variant: device.cpu_variant.clone(),
+                why: format!("crashed on this CPU ({words}) in the engine's first steps"),
+            }],
+        );
     }
 
     /// The engine is gone: kill it for good. False when it was already gone.
@@ -281,6 +324,7 @@ impl EngineLink {
             match (line.reply, taken) {
                 (Reply::StepDone(done), _) => {
                     self.cells_used = done.kv_cells_used;
+                    self.steps_done += 1;
                     return Ok(done);
                 }
                 (reply, Some(decode)) if not_run(&reply).is_some() => {

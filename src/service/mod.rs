@@ -21,6 +21,7 @@ mod cost;
 mod engine_link;
 mod event_log;
 mod execute;
+mod failure_words;
 mod handle;
 mod history;
 mod live;
@@ -48,6 +49,7 @@ pub use crate::scheduler::{
 };
 pub use cost::{COST_WINDOW_SECS, CostClass, CostView, FinishedRequest, cost_view};
 pub use event_log::{LOG_ENTRIES_MAX, LengthRefusal, LogEntry, LogKind, SharedLog};
+pub use failure_words::{failure_headline, what_to_try};
 pub use observed::{GaveWayRule, Observed, ParkReason, Winner};
 pub use requests::{LiveFacts, RequestRow, priority_words, request_rows};
 pub use shared::Shared;

@@ -83,6 +83,12 @@ pub enum Observed {
     EngineLost {
         reason: String,
     },
+    /// A start of the engine failed (R10 retries, then the engine stays failed until a
+    /// retry): why, in the worker's words.
+    EngineStartFailed {
+        attempt: u32,
+        reason: String,
+    },
     /// A live switch changed: the new values of those that changed, and who changed them.
     SettingsChanged {
         by: String,
@@ -123,7 +129,7 @@ impl Observed {
             },
             Self::Refused { .. } => LogKind::Refused,
             Self::EngineStart { .. } => LogKind::EngineRestart,
-            Self::EngineLost { .. } => LogKind::EngineLost,
+            Self::EngineLost { .. } | Self::EngineStartFailed { .. } => LogKind::EngineLost,
             Self::SettingsChanged { .. } | Self::Applied { .. } | Self::ApplyFailed { .. } => {
                 LogKind::SettingsChanged
             }
@@ -206,6 +212,9 @@ impl Observed {
                 delay_secs,
             } => format!("engine start, attempt {attempt}, in {delay_secs:.0} s"),
             Self::EngineLost { reason } => format!("engine lost: {reason}"),
+            Self::EngineStartFailed { attempt, reason } => {
+                format!("engine start failed (attempt {attempt}): {reason}")
+            }
             Self::SettingsChanged {
                 by,
                 solo_priority,

@@ -15,8 +15,19 @@ impl Actor {
             EngineCondition::Ready => EngineStatus::Ready,
             EngineCondition::Starting if self.scheduler.ever_ready() => EngineStatus::Restarting,
             EngineCondition::Starting => EngineStatus::Loading,
-            // Down: it died or its starts ran out; nothing starts it until the next request
-            // or a user restart (R10), so say why rather than `restarting`.
+            // Its starts ran out: it stays down until a retry (R10); requests get 503 with
+            // the reason and start nothing.
+            EngineCondition::Down if self.scheduler.engine_failed().is_some() => {
+                EngineStatus::Failed(format!(
+                    "{}; it stays down until a retry (the window's Retry, POST \
+                     /v1/engine/restart, or a settings apply)",
+                    self.last_failure
+                        .as_deref()
+                        .unwrap_or("the engine did not start")
+                ))
+            }
+            // Down: it died with nothing waiting; the next request or a user restart starts
+            // it (R10), so say why rather than `restarting`.
             EngineCondition::Down => EngineStatus::Failed(format!(
                 "{}; it starts again on the next request or a restart",
                 self.last_failure.as_deref().unwrap_or("the engine stopped")
@@ -41,6 +52,7 @@ impl Actor {
         let scheduled = self.scheduler.snapshot(now);
         snapshot.uptime_secs = now.as_secs_f64();
         snapshot.engine.status = self.engine_status(scheduled.engine);
+        snapshot.engine.needs_retry = self.scheduler.engine_failed().is_some();
         snapshot.engine.model = handshake.map(|h| h.model.name.clone()).unwrap_or_default();
         snapshot.engine.context_tokens = handshake.map_or(0, |h| h.model.n_ctx);
         snapshot.engine.context_chosen_by = handshake
@@ -71,6 +83,12 @@ impl Actor {
         }
         snapshot.engine.threads = handshake.map_or(0, |h| h.threads);
         snapshot.engine.device = handshake.map(|h| h.device.clone());
+        let device = handshake.map(|h| &h.device);
+        snapshot.engine.cpu_code = device.map(|d| d.cpu_variant.clone()).unwrap_or_default();
+        snapshot.engine.cpu_code_skipped = device
+            .map(|d| d.cpu_variants_skipped.clone())
+            .unwrap_or_default();
+        snapshot.engine.cpu_code_words = device.map(super::cpu_code_words).unwrap_or_default();
         snapshot.engine.generation = self.engine.generation();
         (
             snapshot.engine.steps_ahead_taken,

@@ -47,6 +47,10 @@ pub struct EngineView {
     pub prompt_tokens_per_sec: f64,
     /// Times an engine came up again after a death or a restart.
     pub restarts: u64,
+    /// `restart_attempts_max` starts failed in a row: the engine stays `failed` until a retry
+    /// (the window's Retry, `POST /v1/engine/restart`, a settings apply); requests meanwhile
+    /// get a 503 with the reason and start nothing (R10).
+    pub needs_retry: bool,
     pub simulated: bool,
     pub kv_cells_total: u32,
     pub kv_cells_used: u64,
@@ -68,6 +72,14 @@ pub struct EngineView {
     /// What the engine runs on: the device, layers on the GPU and its memory, `vram_low`
     /// when free memory is under the margin (null before the first handshake).
     pub device: Option<crate::protocol::DeviceFacts>,
+    /// llama.cpp's CPU code the engine runs (`zen4`; `built-in` for a build without variants;
+    /// empty before the first handshake and for the simulated engine).
+    pub cpu_code: String,
+    /// The CPU variants passed over because they crashed on this CPU, best first, with why.
+    pub cpu_code_skipped: Vec<crate::protocol::gpu::SkippedCpuCode>,
+    /// Both in words: "CPU code zen4 (of 14 variants); the sapphirerapids CPU code crashed on
+    /// this CPU (illegal instruction, SIGILL) while the engine warmed up; using zen4".
+    pub cpu_code_words: String,
     /// Decode steps sent ahead (before the last step's reply, so the engine never waits for
     /// the app between steps) that became the next step, and those rewound because the
     /// scheduler asked for another step (a finish, a pause, a new read), since the app started.
@@ -224,10 +236,14 @@ pub struct ServiceSnapshot {
 /// window's device line and the ready line: `CPU code zen4 (of 14 variants)`; empty before a
 /// real engine's handshake.
 pub fn cpu_code_words(d: &crate::protocol::DeviceFacts) -> String {
-    match (d.cpu_variant.as_str(), d.cpu_variants.len()) {
-        ("", _) => String::new(),
+    let words = match (d.cpu_variant.as_str(), d.cpu_variants.len()) {
+        ("", _) => return String::new(),
         (variant, 0) => format!("CPU code {variant}"),
         (variant, n) => format!("CPU code {variant} (of {n} variants)"),
+    };
+    match crate::engine::cpu_code::skipped_words(&d.cpu_variants_skipped, &d.cpu_variant) {
+        skipped if skipped.is_empty() => words,
+        skipped => format!("{words}; {skipped}"),
     }
 }
 
@@ -277,6 +293,7 @@ impl ServiceSnapshot {
                 worker_rss_bytes: None,
                 prompt_tokens_per_sec: 0.0,
                 restarts: 0,
+                needs_retry: false,
                 simulated,
                 kv_cells_total: 0,
                 kv_cells_used: 0,
@@ -288,6 +305,9 @@ impl ServiceSnapshot {
                 generation: 0,
                 threads: 0,
                 device: None,
+                cpu_code: String::new(),
+                cpu_code_skipped: Vec::new(),
+                cpu_code_words: String::new(),
                 steps_ahead_taken: 0,
                 steps_ahead_rewound: 0,
                 steps_ahead_not_run: 0,

@@ -71,7 +71,8 @@ async fn the_engine_dying_mid_stream_gives_an_error_event_shows_failed_while_not
 }
 
 #[tokio::test]
-async fn an_engine_that_cannot_start_answers_503_with_its_last_words() {
+async fn an_engine_that_cannot_start_answers_503_with_its_last_words_and_starts_nothing_until_a_retry()
+ {
     let server = server(Setup {
         fake: FakeOptions {
             faults: vec!["nonsense".into()],
@@ -86,19 +87,54 @@ async fn an_engine_that_cannot_start_answers_503_with_its_last_words() {
             matches!(s.engine.status, EngineStatus::Failed(_))
         })
         .await;
-    // R10's policy for the first start too: three attempts, then down.
-    assert_eq!(server.service.snapshot().engine.generation, 3);
-    let response = server.post(&chat("hi", 5)).send().await.unwrap();
-    assert_eq!(response.status(), 503);
-    let (_, body) = error_of(response).await;
-    let message = body["error"]["message"].as_str().unwrap();
-    assert!(message.contains("--fake-fault"), "{message}");
+    // R10's policy for the first start too: three attempts, then failed until a retry.
+    let snapshot = server.service.snapshot();
+    assert_eq!(snapshot.engine.generation, 3);
+    assert!(snapshot.engine.needs_retry);
+    for _ in 0..2 {
+        let response = server.post(&chat("hi", 5)).send().await.unwrap();
+        assert_eq!(response.status(), 503);
+        let (_, body) = error_of(response).await;
+        let message = body["error"]["message"].as_str().unwrap();
+        assert!(message.contains("--fake-fault"), "{message}");
+    }
     let health = reqwest::get(format!("{}/health", server.base))
         .await
         .unwrap();
     assert_eq!(health.status(), 503);
-    // That request started the engine again (the next request tries again).
-    assert_eq!(server.service.snapshot().engine.generation, 4);
+    let health: Value = health.json().await.unwrap();
+    assert_eq!(health["engine"]["state"], "failed", "{health}");
+    assert!(
+        health["engine"]["status"]["reason"]
+            .as_str()
+            .unwrap()
+            .contains("until a retry"),
+        "{health}"
+    );
+    // Those requests started nothing (an agent retrying on 503 keeps no CPU busy) ...
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    assert_eq!(server.service.snapshot().engine.generation, 3);
+    // ... and the log says each failed start.
+    let failed_starts = server
+        .service
+        .snapshot()
+        .log
+        .as_slice()
+        .iter()
+        .filter(|e| e.text.starts_with("engine start failed (attempt"))
+        .count();
+    assert_eq!(failed_starts, 3);
+    // A retry (POST /v1/engine/restart, the window's Retry) starts it again.
+    let retry = reqwest::Client::new()
+        .post(format!("{}/v1/engine/restart", server.base))
+        .json(&json!({}))
+        .send()
+        .await
+        .unwrap();
+    assert!(retry.status().is_success(), "{}", retry.status());
+    server
+        .until("a fourth start", |s| s.engine.generation == 4)
+        .await;
 }
 
 #[tokio::test]

@@ -167,6 +167,14 @@ pub fn low_on_memory(free_bytes: u64, total_bytes: u64) -> bool {
     total_bytes > 0 && free_bytes < margin_bytes(total_bytes) / 2
 }
 
+/// A CPU variant the engine does not run, and why: `sapphirerapids`, "illegal instruction
+/// (SIGILL) while warming up (recorded 2026-12-05 for this CPU and build)".
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct SkippedCpuCode {
+    pub variant: String,
+    pub why: String,
+}
+
 /// What the engine runs on, reported in the handshake.
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
 pub struct DeviceFacts {
@@ -218,6 +226,10 @@ pub struct DeviceFacts {
     /// The CPU variants the build carries (empty for `built-in`).
     #[serde(default)]
     pub cpu_variants: Vec<String>,
+    /// CPU variants passed over because they crashed on this CPU (the app's record), best
+    /// first, with why: the engine runs `cpu_variant`, the next best.
+    #[serde(default)]
+    pub cpu_variants_skipped: Vec<SkippedCpuCode>,
     /// GPU backend modules that did not load, with the system's reason (`vulkan:
     /// libvulkan.so.1: cannot open shared object file`): the engine then runs on the CPU.
     #[serde(default)]

@@ -108,6 +108,16 @@ pub struct WorkerOptions {
     #[cfg_attr(feature = "cli", arg(long, default_value_t = DEFAULT_GRAMMAR_MS_PER_TOKEN))]
     #[serde(default = "default_grammar_ms_per_token")]
     pub grammar_ms_per_token: u64,
+    /// llama.cpp's CPU code (a build with its CPU variants as modules): `auto` (or empty) takes
+    /// the best this CPU runs, a variant's name (`zen4`, `haswell`) that one.
+    #[cfg_attr(feature = "cli", arg(long, default_value = "auto"))]
+    #[serde(default)]
+    pub cpu_code: String,
+    /// CPU variants passed over, with why (the host's record of variants that crashed on this
+    /// CPU): the handshake says them back (`DeviceFacts::cpu_variants_skipped`).
+    #[cfg_attr(feature = "cli", arg(skip))]
+    #[serde(default)]
+    pub cpu_code_skipped: Vec<crate::gpu::SkippedCpuCode>,
     /// Run the simulated engine instead of llama.cpp (tests and `--engine sim`).
     #[cfg_attr(feature = "cli", command(flatten))]
     pub fake: FakeOptions,
@@ -181,6 +191,8 @@ impl WorkerOptions {
             n_batch: 2048,
             conversation_cache_mib: 1024,
             grammar_ms_per_token: DEFAULT_GRAMMAR_MS_PER_TOKEN,
+            cpu_code: String::new(),
+            cpu_code_skipped: Vec::new(),
             fake: FakeOptions::default(),
         }
     }

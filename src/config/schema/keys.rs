@@ -166,6 +166,20 @@ pub const KEYS: &[Key] = &[
          (else it is read again). No effect on other models",
     ),
     key(
+        "cpu_code",
+        App,
+        NewEngine,
+        Some("--cpu-code"),
+        Some("`\"auto\"`"),
+        "`\"auto\"`: the best of llama.cpp's CPU variants this CPU runs, passing over those \
+         recorded as crashing on it (a variant that dies of an illegal instruction or a bad \
+         memory access while the engine warms up is recorded in the data folder's \
+         `cpu-code.json`, for this CPU and build, and the next one is started); or a variant's \
+         name (`\"zen4\"`, `\"haswell\"`, `strata-desk --version` and `/health` list them): \
+         that one, no fallback. An unknown name is refused with the list. `--cpu-code auto` \
+         on the command line forgets the record",
+    ),
+    key(
         "conversation_cache_mib",
         App,
         NewEngine,
@@ -510,9 +524,9 @@ pub const KEYS: &[Key] = &[
         Restart,
         None,
         None,
-        "1-100: failed engine starts in a row before waiting requests get 503 (for the first \
-         start, when nothing waits: after them the next arrival gets 503 \
-         `engine_unavailable` and starts it again)",
+        "1-100: failed engine starts in a row before waiting requests get 503 and the engine \
+         stays `failed` until a retry (the window's Retry, `POST /v1/engine/restart`, a settings \
+         apply); meanwhile arrivals get 503 `engine_unavailable` with the reason and start nothing",
     ),
     key(
         "restart_backoff_secs",
