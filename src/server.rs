@@ -72,6 +72,17 @@ pub fn prepare_prompts(config: &Config) -> Result<Prompts, ServerError> {
 /// How to start a config's engine worker.
 pub fn worker_launch(config: &Config, exe: PathBuf) -> Result<WorkerLaunch, ServerError> {
     let a = &config.app;
+    // `cpu_code` names one of the build's variants (the config itself does not know them)
+    if a.engine == EngineKind::Llama && !crate::engine_worker::modules::is_auto(&a.cpu_code) {
+        let carried = crate::engine_worker::modules::carried_cpu_variants();
+        if !carried.iter().any(|v| v == a.cpu_code.trim()) {
+            return Err(ConfigError::UnknownCpuCode {
+                value: a.cpu_code.clone(),
+                variants: carried.join(", "),
+            }
+            .into());
+        }
+    }
     let options = match a.engine {
         EngineKind::Llama => WorkerOptions::for_model(model_of(config)?),
         EngineKind::Sim => WorkerOptions::simulated(FakeOptions {

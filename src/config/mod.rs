@@ -318,7 +318,7 @@ impl Default for AppSettings {
             flash_attn: FlashAttn::Auto,
             kv_type: KvType::F16,
             swa_full: false,
-            cpu_code: crate::engine_worker::modules::AUTO.to_owned(),
+            cpu_code: "auto".to_owned(),
             conversation_cache_mib: 1024,
             grammar_ms_per_token: crate::protocol::DEFAULT_GRAMMAR_MS_PER_TOKEN,
             api_keys: Vec::new(),

@@ -122,15 +122,6 @@ impl Config {
                 "\"q8_0\"".into(),
             )?;
         }
-        if !crate::engine_worker::modules::is_auto(&a.cpu_code) {
-            let carried = crate::engine_worker::modules::carried_cpu_variants();
-            if !carried.iter().any(|v| v == a.cpu_code.trim()) {
-                return Err(ConfigError::UnknownCpuCode {
-                    value: a.cpu_code.clone(),
-                    variants: carried.join(", "),
-                });
-            }
-        }
         if !a.host.is_loopback() && a.api_keys.is_empty() {
             return Err(ConfigError::ExposedWithoutKeys { host: a.host });
         }
