@@ -144,23 +144,29 @@ fn load_now(cpu_code: &str) -> Result<Modules, String> {
 pub fn ranked_cpu_variants() -> Result<(Vec<String>, Vec<String>), String> {
     #[cfg(feature = "cpu-variants")]
     {
-        let dir = modules_dir()?;
-        let all = variants_in(&dir);
-        let mut scored = Vec::new();
-        for variant in &all {
-            let score = score(&dir.join(module_file(&format!("cpu-{variant}"))))?;
-            if score > 0 {
-                scored.push((score, variant.clone()));
-            }
-        }
-        // the highest score first; a tie keeps the names' order (as `best_cpu_variant`)
-        scored.sort_by(|a, b| b.0.cmp(&a.0));
-        Ok((scored.into_iter().map(|(_, v)| v).collect(), all))
+        ranked_in(&modules_dir()?)
     }
     #[cfg(not(feature = "cpu-variants"))]
     {
         Ok((Vec::new(), Vec::new()))
     }
+}
+
+/// The variants in `dir` this CPU runs, best first (the highest score; a tie keeps the names'
+/// order), and every variant there.
+#[cfg(feature = "cpu-variants")]
+fn ranked_in(dir: &Path) -> Result<(Vec<String>, Vec<String>), String> {
+    let all = variants_in(dir);
+    let mut scored = Vec::new();
+    for variant in &all {
+        let score = score(&dir.join(module_file(&format!("cpu-{variant}"))))?;
+        if score > 0 {
+            scored.push((score, variant.clone()));
+        }
+    }
+    // stable: equal scores stay in the names' order
+    scored.sort_by(|a, b| b.0.cmp(&a.0));
+    Ok((scored.into_iter().map(|(_, v)| v).collect(), all))
 }
 
 /// The variants the build carries (`cpu_code` takes one of these names, or `auto`).
@@ -276,16 +282,9 @@ fn modules_dir() -> Result<PathBuf, String> {
 /// variants when this CPU runs none of them.
 #[cfg(feature = "cpu-variants")]
 fn best_cpu_variant(dir: &Path) -> Result<(String, Vec<String>), String> {
-    let variants = variants_in(dir);
-    let mut best: Option<(i32, usize)> = None;
-    for (index, variant) in variants.iter().enumerate() {
-        let score = score(&dir.join(module_file(&format!("cpu-{variant}"))))?;
-        if score > 0 && best.is_none_or(|(s, _)| score > s) {
-            best = Some((score, index));
-        }
-    }
-    match best {
-        Some((_, index)) => Ok((variants[index].clone(), variants)),
+    let (ranked, variants) = ranked_in(dir)?;
+    match ranked.into_iter().next() {
+        Some(best) => Ok((best, variants)),
         None => Err(format!(
             "this CPU lacks an instruction set that each of llama.cpp's CPU variants here needs \
              ({} in {}): no engine can run on it",
