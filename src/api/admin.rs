@@ -153,7 +153,22 @@ pub async fn restart_engine(State(state): State<ApiState>) -> Result<Json<Value>
 #[serde(deny_unknown_fields)]
 struct SettingsPatchDto {
     solo_priority: Option<bool>,
+    #[serde(default, deserialize_with = "give_way_by_name")]
     give_way: Option<GiveWay>,
+}
+
+/// `give_way` by its name; anything else (`true`, 2, a list) is refused with the names it
+/// takes (serde's own message for an enum given a boolean names neither field nor values).
+fn give_way_by_name<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<GiveWay>, D::Error> {
+    use serde::de::Error;
+    const NAMES: &str = "\"left\", \"whole\" or \"off\"";
+    match Option::<Value>::deserialize(d)? {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::String(name)) => serde_json::from_value(Value::String(name.clone()))
+            .map(Some)
+            .map_err(|_| D::Error::custom(format!("takes {NAMES}, got {name:?}"))),
+        Some(other) => Err(D::Error::custom(format!("takes {NAMES}, got {other}"))),
+    }
 }
 
 /// `PATCH /v1/settings`: a live switch through the control plane (saved to the config file,

@@ -32,8 +32,18 @@ pub fn parse_body<T: serde::de::DeserializeOwned>(body: &[u8]) -> Result<T, ApiE
     let value = serde_path_to_error::deserialize(&mut de).map_err(|e| {
         let path = e.path().to_string();
         let inner = e.into_inner();
-        if inner.is_syntax() || inner.is_eof() {
+        let valid_json = (inner.is_syntax() || inner.is_eof())
+            && serde_json::from_slice::<serde::de::IgnoredAny>(body).is_ok();
+        if (inner.is_syntax() || inner.is_eof()) && !valid_json {
             ApiError::bad(format!("the body is not valid JSON: {inner}"), None)
+        } else if valid_json {
+            // serde_json reports a value of the wrong kind for an enum (`true` where a name is
+            // expected) as a syntax error at its position; the body is valid JSON, so it is the
+            // field's type that is wrong: name the field
+            ApiError::bad(
+                format!("`{path}` has a value of the wrong type (JSON parser: {inner})"),
+                Some(&path),
+            )
         } else if path == "." {
             ApiError::bad(format!("the body is not a valid request: {inner}"), None)
         } else {
@@ -133,6 +143,25 @@ mod tests {
                 "{v}: {err:?}"
             );
         }
+    }
+
+    #[test]
+    fn a_value_of_the_wrong_kind_for_an_enum_names_its_field_and_not_the_json() {
+        #[derive(Debug, serde::Deserialize)]
+        #[allow(dead_code)]
+        struct Dto {
+            give_way: Option<crate::scheduler::GiveWay>,
+        }
+        let err = parse_body::<Dto>(br#"{"give_way": true}"#).unwrap_err();
+        assert!(
+            matches!(&err, ApiError::BadRequest { param: Some(p), message } if p == "give_way" && !message.contains("not valid JSON")),
+            "{err:?}"
+        );
+        let err = parse_body::<Dto>(br#"{"give_way": tru"#).unwrap_err();
+        assert!(
+            matches!(&err, ApiError::BadRequest { param: None, message } if message.contains("not valid JSON")),
+            "{err:?}"
+        );
     }
 
     #[test]

@@ -82,6 +82,8 @@ impl Dialect {
             Self::Chat | Self::Completions | Self::Infill => return error,
             // a function tool's fields sit on the tool itself
             Self::Responses => &[
+                // `text.format` holds its schema itself
+                ("response_format.json_schema.schema", "text.format.schema"),
                 ("response_format", "text.format"),
                 (".function.parameters", ".parameters"),
                 (".function.name", ".name"),

@@ -135,6 +135,7 @@ fn check_cost(wanted: &Wanted, app: &AppSettings) -> Result<(), ApiError> {
         .into_iter()
         .map(|(param, schema)| (param, grammar::estimate(schema)))
         .collect();
+    check_patterns(&costs)?;
     let total = costs
         .iter()
         .fold(0u64, |sum, (_, c)| sum.saturating_add(c.steps));
@@ -157,6 +158,33 @@ fn check_cost(wanted: &Wanted, app: &AppSettings) -> Result<(), ApiError> {
         ),
         Some(param),
     ))
+}
+
+/// Refuses a `pattern` that would slow every token: a repetition of what can match empty, or
+/// more live parse stacks than [`grammar::PATTERN_LIVE_MAX`]; `param` is the pattern's path.
+fn check_patterns(costs: &[(String, grammar::Cost)]) -> Result<(), ApiError> {
+    for (param, cost) in costs {
+        let Some((at, pattern)) = &cost.worst_pattern else {
+            continue;
+        };
+        let param = format!("{param}.{at}");
+        let message = match pattern {
+            grammar::PatternCost::EmptyRepeated(part) => format!(
+                "`{param}` repeats `{part}`, which can match the empty string: the text then \
+                 matches in so many ways that every token would take seconds to check. Repeat \
+                 a part that always takes at least one character (`(a?){{0,12}}` is `a{{0,12}}`)"
+            ),
+            grammar::PatternCost::Live(live) if *live > grammar::PATTERN_LIVE_MAX => format!(
+                "`{param}` nests repetitions of parts of varying length: up to {live} ways to \
+                 read the text so far are kept at every token, and a pattern may keep at most \
+                 {}; nest fewer repetitions, or give the repeated parts one length",
+                grammar::PATTERN_LIVE_MAX
+            ),
+            _ => continue,
+        };
+        return Err(ApiError::bad(message, Some(&param)));
+    }
+    Ok(())
 }
 
 fn gone_check() -> Result<(), ApiError> {

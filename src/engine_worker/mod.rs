@@ -21,6 +21,8 @@ mod llama;
 mod load;
 pub mod model_size;
 pub mod modules;
+#[cfg(test)]
+mod pattern_fuzz_tests;
 mod sampler;
 #[cfg(test)]
 mod sampler_tests;

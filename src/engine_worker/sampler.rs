@@ -14,7 +14,11 @@
 //! byte, a few hundred candidates): a token whose text starts with a byte it refuses cannot be
 //! allowed, so only the others are masked (a filter that never drops an allowed token).
 //! The mask's work is bounded by a deadline: past it the request fails alone
-//! ([`SampleError::TooSlow`]), never the step.
+//! ([`SampleError::TooSlow`]), never the step. One call into llama.cpp's grammar cannot be
+//! stopped, so each is sized to what is left ([`Pace`]): the time per candidate of the last
+//! call says how many candidates the next may look at, and when not even one fits, the
+//! request fails before the call, not after it. (The API's estimate refuses the patterns
+//! whose single candidate could take seconds: `grammar::pattern_cost`.)
 
 use crate::protocol::{Grammar, Sampling};
 use llama_cpp_2::context::LlamaContext;
@@ -219,6 +223,7 @@ impl Constrained {
         counts: &mut GrammarCounts,
     ) -> Result<LlamaToken, SampleError> {
         counts.sampled += 1;
+        let mut pace = Pace::new(until);
         let mut candidates = LlamaTokenDataArray::new(candidates(logits), false);
         if let Some(penalties) = &mut self.penalties {
             candidates.apply_sampler(penalties);
@@ -226,15 +231,16 @@ impl Constrained {
         let mut first = candidates.clone();
         first.apply_sampler(&mut self.draw);
         let drawn = first.selected_token().ok_or(SampleError::NoneAllowed)?;
-        let token = if self.allows(drawn) {
+        let token = if self.allows(drawn, &mut pace)? {
             drawn
         } else {
             counts.redrawn += 1;
-            let candidates = self.first_bytes_taken(candidates, vocab);
-            let mut allowed = self.allowed_best_first(candidates, until, counts)?;
+            let candidates = self.first_bytes_taken(candidates, vocab, &mut pace)?;
+            let mut allowed = self.allowed_best_first(candidates, &mut pace, counts)?;
             allowed.apply_sampler(&mut self.draw);
             allowed.selected_token().ok_or(SampleError::NoneAllowed)?
         };
+        pace.fits(1)?;
         self.grammar
             .try_accept(token)
             .map_err(|e| SampleError::Accept(e.to_string()))?;
@@ -245,10 +251,13 @@ impl Constrained {
         Ok(token)
     }
 
-    fn allows(&mut self, token: LlamaToken) -> bool {
+    fn allows(&mut self, token: LlamaToken, pace: &mut Pace) -> Result<bool, SampleError> {
+        pace.fits(1)?;
+        let started = Instant::now();
         let mut one = LlamaTokenDataArray::new(vec![LlamaTokenData::new(token, 0.0, 0.0)], false);
         one.apply_sampler(&mut self.grammar);
-        one.data.first().is_some_and(|c| c.logit().is_finite())
+        pace.took(1, started.elapsed());
+        Ok(one.data.first().is_some_and(|c| c.logit().is_finite()))
     }
 
     /// The candidates whose first byte the grammar takes (or that it decides apart: no text,
@@ -257,13 +266,19 @@ impl Constrained {
         &mut self,
         mut candidates: LlamaTokenDataArray,
         vocab: &VocabBytes,
-    ) -> LlamaTokenDataArray {
+        pace: &mut Pace,
+    ) -> Result<LlamaTokenDataArray, SampleError> {
         let probes = vocab
             .probes
             .iter()
             .map(|(_, t)| LlamaTokenData::new(*t, 0.0, 0.0));
         let mut probed = LlamaTokenDataArray::new(probes.collect(), false);
+        if pace.fits(probed.data.len())? < probed.data.len() {
+            return Err(pace.too_slow());
+        }
+        let started = Instant::now();
         probed.apply_sampler(&mut self.grammar);
+        pace.took(probed.data.len(), started.elapsed());
         // per byte: taken, refused, or not probed (kept)
         let mut refused = [false; 257];
         for ((byte, _), c) in vocab.probes.iter().zip(&probed.data) {
@@ -274,17 +289,16 @@ impl Constrained {
             let byte = vocab.first_byte.get(id).copied().unwrap_or(NO_BYTE);
             !refused[byte as usize] || vocab.eog.contains(&c.id())
         });
-        candidates
+        Ok(candidates)
     }
 
     /// The grammar's allowed candidates, best first, as many as the draw can choose among.
     fn allowed_best_first(
         &mut self,
         mut candidates: LlamaTokenDataArray,
-        until: Instant,
+        pace: &mut Pace,
         counts: &mut GrammarCounts,
     ) -> Result<LlamaTokenDataArray, SampleError> {
-        let started = Instant::now();
         let all = candidates.data.clone();
         // sorted best first in C (this crate is unoptimised in test builds)
         candidates.apply_sampler(&mut LlamaSampler::top_k(SORTED_HEAD as i32));
@@ -297,8 +311,7 @@ impl Constrained {
                 return Ok(LlamaTokenDataArray::new(allowed, false));
             }
             let end = (start + block).min(head.len());
-            self.mask_into(&head[start..end], &mut allowed, (started, until), counts)?;
-            start = end;
+            start += self.mask_into(&head[start..end], &mut allowed, pace, counts)?;
             block *= 4;
         }
         if head.len() < all.len() && !self.enough(&allowed, f32::NEG_INFINITY) {
@@ -314,8 +327,10 @@ impl Constrained {
                 .into_iter()
                 .filter(|c| c.logit() <= last && c.logit() >= floor && !in_head.contains(&c.id().0))
                 .collect();
-            for piece in rest.chunks(SORTED_HEAD) {
-                self.mask_into(piece, &mut allowed, (started, until), counts)?;
+            let mut start = 0;
+            while start < rest.len() {
+                let end = (start + SORTED_HEAD).min(rest.len());
+                start += self.mask_into(&rest[start..end], &mut allowed, pace, counts)?;
             }
         }
         if allowed.is_empty() {
@@ -333,23 +348,67 @@ impl Constrained {
         self.needs.is_some_and(|n| allowed.len() >= n) || next < best - self.margin
     }
 
+    /// Masks the head of `block`, as much of it as the time left allows; how many it masked.
     fn mask_into(
         &mut self,
         block: &[LlamaTokenData],
         allowed: &mut Vec<LlamaTokenData>,
-        (started, until): (Instant, Instant),
+        pace: &mut Pace,
         counts: &mut GrammarCounts,
-    ) -> Result<(), SampleError> {
-        if Instant::now() > until {
-            return Err(SampleError::TooSlow {
-                spent_ms: started.elapsed().as_millis() as u64,
-            });
-        }
-        let mut masked = LlamaTokenDataArray::new(block.to_vec(), false);
+    ) -> Result<usize, SampleError> {
+        let n = pace.fits(block.len())?;
+        let started = Instant::now();
+        let mut masked = LlamaTokenDataArray::new(block[..n].to_vec(), false);
         masked.apply_sampler(&mut self.grammar);
-        counts.masked_candidates += block.len() as u64;
+        pace.took(n, started.elapsed());
+        counts.masked_candidates += n as u64;
         allowed.extend(masked.data.into_iter().filter(|c| c.logit().is_finite()));
-        Ok(())
+        Ok(n)
+    }
+}
+
+/// A token's grammar work against its deadline: each call into llama.cpp's grammar (which
+/// cannot be stopped) is given only as many candidates as the time left takes at the pace of
+/// the calls before it.
+struct Pace {
+    started: Instant,
+    until: Instant,
+    /// The last call's time per candidate (none yet: zero).
+    per_candidate: Duration,
+}
+
+impl Pace {
+    fn new(until: Instant) -> Self {
+        Self {
+            started: Instant::now(),
+            until,
+            per_candidate: Duration::ZERO,
+        }
+    }
+
+    fn took(&mut self, candidates: usize, elapsed: Duration) {
+        let n = u32::try_from(candidates.max(1)).unwrap_or(u32::MAX);
+        self.per_candidate = elapsed / n;
+    }
+
+    /// Of `wanted` candidates, how many the time left takes (at least one, or the token fails).
+    fn fits(&self, wanted: usize) -> Result<usize, SampleError> {
+        let left = self.until.saturating_duration_since(Instant::now());
+        let fit = match self.per_candidate.as_nanos() {
+            _ if left.is_zero() => 0,
+            0 => wanted,
+            per => usize::try_from(left.as_nanos() / per).unwrap_or(usize::MAX),
+        };
+        match fit.min(wanted) {
+            0 => Err(self.too_slow()),
+            n => Ok(n),
+        }
+    }
+
+    fn too_slow(&self) -> SampleError {
+        SampleError::TooSlow {
+            spent_ms: self.started.elapsed().as_millis() as u64,
+        }
     }
 }
 
@@ -362,4 +421,33 @@ fn candidates(logits: &[f32]) -> Vec<LlamaTokenData> {
             .map(|(i, l)| LlamaTokenData::new(LlamaToken(i as i32), *l, 0.0)),
     );
     out
+}
+
+#[cfg(test)]
+mod pace_tests {
+    use super::*;
+
+    #[test]
+    fn a_call_is_given_only_the_candidates_the_time_left_takes_at_the_last_pace() {
+        let mut pace = Pace::new(Instant::now() + Duration::from_secs(60));
+        // no pace yet: all of them
+        assert_eq!(pace.fits(4096).unwrap(), 4096);
+        // one candidate a second: about 60 of the next 4096
+        pace.took(2, Duration::from_secs(2));
+        let n = pace.fits(4096).unwrap();
+        assert!((55..=60).contains(&n), "{n}");
+    }
+
+    #[test]
+    fn when_not_one_candidate_fits_the_token_fails_before_the_call() {
+        let mut pace = Pace::new(Instant::now() + Duration::from_secs(5));
+        pace.took(1, Duration::from_secs(10));
+        assert!(matches!(pace.fits(1), Err(SampleError::TooSlow { .. })));
+        let past = Pace::new(
+            Instant::now()
+                .checked_sub(Duration::from_millis(1))
+                .unwrap(),
+        );
+        assert!(matches!(past.fits(1), Err(SampleError::TooSlow { .. })));
+    }
 }

@@ -7,7 +7,12 @@
 //! ...) are expanded by llama.cpp's grammar parser into one rule per repetition. So the
 //! estimate counts schema nodes, k·(k+1)·(k+2)/6 per object and the repetition bounds; a
 //! request whose estimate exceeds its budget is refused before any work is done.
+//!
+//! A string `pattern` costs little to build but can cost a great deal at every token: its
+//! live parse stacks are counted apart ([`super::pattern_cost`]), and the worst pattern is
+//! named by where it sits.
 
+use super::pattern_cost::{PatternCost, pattern_cost};
 use serde_json::Value;
 
 /// A schema's estimated cost, and where most of it comes from.
@@ -17,12 +22,78 @@ pub struct Cost {
     pub steps: u64,
     /// The object with the most optional properties: its JSON pointer and that count.
     pub widest: Option<(String, u64)>,
+    /// The costliest `pattern` (a repetition of what can match empty first, then the most
+    /// live stacks): its path in the schema as a request names it (`properties.x.pattern`).
+    pub worst_pattern: Option<(String, PatternCost)>,
 }
 
 impl Cost {
     fn add(&mut self, steps: u64) {
         self.steps = self.steps.saturating_add(steps);
     }
+
+    fn pattern(&mut self, path: String, cost: PatternCost) {
+        let rank = |c: &PatternCost| match c {
+            PatternCost::NotConverted => 0,
+            PatternCost::Live(n) => n.saturating_add(1),
+            PatternCost::EmptyRepeated(_) => u64::MAX,
+        };
+        if self
+            .worst_pattern
+            .as_ref()
+            .is_none_or(|(_, worst)| rank(&cost) > rank(worst))
+        {
+            self.worst_pattern = Some((path, cost));
+        }
+    }
+}
+
+/// Where a node sits: a schema, a map of names to schemas (`properties`), or a value
+/// (`const`, `enum`, ...) that holds no schema.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Position {
+    Schema,
+    Names,
+    Value,
+}
+
+fn child_position(parent: Position, key: &str) -> Position {
+    match parent {
+        Position::Value => Position::Value,
+        Position::Names => Position::Schema,
+        Position::Schema => {
+            match key {
+                "properties" | "$defs" | "definitions" | "patternProperties"
+                | "dependentSchemas" => Position::Names,
+                "const" | "enum" | "default" | "examples" | "required" | "description"
+                | "title" => Position::Value,
+                _ => Position::Schema,
+            }
+        }
+    }
+}
+
+/// One step of a path: a key or an index.
+enum Step {
+    Key(String),
+    Index(usize),
+}
+
+/// The path as a request's `param` names it: `properties.x.pattern`, `anyOf[1].pattern`.
+fn dotted(path: &[Step]) -> String {
+    let mut out = String::new();
+    for step in path {
+        match step {
+            Step::Key(k) => {
+                if !out.is_empty() {
+                    out.push('.');
+                }
+                out.push_str(k);
+            }
+            Step::Index(i) => out.push_str(&format!("[{i}]")),
+        }
+    }
+    out
 }
 
 /// Steps of `_build_object_rule` for an object with `k` optional properties.
@@ -46,47 +117,74 @@ const REPEAT_KEYS: [&str; 6] = [
 /// The estimated cost of turning `schema` into a grammar.
 pub fn estimate(schema: &Value) -> Cost {
     let mut cost = Cost::default();
-    walk(schema, &mut String::new(), &mut cost);
+    let mut walk = Walk {
+        at: String::new(),
+        path: Vec::new(),
+        cost: &mut cost,
+    };
+    walk.node(schema, Position::Schema);
     cost
 }
 
-fn walk(node: &Value, at: &mut String, cost: &mut Cost) {
-    cost.add(1);
-    match node {
-        Value::Object(map) => {
-            let optional = optional_properties(map);
-            if optional > 0 {
-                cost.add(object_steps(optional));
-                if cost.widest.as_ref().is_none_or(|(_, k)| optional > *k) {
-                    let here = if at.is_empty() { "/" } else { at.as_str() };
-                    cost.widest = Some((here.to_owned(), optional));
+struct Walk<'a> {
+    /// JSON pointer of the node.
+    at: String,
+    path: Vec<Step>,
+    cost: &'a mut Cost,
+}
+
+impl Walk<'_> {
+    fn node(&mut self, node: &Value, position: Position) {
+        let (at, cost) = (&mut self.at, &mut *self.cost);
+        cost.add(1);
+        match node {
+            Value::Object(map) => {
+                if position == Position::Schema
+                    && let Some(Value::String(pattern)) = map.get("pattern")
+                {
+                    self.path.push(Step::Key("pattern".to_owned()));
+                    cost.pattern(dotted(&self.path), pattern_cost(pattern));
+                    self.path.pop();
+                }
+                let optional = optional_properties(map);
+                if optional > 0 {
+                    cost.add(object_steps(optional));
+                    if cost.widest.as_ref().is_none_or(|(_, k)| optional > *k) {
+                        let here = if at.is_empty() { "/" } else { at.as_str() };
+                        cost.widest = Some((here.to_owned(), optional));
+                    }
+                }
+                for key in REPEAT_KEYS {
+                    if let Some(n) = map.get(key).and_then(Value::as_u64) {
+                        cost.add(n);
+                    }
+                }
+                for (key, child) in map {
+                    let len = self.at.len();
+                    self.at.push('/');
+                    self.at.push_str(&key.replace('~', "~0").replace('/', "~1"));
+                    self.path.push(Step::Key(key.clone()));
+                    self.node(child, child_position(position, key));
+                    self.path.pop();
+                    self.at.truncate(len);
                 }
             }
-            for key in REPEAT_KEYS {
-                if let Some(n) = map.get(key).and_then(Value::as_u64) {
-                    cost.add(n);
+            Value::Array(items) => {
+                for (i, child) in items.iter().enumerate() {
+                    let len = self.at.len();
+                    self.at.push('/');
+                    self.at.push_str(&i.to_string());
+                    self.path.push(Step::Index(i));
+                    // the items of `anyOf`, `allOf`, `prefixItems`, ... are schemas
+                    self.node(child, position);
+                    self.path.pop();
+                    self.at.truncate(len);
                 }
             }
-            for (key, child) in map {
-                let len = at.len();
-                at.push('/');
-                at.push_str(&key.replace('~', "~0").replace('/', "~1"));
-                walk(child, at, cost);
-                at.truncate(len);
-            }
+            // a long string (a `const`, an `enum` value, a `pattern`) costs its length
+            Value::String(s) => cost.add(s.len() as u64 / 16),
+            _ => {}
         }
-        Value::Array(items) => {
-            for (i, child) in items.iter().enumerate() {
-                let len = at.len();
-                at.push('/');
-                at.push_str(&i.to_string());
-                walk(child, at, cost);
-                at.truncate(len);
-            }
-        }
-        // a long string (a `const`, an `enum` value, a `pattern`) costs its length
-        Value::String(s) => cost.add(s.len() as u64 / 16),
-        _ => {}
     }
 }
 

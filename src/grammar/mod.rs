@@ -11,11 +11,13 @@ mod forms;
 mod json_forms;
 mod literal_forms;
 mod pair_forms;
+mod pattern_cost;
 mod refs;
 pub use cost::{Cost, estimate};
 pub use forms::{CallForm, for_native_calls};
 pub use json_forms::JsonForm;
 pub use pair_forms::PairForm;
+pub use pattern_cost::{PATTERN_LIVE_MAX, PatternCost, pattern_cost};
 pub use refs::remote_ref;
 
 /// What opens a Hermes tool call (the lazy grammar's trigger).

@@ -242,6 +242,11 @@ async fn solo_priority_and_give_way_change_live_and_turning_preemption_off_loses
     // Bad changes are 400s that name what is wrong.
     let cases = [
         (json!({"give_way": "sideways"}), "give_way"),
+        // a regression (#61 item 8): this was "the body is not valid JSON", no field named
+        (
+            json!({"give_way": true}),
+            "`give_way`: takes \"left\", \"whole\" or \"off\", got true",
+        ),
         (json!({"solo_priority": "yes"}), "solo_priority"),
         (
             json!({"parallel": 2}),

@@ -2,7 +2,7 @@
 //! request with an error that says so, and the request decoding beside it, the engine and the
 //! next request are untouched.
 
-use crate::api_fake::{Setup, chat, server};
+use crate::api_fake::{Server, Setup, chat, server, sse_data};
 use serde_json::{Value, json};
 use strata_desk::engine_worker::WorkerOptions;
 
@@ -16,19 +16,25 @@ fn forced_call(text: &str) -> Value {
     body
 }
 
+/// The real engine with two slots, `change`d.
+async fn two_slots(change: impl FnOnce(&mut WorkerOptions)) -> Server {
+    let mut options = WorkerOptions {
+        ctx_tokens: 2048,
+        slots: 2,
+        ..WorkerOptions::for_model(crate::support::model_path())
+    };
+    change(&mut options);
+    server(Setup {
+        real: Some(options),
+        ..Setup::default()
+    })
+    .await
+}
+
 #[tokio::test]
 async fn a_grammar_past_its_budget_fails_its_request_alone() {
     let _serial = crate::support::real_model();
-    let server = server(Setup {
-        real: Some(WorkerOptions {
-            ctx_tokens: 2048,
-            slots: 2,
-            grammar_ms_per_token: 0,
-            ..WorkerOptions::for_model(crate::support::model_path())
-        }),
-        ..Setup::default()
-    })
-    .await;
+    let server = two_slots(|o| o.grammar_ms_per_token = 0).await;
     let plain = tokio::spawn(
         server
             .post(&chat("Count from one to twenty in words.", 24))
@@ -53,4 +59,157 @@ async fn a_grammar_past_its_budget_fails_its_request_alone() {
     // the engine serves on
     let next = server.post(&chat("Say hi.", 4)).send().await.unwrap();
     assert_eq!(next.status(), 200);
+}
+
+/// The request of #61: a pattern that repeats what can match empty, nested. Before the
+/// estimate counted patterns, it reached the engine, whose grammar took seconds a token, and
+/// the worker was stopped with every request in it.
+const HOSTILE: &str = "^((a?){0,12}){0,12}$";
+
+fn hostile_schema() -> Value {
+    json!({"type": "object", "properties": {"x": {"type": "string", "pattern": HOSTILE}},
+        "required": ["x"]})
+}
+
+#[tokio::test]
+async fn a_pattern_that_would_stall_every_token_is_refused_on_every_route_while_a_stream_goes_on() {
+    let _serial = crate::support::real_model();
+    let server = two_slots(|_| {}).await;
+    let mut long = chat("Write a long story about a lighthouse keeper.", 160);
+    long["stream"] = json!(true);
+    let mut stream = server.post(&long).send().await.unwrap();
+    assert_eq!(stream.status(), 200);
+    // the stream's chunks, with when each came
+    let reader = tokio::spawn(async move {
+        let mut chunks = Vec::new();
+        while let Some(bytes) = stream.chunk().await.unwrap() {
+            chunks.push((std::time::Instant::now(), bytes));
+        }
+        chunks
+    });
+    server
+        .until("the stream decodes", |s| {
+            s.slots.iter().any(|slot| slot.generated_tokens > 2)
+        })
+        .await;
+
+    let client = reqwest::Client::new();
+    let mut format = chat("Give me an x.", 4);
+    format["response_format"] = json!({"type": "json_schema",
+        "json_schema": {"name": "x", "schema": {"type": "string", "pattern": HOSTILE}}});
+    let mut tool = chat("Give me an x.", 4);
+    tool["tools"] = json!([{"type": "function",
+        "function": {"name": "pick", "parameters": hostile_schema()}}]);
+    tool["tool_choice"] = json!("required");
+    let responses = json!({"model": "m", "input": "Give me an x.", "max_output_tokens": 4,
+        "text": {"format": {"type": "json_schema", "name": "x",
+            "schema": hostile_schema()}}});
+    let messages = json!({"model": "m", "max_tokens": 4,
+        "messages": [{"role": "user", "content": "Give me an x."}],
+        "tools": [{"name": "pick", "input_schema": hostile_schema()}],
+        "tool_choice": {"type": "any"}});
+    let cases = [
+        (
+            "/v1/chat/completions",
+            format,
+            "response_format.json_schema.schema.pattern",
+        ),
+        (
+            "/v1/chat/completions",
+            tool,
+            "tools[0].function.parameters.properties.x.pattern",
+        ),
+        (
+            "/v1/responses",
+            responses,
+            "text.format.schema.properties.x.pattern",
+        ),
+        (
+            "/v1/messages",
+            messages,
+            "tools[0].input_schema.properties.x.pattern",
+        ),
+    ];
+    for (path, body, param) in cases {
+        let response = client
+            .post(format!("{}{path}", server.base))
+            .json(&body)
+            .send()
+            .await
+            .unwrap();
+        let status = response.status();
+        let body: Value = response.json().await.unwrap();
+        assert_eq!(status, 400, "{path}: {body}");
+        assert_eq!(body["error"]["type"], "invalid_request_error", "{body}");
+        let message = body["error"]["message"].as_str().unwrap();
+        assert!(message.contains(param), "{path}: {message}");
+        assert!(message.contains("(a?){0,12}"), "{message}");
+        if path != "/v1/messages" {
+            assert_eq!(body["error"]["param"], param, "{body}");
+        }
+    }
+    let refused_at = std::time::Instant::now();
+
+    let chunks = reader.await.unwrap();
+    let text: String = chunks
+        .iter()
+        .map(|(_, b)| String::from_utf8_lossy(b).into_owned())
+        .collect();
+    let events = sse_data(&text);
+    assert_eq!(events.last().map(String::as_str), Some("[DONE]"), "{text}");
+    assert!(!text.contains("\"error\""), "{text}");
+    // its tokens kept coming after the refusals
+    let after = chunks
+        .iter()
+        .filter(|(at, b)| *at > refused_at && String::from_utf8_lossy(b).contains("\"content\""))
+        .count();
+    assert!(after > 0, "no token after the refusals: {text}");
+    let snapshot = server.service.snapshot();
+    assert_eq!(snapshot.engine.restarts, 0, "the engine was restarted");
+    assert_eq!(snapshot.counters.failed, 0, "{:?}", snapshot.counters);
+}
+
+/// A benchmark, run by hand (docs/BENCHMARKS.md, "Grammars: patterns"): an unrelated stream's
+/// tokens per second alone and beside a request whose pattern is the costliest the estimate
+/// takes (found by the fuzz test), interleaved rounds.
+/// `cargo test --test it grammar_real::costliest_pattern_taken -- --ignored --nocapture`
+#[tokio::test]
+#[ignore = "a benchmark, run by hand"]
+async fn costliest_pattern_taken_beside_a_stream() {
+    let _serial = crate::support::real_model();
+    let server = two_slots(|_| {}).await;
+    let pattern = std::env::var("STRATA_BENCH_PATTERN")
+        .unwrap_or_else(|_| "^(((a|aa){1,6}){1,6}){1,6}$".to_owned());
+    let mut beside = chat("Write the letter a many times.", 64);
+    beside["response_format"] = json!({"type": "json_schema",
+        "json_schema": {"name": "x", "schema": {"type": "string", "pattern": pattern}}});
+    let stream_rate = |server: &Server| {
+        let mut long = chat("Write a long story about a lighthouse keeper.", 96);
+        long["stream"] = json!(true);
+        let request = server.post(&long);
+        async move {
+            let started = std::time::Instant::now();
+            let text = request.send().await.unwrap().text().await.unwrap();
+            let tokens = sse_data(&text)
+                .iter()
+                .filter_map(|e| serde_json::from_str::<Value>(e).ok())
+                .filter(|v| {
+                    v["choices"][0]["delta"]["content"]
+                        .as_str()
+                        .is_some_and(|c| !c.is_empty())
+                })
+                .count();
+            tokens as f64 / started.elapsed().as_secs_f64()
+        }
+    };
+    let (mut alone, mut with) = (Vec::new(), Vec::new());
+    for _ in 0..5 {
+        alone.push(stream_rate(&server).await);
+        let other = tokio::spawn(server.post(&beside).send());
+        with.push(stream_rate(&server).await);
+        let other = other.await.unwrap().unwrap();
+        println!("beside: {}", other.status());
+    }
+    let ratios: Vec<f64> = alone.iter().zip(&with).map(|(a, w)| w / a).collect();
+    println!("{pattern}: tokens/s alone {alone:.1?}, beside it {with:.1?}, ratios {ratios:.2?}");
 }
