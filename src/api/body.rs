@@ -150,7 +150,7 @@ mod tests {
         #[derive(Debug, serde::Deserialize)]
         #[allow(dead_code)]
         struct Dto {
-            give_way: Option<crate::scheduler::GiveWay>,
+            give_way: Option<crate::service::GiveWay>,
         }
         let err = parse_body::<Dto>(br#"{"give_way": true}"#).unwrap_err();
         assert!(

@@ -102,19 +102,28 @@ impl ModelShape {
     }
 
     fn layer_kv_bytes(&self, ctx_tokens: u32) -> u64 {
-        self.kv_bytes_per_token * u64::from(ctx_tokens) / u64::from(self.layers.max(1))
+        self.kv_bytes(ctx_tokens) / u64::from(self.layers.max(1))
+    }
+
+    fn kv_bytes(&self, ctx_tokens: u32) -> u64 {
+        self.kv_bytes_per_token
+            .saturating_mul(u64::from(ctx_tokens))
     }
 }
 
-/// Where `model` would go at `ctx_tokens` on `machine`.
+/// Where `model` would go at `ctx_tokens` on `machine`. The sums saturate: a shape whose
+/// sizes pass 64 bits (a header refuses one; a listing's sizes are the hub's word) does not
+/// fit rather than wrapping to a small size that would.
 pub fn fit(model: &ModelShape, machine: &Machine, ctx_tokens: u32) -> Fit {
-    let kv_bytes = model.kv_bytes_per_token * u64::from(ctx_tokens);
-    let whole = model.weights_bytes + kv_bytes;
+    let kv_bytes = model.kv_bytes(ctx_tokens);
+    let whole = model.weights_bytes.saturating_add(kv_bytes);
     let usable = machine
         .gpu
         .as_ref()
         .map_or(0, |g| g.usable_bytes().saturating_sub(model.compute_bytes));
-    let per_layer = model.layer_weights_bytes() + model.layer_kv_bytes(ctx_tokens);
+    let per_layer = model
+        .layer_weights_bytes()
+        .saturating_add(model.layer_kv_bytes(ctx_tokens));
     let (gpu_layers, gpu_bytes) = if whole <= usable {
         (model.layers, whole)
     } else {
@@ -272,6 +281,20 @@ mod tests {
             Verdict::DoesNotFit { short_bytes } if short_bytes > GB
         ));
         assert_eq!(largest_context(&big, &no_ram, 16_384), None);
+    }
+
+    /// Regression (#61 item 7): sizes past 64 bits wrapped to small ones that "fit" (in a
+    /// debug build the multiplication panicked).
+    #[test]
+    fn sizes_past_64_bits_do_not_fit_rather_than_wrap() {
+        let absurd = ModelShape {
+            weights_bytes: u64::MAX - 10,
+            kv_bytes_per_token: u64::MAX / 3,
+            ..CODER_7B
+        };
+        let f = fit(&absurd, &card(24), 8192);
+        assert!(matches!(f.verdict, Verdict::DoesNotFit { .. }), "{f:?}");
+        assert_eq!(largest_context(&absurd, &card(24), 8192), None);
     }
 
     #[test]

@@ -315,6 +315,13 @@ impl GgufHeader {
         let value_length = self
             .u32(&key("attention.value_length"))
             .unwrap_or(key_length);
+        let shape = AttentionShape {
+            layers,
+            kv_heads,
+            key_length,
+            value_length,
+        };
+        check_kv_size(&architecture, shape, context_length)?;
         let chat_template = self.str("tokenizer.chat_template").map(str::to_owned);
         let tool_calls = super::discover::tool_call_family(chat_template.as_deref());
         Ok(HeaderFacts {
@@ -325,12 +332,7 @@ impl GgufHeader {
                 .map(str::to_owned),
             layers,
             context_length,
-            shape: AttentionShape {
-                layers,
-                kv_heads,
-                key_length,
-                value_length,
-            },
+            shape,
             vocab_size: match self.get("tokenizer.ggml.tokens") {
                 Some(Value::Array { len, .. }) => u32::try_from(*len).unwrap_or(0),
                 _ => 0,
@@ -342,6 +344,45 @@ impl GgufHeader {
             architecture,
         })
     }
+}
+
+/// Refuses a shape whose KV cache does not fit 64 bits: the sizes shown and the fit multiply
+/// these counts (`kv_bytes_per_cell`, then the context), and a product that wrapped would be
+/// small and "fit". Worked out with checked arithmetic, in the order the sizes are: layers, KV
+/// heads, a head's key and value lengths, the context; the field whose factor overflows is
+/// named. 34 bytes for 32 values bounds every cache type's arithmetic (F16: 2 bytes a value;
+/// Q8_0: values × 34 / 32).
+fn check_kv_size(
+    architecture: &str,
+    shape: AttentionShape,
+    context_length: u32,
+) -> Result<(), HeaderError> {
+    let overflow = |field: &str, value: u64| {
+        HeaderError::Invalid(format!(
+            "its header's {architecture}.{field} ({value}) makes the KV cache's size overflow 64 bits ({} layers × {} KV heads × {} + {} values a head × {context_length} tokens): not a model's header",
+            shape.layers, shape.kv_heads, shape.key_length, shape.value_length
+        ))
+    };
+    let lengths_field = "attention.key_length + value_length";
+    let lengths = u64::from(shape.key_length) + u64::from(shape.value_length);
+    // kv_bytes_per_cell adds the two lengths as u32
+    if lengths > u64::from(u32::MAX) {
+        return Err(overflow(lengths_field, lengths));
+    }
+    let factors = [
+        ("block_count", u64::from(shape.layers)),
+        ("attention.head_count_kv", u64::from(shape.kv_heads)),
+        (lengths_field, lengths),
+        ("context_length", u64::from(context_length)),
+    ];
+    factors
+        .into_iter()
+        .try_fold(34u64, |product, (field, factor)| {
+            product
+                .checked_mul(factor)
+                .ok_or_else(|| overflow(field, factor))
+        })
+        .map(|_| ())
 }
 
 #[cfg(test)]
@@ -433,6 +474,51 @@ mod tests {
         bytes[16..24].copy_from_slice(&1u64.to_le_bytes());
         bytes.extend((1u64 << 40).to_le_bytes());
         assert!(matches!(parse_prefix(&bytes), Err(HeaderError::Invalid(_))));
+    }
+
+    /// Regression (#61 item 7): absurd counts made the KV cache's size wrap (here 2^22 layers ×
+    /// 2^21 KV heads × 2^21 values a head × 2 bytes = 2^65: 0 once wrapped), so the fit said
+    /// "fits"; in a debug build the multiplication panicked.
+    #[test]
+    fn counts_whose_kv_cache_overflows_64_bits_are_refused_naming_the_field() {
+        let int = |v: u32| v.to_le_bytes().to_vec();
+        let header = |layers: u32, kv_heads: u32, key: u32, value: u32, ctx: u32| {
+            gguf(&[
+                ("general.architecture", 8, string("llama")),
+                ("llama.block_count", 4, int(layers)),
+                ("llama.context_length", 4, int(ctx)),
+                ("llama.attention.head_count", 4, int(kv_heads)),
+                ("llama.attention.head_count_kv", 4, int(kv_heads)),
+                ("llama.attention.key_length", 4, int(key)),
+                ("llama.attention.value_length", 4, int(value)),
+            ])
+        };
+        let refused = |bytes: Vec<u8>| parse_prefix(&bytes).unwrap().facts().unwrap_err();
+        let err = refused(header(1 << 22, 1 << 21, 1 << 20, 1 << 20, 8192));
+        assert_eq!(
+            err.to_string(),
+            "its header's llama.attention.key_length + value_length (2097152) makes the KV cache's size overflow 64 bits (4194304 layers × 2097152 KV heads × 1048576 + 1048576 values a head × 8192 tokens): not a model's header"
+        );
+        // the two lengths past a u32, which kv_bytes_per_cell adds
+        let err = refused(header(1, 1, u32::MAX, 1, 8192));
+        assert!(
+            err.to_string()
+                .starts_with("its header's llama.attention.key_length + value_length (4294967296)"),
+            "{err}"
+        );
+        // a cell that fits, times a context that does not
+        let err = refused(header(1 << 16, 1 << 16, 1 << 15, 1 << 15, u32::MAX));
+        assert!(
+            err.to_string()
+                .starts_with("its header's llama.context_length (4294967295)"),
+            "{err}"
+        );
+        // the largest real shapes are far from it
+        let facts = parse_prefix(&header(128, 128, 256, 256, 1 << 20))
+            .unwrap()
+            .facts()
+            .unwrap();
+        assert_eq!(facts.kv_bytes_per_token(KvType::F16), 128 * 128 * 512 * 2);
     }
 
     #[test]

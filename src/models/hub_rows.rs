@@ -85,14 +85,17 @@ fn row(
     min_ctx: u32,
     dir: &Path,
 ) -> HubRow {
+    // a name that cannot be kept in the folder (the download refuses it) is never there
+    let here = |f: &super::hub::HubFile| f.local_name().ok().map(|name| dir.join(name));
     let whole = |f: &super::hub::HubFile| {
-        std::fs::metadata(dir.join(f.file_name())).is_ok_and(|m| m.len() == f.size_bytes)
+        here(f).is_some_and(|path| std::fs::metadata(path).is_ok_and(|m| m.len() == f.size_bytes))
     };
     let downloaded = model
         .parts
         .iter()
         .all(whole)
-        .then(|| dir.join(model.parts[0].file_name()));
+        .then(|| here(&model.parts[0]))
+        .flatten();
     let (fit, fit_words) = match facts {
         Some(facts) => {
             let shape = ModelShape {

@@ -1,10 +1,12 @@
 //! Grammars on the real engine and the test model: a grammar past its budget fails its own
 //! request with an error that says so, and the request decoding beside it, the engine and the
-//! next request are untouched.
+//! next request are untouched; a pattern that would stall every token (#61) is refused on
+//! every route while a stream decodes beside it, or sits parked in host RAM.
 
-use crate::api_fake::{Server, Setup, chat, server, sse_data};
+use crate::api_fake::{Server, Setup, chat, server, sse_data, streamed_text};
 use serde_json::{Value, json};
 use strata_desk::engine_worker::WorkerOptions;
+use strata_desk::scheduler::SchedulerSettings;
 
 /// A call of `pick` required: its grammar refuses the model's first draw, so the masking runs
 /// (and with no budget at all, stops at once).
@@ -71,28 +73,8 @@ fn hostile_schema() -> Value {
         "required": ["x"]})
 }
 
-#[tokio::test]
-async fn a_pattern_that_would_stall_every_token_is_refused_on_every_route_while_a_stream_goes_on() {
-    let _serial = crate::support::real_model();
-    let server = two_slots(|_| {}).await;
-    let mut long = chat("Write a long story about a lighthouse keeper.", 160);
-    long["stream"] = json!(true);
-    let mut stream = server.post(&long).send().await.unwrap();
-    assert_eq!(stream.status(), 200);
-    // the stream's chunks, with when each came
-    let reader = tokio::spawn(async move {
-        let mut chunks = Vec::new();
-        while let Some(bytes) = stream.chunk().await.unwrap() {
-            chunks.push((std::time::Instant::now(), bytes));
-        }
-        chunks
-    });
-    server
-        .until("the stream decodes", |s| {
-            s.slots.iter().any(|slot| slot.generated_tokens > 2)
-        })
-        .await;
-
+/// The hostile pattern on every route: each a 400 naming where the pattern sits.
+async fn refuses_on_every_route(server: &Server) {
     let client = reqwest::Client::new();
     let mut format = chat("Give me an x.", 4);
     format["response_format"] = json!({"type": "json_schema",
@@ -148,6 +130,31 @@ async fn a_pattern_that_would_stall_every_token_is_refused_on_every_route_while_
             assert_eq!(body["error"]["param"], param, "{body}");
         }
     }
+}
+
+#[tokio::test]
+async fn a_pattern_that_would_stall_every_token_is_refused_on_every_route_while_a_stream_goes_on() {
+    let _serial = crate::support::real_model();
+    let server = two_slots(|_| {}).await;
+    let mut long = chat("Write a long story about a lighthouse keeper.", 160);
+    long["stream"] = json!(true);
+    let mut stream = server.post(&long).send().await.unwrap();
+    assert_eq!(stream.status(), 200);
+    // the stream's chunks, with when each came
+    let reader = tokio::spawn(async move {
+        let mut chunks = Vec::new();
+        while let Some(bytes) = stream.chunk().await.unwrap() {
+            chunks.push((std::time::Instant::now(), bytes));
+        }
+        chunks
+    });
+    server
+        .until("the stream decodes", |s| {
+            s.slots.iter().any(|slot| slot.generated_tokens > 2)
+        })
+        .await;
+
+    refuses_on_every_route(&server).await;
     let refused_at = std::time::Instant::now();
 
     let chunks = reader.await.unwrap();
@@ -212,4 +219,73 @@ async fn costliest_pattern_taken_beside_a_stream() {
     }
     let ratios: Vec<f64> = alone.iter().zip(&with).map(|(a, w)| w / a).collect();
     println!("{pattern}: tokens/s alone {alone:.1?}, beside it {with:.1?}, ratios {ratios:.2?}");
+}
+
+/// #61, not probed before: a stream parked to host RAM under a full pool while the hostile
+/// pattern comes on every route; the refusals touch nothing, and the stream resumes with the
+/// text it has alone.
+#[tokio::test]
+async fn a_stream_parked_to_host_ram_under_a_full_pool_resumes_unchanged_beside_hostile_patterns() {
+    let _serial = crate::support::real_model();
+    let server = server(Setup {
+        real: Some(WorkerOptions {
+            ctx_tokens: 640,
+            slots: 1,
+            threads: 1,
+            ..WorkerOptions::for_model(crate::support::model_path())
+        }),
+        scheduler: SchedulerSettings {
+            solo_priority: true,
+            min_run_quantum_secs: 0.3,
+            aging_interval_secs: 0.0,
+            ..SchedulerSettings::default()
+        },
+        ..Setup::default()
+    })
+    .await;
+    let story = chat("Write a long story about a lighthouse keeper.", 200);
+    let alone: Value = server
+        .post(&story)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let alone = alone["choices"][0]["message"]["content"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+
+    let mut long = story.clone();
+    long["stream"] = json!(true);
+    let long = tokio::spawn(server.post(&long).send().await.unwrap().text());
+    server
+        .until("the long one decodes", |s| {
+            s.slots.iter().any(|slot| slot.generated_tokens > 20)
+        })
+        .await;
+    // a prompt that needs the cells the paused stream holds
+    let mut short = chat(&crate::support::long_text(26), 8);
+    short["priority"] = json!(5);
+    let short = tokio::spawn(server.post(&short).send());
+    server
+        .until("the long one is parked", |s| !s.parked.is_empty())
+        .await;
+    refuses_on_every_route(&server).await;
+    assert_eq!(short.await.unwrap().unwrap().status(), 200);
+    let long = long.await.unwrap().unwrap();
+    assert_eq!(
+        streamed_text(&sse_data(&long)),
+        alone,
+        "the parked stream's text changed"
+    );
+    let snapshot = server.service.snapshot();
+    assert!(
+        snapshot.counters.parks_to_host >= 1,
+        "{:?}",
+        snapshot.counters
+    );
+    assert_eq!(snapshot.engine.restarts, 0);
+    assert_eq!(snapshot.counters.failed, 0, "{:?}", snapshot.counters);
 }

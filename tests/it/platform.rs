@@ -120,3 +120,61 @@ fn a_worker_that_ignores_stdin_eof_dies_when_the_app_is_killed() {
         !alive(&worker)
     });
 }
+
+/// This machine's address on its default route, if it has one that is not loopback (what
+/// another machine, or WSL2's host, reaches it by). UDP `connect` sends nothing.
+fn non_loopback_address() -> Option<std::net::IpAddr> {
+    let socket = std::net::UdpSocket::bind("0.0.0.0:0").ok()?;
+    socket.connect("192.0.2.1:9").ok()?;
+    let ip = socket.local_addr().ok()?.ip();
+    (!ip.is_loopback() && !ip.is_unspecified()).then_some(ip)
+}
+
+/// #61: `--host 0.0.0.0` with a key, reached through an address of the machine that is not
+/// loopback: without the key or with another a 401, with it served. Where the machine has no
+/// such address (a sandbox without a network) this says so and checks nothing; the manual
+/// check is in docs/DEPLOYMENT.md, section 5.
+#[test]
+fn on_every_address_a_request_through_the_machines_own_address_needs_the_key() {
+    let Some(ip) = non_loopback_address() else {
+        eprintln!("no address but loopback here: the check was not run");
+        return;
+    };
+    let port = free_port();
+    let home = std::env::temp_dir().join(format!("strata-anyaddr-{}", std::process::id()));
+    let mut app = Command::new(worker_exe())
+        .args(["--headless", "--engine", "sim", "--host", "0.0.0.0"])
+        .args(["--port", &port.to_string(), "--api-key", "k-61-secret"])
+        .env("XDG_CONFIG_HOME", home.join("cfg"))
+        .env("XDG_DATA_HOME", home.join("data"))
+        .env_remove("STRATA_API_KEY")
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    wait_until("the server never listened", 20, || {
+        std::net::TcpStream::connect((ip, port)).is_ok()
+    });
+    let url = format!(
+        "http://{}/v1/chat/completions",
+        std::net::SocketAddr::new(ip, port)
+    );
+    let body = serde_json::json!({"model": "m", "max_tokens": 2,
+        "messages": [{"role": "user", "content": "hi"}]});
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let statuses = runtime.block_on(async {
+        let client = reqwest::Client::new();
+        let mut statuses = Vec::new();
+        for key in [None, Some("k-61-wrong"), Some("k-61-secret")] {
+            let mut request = client.post(&url).json(&body);
+            if let Some(key) = key {
+                request = request.bearer_auth(key);
+            }
+            statuses.push(request.send().await.unwrap().status().as_u16());
+        }
+        statuses
+    });
+    app.kill().unwrap();
+    let _ = app.wait();
+    let _ = std::fs::remove_dir_all(&home);
+    assert_eq!(statuses, [401, 401, 200], "through {ip}:{port}");
+}

@@ -39,6 +39,8 @@ pub struct DownloadProgress {
 
 /// Downloads every part of `model` into `dir`; returns the first part's path (llama.cpp finds
 /// the others beside it). `progress` is called at each chunk; `cancel` stops at the next.
+/// A repository id the hub would not take, or a part whose path cannot be kept inside `dir`
+/// on every platform (`names`), is refused before anything is written.
 pub async fn download_model(
     client: &HubClient,
     repo: &str,
@@ -48,19 +50,30 @@ pub async fn download_model(
     progress: &mut (dyn FnMut(&DownloadProgress) + Send),
     cancel: &AtomicBool,
 ) -> Result<PathBuf, HubError> {
+    super::check_repo_id(repo).map_err(HubError::RepoId)?;
+    let names = model
+        .parts
+        .iter()
+        .map(|file| {
+            file.local_name().map_err(|why| HubError::UnsafeName {
+                file: file.path.clone(),
+                why,
+            })
+        })
+        .collect::<Result<Vec<&str>, HubError>>()?;
     std::fs::create_dir_all(dir).map_err(io(format!("creating {}", dir.display())))?;
     let total_bytes = model.size_bytes();
     let mut before_bytes = 0;
     let mut first = None;
-    for (i, file) in model.parts.iter().enumerate() {
+    for (i, (file, name)) in model.parts.iter().zip(names).enumerate() {
         let mut job = Job {
             client,
             repo,
             url: client.file_url(repo, revision, &file.path),
             file,
-            dest: dir.join(file.file_name()),
+            dest: dir.join(name),
             progress: DownloadProgress {
-                file: file.file_name().to_owned(),
+                file: name.to_owned(),
                 part: i + 1,
                 parts: model.parts.len(),
                 done_bytes: before_bytes,
@@ -74,7 +87,7 @@ pub async fn download_model(
         };
         job.run(progress, cancel).await?;
         first.get_or_insert(job.dest);
-        before_bytes += file.size_bytes;
+        before_bytes = before_bytes.saturating_add(file.size_bytes);
     }
     first.ok_or_else(|| HubError::NotFound {
         what: format!("a file of {}", model.name),

@@ -34,9 +34,16 @@ pub struct HubFile {
 }
 
 impl HubFile {
-    /// The file's name, without the folders of its path.
+    /// The file's name, without the folders of its path (`/` and `\` both separate them,
+    /// as on Windows).
     pub fn file_name(&self) -> &str {
-        self.path.rsplit('/').next().unwrap_or(&self.path)
+        self.path.rsplit(['/', '\\']).next().unwrap_or(&self.path)
+    }
+
+    /// The name it is kept under in its repository's folder, or why it cannot be kept there
+    /// on every platform ([`super::local_file_name`]).
+    pub fn local_name(&self) -> Result<&str, String> {
+        super::local_file_name(&self.path)
     }
 }
 
@@ -65,8 +72,11 @@ pub struct HubModel {
 }
 
 impl HubModel {
+    /// All parts' sizes; a listing's absurd sizes saturate rather than wrap to a small one.
     pub fn size_bytes(&self) -> u64 {
-        self.parts.iter().map(|p| p.size_bytes).sum()
+        self.parts
+            .iter()
+            .fold(0u64, |sum, p| sum.saturating_add(p.size_bytes))
     }
 }
 

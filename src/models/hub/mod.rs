@@ -4,24 +4,38 @@
 //! requests without its weights, and download a file resumably, checked by its SHA-256
 //! (`download`). `HF_ENDPOINT` (a mirror) and `HF_TOKEN` (gated models) are read from the
 //! environment, and so are proxies (reqwest's default).
+//!
+//! The hub is a server on the network and is read as one that may be hostile: every answer
+//! read into memory is bounded in size and time (`bounds`), a repository id and each listed
+//! file's path are checked before they become a path here (`names`), and the token goes only
+//! to the endpoint's own origin (`token`).
 
+mod bounds;
 mod download;
 mod files;
+mod names;
+mod token;
 
+pub use bounds::{
+    HEADER_BYTES_MAX, HEADER_DEADLINE_SECS, HubBounds, LISTING_BYTES_MAX, LISTING_DEADLINE_SECS,
+    LISTING_PAGES_MAX,
+};
 pub use download::{DownloadProgress, download_model};
 pub use files::{HubFile, HubModel, gguf_models, split_part};
+pub use names::{check_repo_id, local_file_name};
 
 use super::gguf_header::{HeaderError, HeaderFacts, parse_prefix};
+use bounds::{Hit, Stopped, read_body};
 use files::TreeEntry;
-use reqwest::StatusCode;
 use reqwest::header::{AUTHORIZATION, HeaderMap, LINK, RANGE};
+use reqwest::{StatusCode, Url};
 
 /// The hub when `HF_ENDPOINT` does not name a mirror.
 pub const DEFAULT_ENDPOINT: &str = "https://huggingface.co";
 
-/// A header prefix is fetched at this size first, doubled while it ends inside the header
-/// (a large vocabulary's token list is several MB), up to the last.
-const HEADER_PREFIX_BYTES: [u64; 4] = [2 << 20, 8 << 20, 32 << 20, 128 << 20];
+/// A header prefix is fetched at these sizes while it ends inside the header (a large
+/// vocabulary's token list is several MB), then at the bound, [`HEADER_BYTES_MAX`].
+const HEADER_PREFIX_BYTES: [u64; 3] = [2 << 20, 8 << 20, 32 << 20];
 
 /// What went wrong, in words that say what to do.
 #[derive(Debug, thiserror::Error)]
@@ -36,8 +50,25 @@ pub enum HubError {
         endpoint: String,
         status: u16,
     },
+    #[error(
+        "{repo} is gated or private: {endpoint} answered {status}; HF_TOKEN is set but is sent only over https, or over plain http to this machine, so not to {endpoint}"
+    )]
+    TokenWithheld {
+        repo: String,
+        endpoint: String,
+        status: u16,
+    },
     #[error("{url} answered {status}")]
     Status { url: String, status: u16 },
+    /// A bound of `bounds` stopped the reading of an answer.
+    #[error("{what} {bound}: stopped reading")]
+    Bound { what: String, bound: String },
+    #[error("{0}")]
+    RepoId(String),
+    #[error(
+        "the hub lists a file '{file}' whose path {why}: not downloaded (a file is kept only under a name every platform keeps inside the models folder)"
+    )]
+    UnsafeName { file: String, why: String },
     #[error("cannot reach {url}: {detail}")]
     Network { url: String, detail: String },
     #[error("{0}")]
@@ -78,23 +109,45 @@ pub struct HubClient {
     endpoint: String,
     token: Option<String>,
     http: reqwest::Client,
+    bounds: HubBounds,
+    /// A token is set but the endpoint takes none (plain http beyond this machine).
+    token_withheld: bool,
 }
 
 impl HubClient {
     pub fn new(endpoint: &str, token: Option<String>) -> Self {
         let http = reqwest::Client::builder()
             .user_agent(concat!("strata-desk/", env!("CARGO_PKG_VERSION")))
+            .redirect(token::redirect_policy())
             // no total timeout (a download of many GB takes as long as it takes); a connection
             // silent for 30 s is dropped and resumed
             .connect_timeout(std::time::Duration::from_secs(20))
             .read_timeout(std::time::Duration::from_secs(30))
             .build()
             .expect("an HTTP client with rustls builds");
-        Self {
-            endpoint: endpoint.trim_end_matches('/').to_owned(),
-            token: token.filter(|t| !t.is_empty()),
-            http,
+        let endpoint = endpoint.trim_end_matches('/').to_owned();
+        let token = token.filter(|t| !t.is_empty());
+        let token_withheld = token.is_some()
+            && !Url::parse(&endpoint).is_ok_and(|e| token::endpoint_takes_token(&e));
+        if token_withheld {
+            tracing::warn!(
+                %endpoint,
+                "HF_TOKEN is not sent to this endpoint: only over https, or plain http to this machine"
+            );
         }
+        Self {
+            endpoint,
+            token,
+            http,
+            bounds: HubBounds::default(),
+            token_withheld,
+        }
+    }
+
+    /// The same client reading under other bounds (tests make them small).
+    pub fn with_bounds(mut self, bounds: HubBounds) -> Self {
+        self.bounds = bounds;
+        self
     }
 
     /// The hub `HF_ENDPOINT` names (or huggingface.co), with `HF_TOKEN` if set.
@@ -115,12 +168,16 @@ impl HubClient {
         format!("{}/{repo}/resolve/{revision}/{path}", self.endpoint)
     }
 
+    /// A GET of `url`, with the token only where it may go (`token`): the endpoint's own
+    /// origin, over https or plain http on loopback.
     fn get(&self, url: &str) -> reqwest::RequestBuilder {
         let request = self.http.get(url);
         match &self.token {
             // reqwest drops it on a redirect to another host (the CDN's signed URL)
-            Some(token) => request.header(AUTHORIZATION, format!("Bearer {token}")),
-            None => request,
+            Some(token) if token::token_goes_to(&self.endpoint, url) => {
+                request.header(AUTHORIZATION, format!("Bearer {token}"))
+            }
+            _ => request,
         }
     }
 
@@ -135,6 +192,13 @@ impl HubClient {
         let response = request.send().await.map_err(|e| network(url, &e))?;
         match response.status() {
             s if s.is_success() => Ok(response),
+            StatusCode::UNAUTHORIZED | StatusCode::FORBIDDEN if self.token_withheld => {
+                Err(HubError::TokenWithheld {
+                    repo: repo.to_owned(),
+                    endpoint: self.endpoint.clone(),
+                    status: response.status().as_u16(),
+                })
+            }
             StatusCode::UNAUTHORIZED | StatusCode::FORBIDDEN => Err(HubError::Gated {
                 repo: repo.to_owned(),
                 endpoint: self.endpoint.clone(),
@@ -151,30 +215,79 @@ impl HubClient {
         }
     }
 
-    /// Every file of `repo` at `revision`, folders included, following the listing's pages.
+    /// Every file of `repo` at `revision` (folders left out), following the listing's pages:
+    /// at most [`LISTING_PAGES_MAX`] pages, none twice, [`LISTING_BYTES_MAX`] bytes in all,
+    /// within [`LISTING_DEADLINE_SECS`].
     pub async fn list_files(&self, repo: &str, revision: &str) -> Result<Vec<HubFile>, HubError> {
-        let mut url = Some(format!(
+        check_repo_id(repo).map_err(HubError::RepoId)?;
+        let deadline = self.bounds.listing_deadline;
+        tokio::time::timeout(deadline, self.list_pages(repo, revision))
+            .await
+            .unwrap_or_else(|_| {
+                Err(HubError::Bound {
+                    what: format!("the hub's listing of {repo}"),
+                    bound: Hit::Deadline {
+                        name: "LISTING_DEADLINE_SECS",
+                        after: deadline,
+                    }
+                    .to_string(),
+                })
+            })
+    }
+
+    async fn list_pages(&self, repo: &str, revision: &str) -> Result<Vec<HubFile>, HubError> {
+        let stop = |hit: Hit| HubError::Bound {
+            what: format!("the hub's listing of {repo}"),
+            bound: hit.to_string(),
+        };
+        let first = format!(
             "{}/api/models/{repo}/tree/{revision}?recursive=true",
             self.endpoint
-        ));
+        );
+        // written as `next_page` writes the pages after it, for the loop check
+        let mut url = Some(Url::parse(&first).map_or(first, String::from));
+        let mut read = std::collections::HashSet::new();
+        let mut bytes_left = self.bounds.listing_bytes_max;
         let mut files = Vec::new();
         while let Some(page) = url.take() {
-            let response = self
+            if read.contains(&page) {
+                return Err(stop(Hit::Loop { url: page }));
+            }
+            if read.len() >= self.bounds.listing_pages_max as usize {
+                return Err(stop(Hit::Pages {
+                    name: "LISTING_PAGES_MAX",
+                    max: self.bounds.listing_pages_max,
+                }));
+            }
+            let mut response = self
                 .send(self.get(&page), &page, repo, || {
                     format!("the repository {repo} (revision {revision})")
                 })
                 .await?;
-            url = next_page(response.headers());
-            let entries: Vec<TreeEntry> = response.json().await.map_err(|e| HubError::Network {
-                url: page.clone(),
-                detail: format!("its listing did not read as the hub's: {e}"),
-            })?;
+            url = next_page(response.headers(), &page);
+            let body =
+                read_body(&mut response, bytes_left)
+                    .await
+                    .map_err(|stopped| match stopped {
+                        Stopped::TooLong => stop(Hit::Bytes {
+                            name: "LISTING_BYTES_MAX",
+                            max: self.bounds.listing_bytes_max,
+                        }),
+                        Stopped::Network(e) => network(&page, &e),
+                    })?;
+            bytes_left -= body.len() as u64;
+            let entries: Vec<TreeEntry> =
+                serde_json::from_slice(&body).map_err(|e| HubError::Network {
+                    url: page.clone(),
+                    detail: format!("its listing did not read as the hub's: {e}"),
+                })?;
             files.extend(
                 entries
                     .into_iter()
                     .filter(|e| e.kind == "file")
                     .map(HubFile::from),
             );
+            read.insert(page);
         }
         Ok(files)
     }
@@ -184,16 +297,43 @@ impl HubClient {
         Ok(gguf_models(&self.list_files(repo, revision).await?))
     }
 
-    /// What a remote GGUF's header says, read from its first bytes only.
+    /// What a remote GGUF's header says, read from its first bytes only: at most
+    /// [`HEADER_BYTES_MAX`] of them, within [`HEADER_DEADLINE_SECS`].
     pub async fn remote_facts(
         &self,
         repo: &str,
         revision: &str,
         path: &str,
     ) -> Result<HeaderFacts, HubError> {
+        check_repo_id(repo).map_err(HubError::RepoId)?;
+        let deadline = self.bounds.header_deadline;
+        tokio::time::timeout(deadline, self.read_header(repo, revision, path))
+            .await
+            .unwrap_or_else(|_| {
+                Err(HubError::Bound {
+                    what: format!("the GGUF header of {path} in {repo}"),
+                    bound: Hit::Deadline {
+                        name: "HEADER_DEADLINE_SECS",
+                        after: deadline,
+                    }
+                    .to_string(),
+                })
+            })
+    }
+
+    async fn read_header(
+        &self,
+        repo: &str,
+        revision: &str,
+        path: &str,
+    ) -> Result<HeaderFacts, HubError> {
         let url = self.file_url(repo, revision, path);
-        let mut last = HeaderError::NeedMore { have: 0 };
-        for prefix_bytes in HEADER_PREFIX_BYTES {
+        let max_bytes = self.bounds.header_bytes_max;
+        let prefixes = HEADER_PREFIX_BYTES
+            .into_iter()
+            .filter(|&bytes| bytes < max_bytes)
+            .chain([max_bytes]);
+        for prefix_bytes in prefixes {
             let request = self
                 .get(&url)
                 .header(RANGE, format!("bytes=0-{}", prefix_bytes - 1));
@@ -209,6 +349,7 @@ impl HubClient {
                 }
             }
             let whole_file = (bytes.len() as u64) < prefix_bytes;
+            bytes.truncate(prefix_bytes as usize);
             match parse_prefix(&bytes) {
                 Ok(header) => return Ok(header.facts()?),
                 Err(HeaderError::NeedMore { .. }) if whole_file => {
@@ -218,11 +359,18 @@ impl HubClient {
                     ))
                     .into());
                 }
-                Err(e @ HeaderError::NeedMore { .. }) => last = e,
+                Err(HeaderError::NeedMore { .. }) => {}
                 Err(e) => return Err(e.into()),
             }
         }
-        Err(last.into())
+        Err(HubError::Bound {
+            what: format!("the GGUF header of {path} in {repo}"),
+            bound: Hit::Bytes {
+                name: "HEADER_BYTES_MAX",
+                max: max_bytes,
+            }
+            .to_string(),
+        })
     }
 }
 
@@ -302,27 +450,27 @@ fn network(url: &str, e: &reqwest::Error) -> HubError {
     }
 }
 
-/// The next page of a listing: the `Link` header's `rel="next"` target.
-fn next_page(headers: &HeaderMap) -> Option<String> {
+/// The next page of a listing: the `Link` header's `rel="next"` target, read against the
+/// page it came with, written as a URL is (so one page named twice is seen as one).
+fn next_page(headers: &HeaderMap, page: &str) -> Option<String> {
     let link = headers.get(LINK)?.to_str().ok()?;
-    link.split(',').find_map(|part| {
+    let target = link.split(',').find_map(|part| {
         let (target, params) = part.split_once(';')?;
         params
             .split(';')
             .any(|p| p.trim() == "rel=\"next\"")
-            .then(|| {
-                target
-                    .trim()
-                    .trim_start_matches('<')
-                    .trim_end_matches('>')
-                    .to_owned()
-            })
-    })
+            .then(|| target.trim().trim_start_matches('<').trim_end_matches('>'))
+    })?;
+    Url::parse(page)
+        .and_then(|page| page.join(target))
+        .map(String::from)
+        .ok()
 }
 
 /// Where a repository's downloads go in the models folder: a folder per repository
 /// (`owner/name/`, as LM Studio keeps them), so two repositories' files of one name never
-/// share a path.
+/// share a path. `repo` is an id [`check_repo_id`] takes (the listing, the header and the
+/// download refuse any other, so nothing is written for one).
 pub fn repo_dir(models_dir: &std::path::Path, repo: &str) -> std::path::PathBuf {
     repo.split('/')
         .fold(models_dir.to_path_buf(), |dir, part| dir.join(part))
@@ -334,12 +482,7 @@ pub fn parse_model_ref(reference: &str) -> Result<(String, Option<String>), Stri
         Some((repo, file)) => (repo, Some(file.to_owned()).filter(|f| !f.is_empty())),
         None => (reference, None),
     };
-    let parts: Vec<&str> = repo.split('/').collect();
-    if parts.len() != 2 || parts.iter().any(|p| p.is_empty()) {
-        return Err(format!(
-            "'{reference}' is not REPO[:FILE]: a repository is owner/name (bartowski/Qwen2.5-Coder-7B-Instruct-GGUF)"
-        ));
-    }
+    check_repo_id(repo)?;
     Ok((repo.to_owned(), file))
 }
 
@@ -356,12 +499,24 @@ mod tests {
                 .parse()
                 .unwrap(),
         );
+        let page = "https://hub/api/models/a/b/tree/main";
         assert_eq!(
-            next_page(&headers).as_deref(),
+            next_page(&headers, page).as_deref(),
             Some("https://hub/api/models/a/b/tree/main?cursor=xyz")
         );
+        // a relative target is read against the page
+        headers.insert(
+            LINK,
+            "</api/models/a/b/tree/main?cursor=2>; rel=\"next\""
+                .parse()
+                .unwrap(),
+        );
+        assert_eq!(
+            next_page(&headers, page).as_deref(),
+            Some("https://hub/api/models/a/b/tree/main?cursor=2")
+        );
         headers.insert(LINK, "<https://hub/x>; rel=\"prev\"".parse().unwrap());
-        assert_eq!(next_page(&headers), None);
+        assert_eq!(next_page(&headers, page), None);
     }
 
     #[test]
@@ -377,5 +532,11 @@ mod tests {
                 .contains("owner/name")
         );
         assert!(parse_model_ref("a/b/c").is_err());
+        // regression (#61): `pull ../..:FILE` wrote outside the models folder
+        assert!(
+            parse_model_ref("../..:x.gguf")
+                .unwrap_err()
+                .starts_with("'../..' is not a repository id")
+        );
     }
 }
