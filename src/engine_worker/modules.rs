@@ -165,7 +165,7 @@ fn ranked_in(dir: &Path) -> Result<(Vec<String>, Vec<String>), String> {
         }
     }
     // stable: equal scores stay in the names' order
-    scored.sort_by(|a, b| b.0.cmp(&a.0));
+    scored.sort_by_key(|(score, _)| std::cmp::Reverse(*score));
     Ok((scored.into_iter().map(|(_, v)| v).collect(), all))
 }
 

@@ -449,9 +449,7 @@ async fn the_app_names_a_crashed_variant_in_its_ready_line_health_and_version() 
     );
     let log = lines.join("\n");
     assert!(
-        log.contains(&format!(
-            "crashed on this CPU (illegal instruction, SIGILL)"
-        )),
+        log.contains("crashed on this CPU (illegal instruction, SIGILL)"),
         "{log}"
     );
     let record = data.path().join("strata-desk").join("cpu-code.json");

@@ -177,9 +177,9 @@ async fn a_pattern_that_would_stall_every_token_is_refused_on_every_route_while_
 }
 
 /// A benchmark, run by hand (docs/BENCHMARKS.md, "Grammars: patterns"): an unrelated stream's
-/// tokens per second alone and beside a request whose pattern is the costliest the estimate
-/// takes (found by the fuzz test), interleaved rounds.
-/// `cargo test --test it grammar_real::costliest_pattern_taken -- --ignored --nocapture`
+/// tokens per second alone, beside a plain request, and beside a request whose pattern is the
+/// costliest the estimate takes (found by the fuzz test), in interleaved rounds.
+/// `cargo test --test it grammar_real::costliest -- --ignored --nocapture`
 #[tokio::test]
 #[ignore = "a benchmark, run by hand"]
 async fn costliest_pattern_taken_beside_a_stream() {
@@ -187,8 +187,9 @@ async fn costliest_pattern_taken_beside_a_stream() {
     let server = two_slots(|_| {}).await;
     let pattern = std::env::var("STRATA_BENCH_PATTERN")
         .unwrap_or_else(|_| "^(((a|aa){1,6}){1,6}){1,6}$".to_owned());
-    let mut beside = chat("Write the letter a many times.", 64);
-    beside["response_format"] = json!({"type": "json_schema",
+    let plain = chat("Write the letter a many times.", 64);
+    let mut constrained = plain.clone();
+    constrained["response_format"] = json!({"type": "json_schema",
         "json_schema": {"name": "x", "schema": {"type": "string", "pattern": pattern}}});
     let stream_rate = |server: &Server| {
         let mut long = chat("Write a long story about a lighthouse keeper.", 96);
@@ -209,16 +210,35 @@ async fn costliest_pattern_taken_beside_a_stream() {
             tokens as f64 / started.elapsed().as_secs_f64()
         }
     };
-    let (mut alone, mut with) = (Vec::new(), Vec::new());
+    let mut rates: [Vec<f64>; 3] = Default::default();
+    let mut beside_tokens = [0u64; 2];
     for _ in 0..5 {
-        alone.push(stream_rate(&server).await);
-        let other = tokio::spawn(server.post(&beside).send());
-        with.push(stream_rate(&server).await);
-        let other = other.await.unwrap().unwrap();
-        println!("beside: {}", other.status());
+        rates[0].push(stream_rate(&server).await);
+        for (arm, body) in [&plain, &constrained].into_iter().enumerate() {
+            let other = tokio::spawn(server.post(body).send());
+            rates[arm + 1].push(stream_rate(&server).await);
+            let answer: Value = other.await.unwrap().unwrap().json().await.unwrap();
+            beside_tokens[arm] += answer["usage"]["completion_tokens"].as_u64().unwrap_or(0);
+        }
     }
-    let ratios: Vec<f64> = alone.iter().zip(&with).map(|(a, w)| w / a).collect();
-    println!("{pattern}: tokens/s alone {alone:.1?}, beside it {with:.1?}, ratios {ratios:.2?}");
+    let ratio = |arm: usize| -> Vec<f64> {
+        rates[0]
+            .iter()
+            .zip(&rates[arm])
+            .map(|(a, b)| b / a)
+            .collect()
+    };
+    println!(
+        "{pattern}: stream tokens/s alone {:.1?}, beside a plain request {:.1?} ({} tokens in \
+         all), beside the pattern {:.1?} ({} tokens); ratios plain {:.2?}, pattern {:.2?}",
+        rates[0],
+        rates[1],
+        beside_tokens[0],
+        rates[2],
+        beside_tokens[1],
+        ratio(1),
+        ratio(2)
+    );
 }
 
 /// #61, not probed before: a stream parked to host RAM under a full pool while the hostile

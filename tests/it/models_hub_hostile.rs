@@ -141,7 +141,9 @@ async fn pull_refuses_a_repository_id_that_is_not_owner_slash_name_and_writes_no
 /// to the endpoint's own host only: a next page on another host is asked for without it.
 #[tokio::test]
 async fn hf_token_goes_only_to_the_endpoints_own_host() {
-    let seen: Arc<Mutex<Vec<(String, Option<String>)>>> = Arc::default();
+    // (which host was asked, the Authorization it got)
+    type Asked = Vec<(String, Option<String>)>;
+    let seen: Arc<Mutex<Asked>> = Arc::default();
     let log = Arc::clone(&seen);
     let record = move |who: &'static str, headers: &HeaderMap| {
         let auth = headers
