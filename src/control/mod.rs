@@ -24,7 +24,8 @@ use crate::api::Prompts;
 use crate::config::{self, Config, ConfigError, FlashAttn, KvType, RECENT_MODELS_MAX};
 use crate::server::ServerError;
 use crate::service::{
-    EngineStatus, Observed, SchedulerSettings, ServiceHandle, ServiceOptions, SettingsChange,
+    EngineStatus, Observed, RequestIds, SchedulerSettings, ServiceHandle, ServiceOptions,
+    SettingsChange,
 };
 use serde_json::json;
 use std::path::PathBuf;
@@ -215,7 +216,7 @@ impl Control {
         exe: PathBuf,
     ) -> Result<Self, ServerError> {
         let prompts = Arc::new(crate::server::prepare_prompts(&config)?);
-        let service = spawn_service(&config, exe.clone())?;
+        let service = spawn_service(&config, exe.clone(), RequestIds::default())?;
         Ok(Self::over(
             Unit {
                 service,
@@ -381,7 +382,10 @@ impl Control {
         let prompts = Arc::new(prepared.map_err(ApplyError::NotStarted)?);
         before.service.shutdown().await;
         let generation = before.generation + 1;
-        let started = spawn_service(&next, exe.clone()).map_err(ApplyError::NotStarted);
+        // the ids go on where the service before left them
+        let ids = before.service.ids();
+        let started =
+            spawn_service(&next, exe.clone(), ids.clone()).map_err(ApplyError::NotStarted);
         let failure = match started {
             Ok(service) => {
                 self.install(Arc::new(Unit {
@@ -411,7 +415,7 @@ impl Control {
             Err(error) => error,
         };
         // the previous settings again, with their prompts
-        if let Ok(service) = spawn_service(&previous, exe) {
+        if let Ok(service) = spawn_service(&previous, exe, ids) {
             service.note_control(Observed::ApplyFailed {
                 changed,
                 reason: match &failure {
@@ -437,11 +441,16 @@ impl Control {
 }
 
 /// A new service (scheduler and engine worker) for `config`; its engine starts loading.
-fn spawn_service(config: &Config, exe: PathBuf) -> Result<ServiceHandle, ServerError> {
+fn spawn_service(
+    config: &Config,
+    exe: PathBuf,
+    ids: RequestIds,
+) -> Result<ServiceHandle, ServerError> {
     let launch = crate::server::worker_launch(config, exe)?;
     Ok(crate::service::spawn(ServiceOptions {
         launch,
         settings: config.scheduler.clone(),
+        ids,
     })?)
 }
 

@@ -34,6 +34,27 @@ use tokio::sync::{mpsc, oneshot, watch};
 pub struct ServiceOptions {
     pub launch: WorkerLaunch,
     pub settings: SchedulerSettings,
+    /// Where request ids come from: the control plane hands each new service the counter of
+    /// the one before, so ids never repeat within a run of the app.
+    pub ids: RequestIds,
+}
+
+/// Request ids for a run of the app, one counter across every service the control plane
+/// starts (an apply, a fallback): a client never sees the same `chatcmpl-N` twice. Cheap to
+/// clone (the clones share the counter).
+#[derive(Debug, Clone)]
+pub struct RequestIds(Arc<std::sync::atomic::AtomicU64>);
+
+impl Default for RequestIds {
+    fn default() -> Self {
+        Self(Arc::new(std::sync::atomic::AtomicU64::new(1)))
+    }
+}
+
+impl RequestIds {
+    fn next(&self) -> RequestId {
+        RequestId(self.0.fetch_add(1, std::sync::atomic::Ordering::Relaxed))
+    }
 }
 
 const TICK: Duration = Duration::from_millis(250);
@@ -65,7 +86,7 @@ pub fn spawn(options: ServiceOptions) -> Result<ServiceHandle, ConfigError> {
         started_rx,
         streams: Streams::new(epoch, metrics.clone()),
         queue: VecDeque::new(),
-        next_id: 1,
+        ids: options.ids.clone(),
         shutting_down: None,
         metrics: metrics.clone(),
         last_failure: None,
@@ -74,6 +95,7 @@ pub fn spawn(options: ServiceOptions) -> Result<ServiceHandle, ConfigError> {
         log: super::event_log::EventLog::default(),
         last_length_refusal: None,
         pool_mismatches: 0,
+        diagnostics: 0,
         model_file: Default::default(),
         worker_rss: None,
     };
@@ -82,6 +104,7 @@ pub fn spawn(options: ServiceOptions) -> Result<ServiceHandle, ConfigError> {
         commands,
         snapshots,
         metrics,
+        ids: options.ids,
     })
 }
 
@@ -97,7 +120,7 @@ pub(super) struct Actor {
     pub(super) streams: Streams,
     /// Actions not executed yet, in order.
     pub(super) queue: VecDeque<Action>,
-    next_id: u64,
+    ids: RequestIds,
     shutting_down: Option<oneshot::Sender<()>>,
     pub(super) metrics: Arc<Metrics>,
     /// Why the engine last failed to start or died (shown while it is down).
@@ -111,6 +134,8 @@ pub(super) struct Actor {
     pub(super) last_length_refusal: Option<super::event_log::LengthRefusal>,
     /// Steps after which the engine's pool differed from the scheduler's.
     pub(super) pool_mismatches: u64,
+    /// The scheduler's diagnostics so far (each a WARN line in the log).
+    pub(super) diagnostics: u64,
     /// The loaded model's path, file name and size, read once per model (not per publish).
     pub(super) model_file: (String, String, u64),
     /// The worker's resident memory, read at most once a second: when, of which process.
@@ -163,6 +188,7 @@ impl Actor {
     fn take(&mut self, outcome: crate::scheduler::Outcome) {
         for diagnostic in outcome.diagnostics {
             tracing::warn!("scheduler: {diagnostic}");
+            self.diagnostics += 1;
         }
         self.note_actions(&outcome.actions);
         self.queue.extend(outcome.actions);
@@ -259,6 +285,17 @@ impl Actor {
         }
         let now = self.now();
         let outcome = self.scheduler.handle(Event::RestartRequested, now);
+        // The step under way belongs to the engine being replaced, and the scheduler has
+        // forgotten it: stop that engine now, so its end never reaches the scheduler (it was
+        // logged as "step done with no step outstanding" after every restart with a stream
+        // running), and the restart does not wait for the step first.
+        if outcome
+            .actions
+            .iter()
+            .any(|a| matches!(a, Action::RestartEngine { .. }))
+        {
+            self.engine.kill();
+        }
         report.note = outcome.diagnostics.first().cloned();
         self.take(outcome);
         if report.note.is_some() {
@@ -279,8 +316,7 @@ impl Actor {
             Result<(RequestId, mpsc::UnboundedReceiver<StreamEvent>), SubmitError>,
         >,
     ) {
-        let id = RequestId(self.next_id);
-        self.next_id += 1;
+        let id = self.ids.next();
         let new = NewRequest {
             id,
             prompt: submission.prompt.clone(),

@@ -213,6 +213,7 @@ pub struct ServiceHandle {
     pub(super) commands: mpsc::UnboundedSender<ServiceCommand>,
     pub(super) snapshots: watch::Receiver<ServiceSnapshot>,
     pub(super) metrics: Arc<Metrics>,
+    pub(super) ids: super::actor::RequestIds,
 }
 
 impl std::fmt::Debug for ServiceHandle {
@@ -222,6 +223,12 @@ impl std::fmt::Debug for ServiceHandle {
 }
 
 impl ServiceHandle {
+    /// Its request ids' counter, for the service that takes its place (ids never repeat
+    /// within a run of the app).
+    pub fn ids(&self) -> super::actor::RequestIds {
+        self.ids.clone()
+    }
+
     /// Submits a request; its events arrive on the returned stream. Dropping the stream
     /// before it ended cancels the request (R9: a disconnect ends only its own request).
     pub async fn submit(&self, submission: Submission) -> Result<RequestStream, SubmitError> {

@@ -32,7 +32,7 @@ mod shared;
 mod snapshot;
 mod streams;
 
-pub use actor::{ServiceOptions, spawn};
+pub use actor::{RequestIds, ServiceOptions, spawn};
 pub use handle::{
     ControlError, Failure, Finished, RequestOrigin, RequestState, RequestStream, RestartReport,
     Route, ServiceHandle, SettingsChange, StreamEvent, Submission, SubmitError, Usage,

@@ -97,6 +97,7 @@ impl Actor {
         ) = self.engine.steps_ahead();
         snapshot.engine.kv_cells_engine = self.engine.cells_used();
         snapshot.engine.kv_pool_mismatches = self.pool_mismatches;
+        snapshot.engine.scheduler_diagnostics = self.diagnostics;
         if self.scheduler.ever_ready() {
             let streams = &self.streams;
             snapshot.set_scheduler(&scheduled, |id| streams.tokens_per_sec(id, wall));

@@ -7,7 +7,7 @@
 use super::handle::{RequestOrigin, Route};
 use super::snapshot::{EngineStatus, ServiceSnapshot};
 use crate::ids::RequestId;
-use crate::scheduler::{GiveWay, Mode, ParkCause, RequestStatus, SlotStatus};
+use crate::scheduler::{GiveWay, Mode, ParkCause, PauseVerdict, RequestStatus, SlotStatus};
 use serde::Serialize;
 use std::collections::HashMap;
 
@@ -198,13 +198,7 @@ fn why(
                 None => "holds a slot, the read lane comes next".to_owned(),
             }
         }
-        RequestStatus::Decoding => match r.pausable_in_secs {
-            Some(left) if left > 0.0 => {
-                format!("decoding; a higher priority may pause it in {left:.1} s")
-            }
-            Some(_) => "decoding; a higher priority may pause it now".to_owned(),
-            None => "decoding".to_owned(),
-        },
+        RequestStatus::Decoding => decoding_why(r, rows, s),
         RequestStatus::Parked => {
             let view = s.parked.iter().find(|p| p.request_id == r.request_id);
             let by = view.and_then(|p| p.parked_for);
@@ -329,6 +323,47 @@ fn overtaken_why(
     )
 }
 
+/// Why the request decoding in the slot runs on, or when it will be paused: R7's outlook
+/// (solo with `solo_priority`), as the scheduler will act on it.
+fn decoding_why(r: &RequestRow, rows: &[RequestRow], s: &ServiceSnapshot) -> String {
+    let outlook = s
+        .pause_outlook
+        .as_ref()
+        .filter(|o| o.holder == r.request_id);
+    let Some(o) = outlook else {
+        return match r.pausable_in_secs {
+            Some(left) if left > 0.0 => {
+                format!("decoding; a higher priority may pause it in {left:.1} s")
+            }
+            Some(_) => "decoding; a higher priority would pause it at the next token".to_owned(),
+            None => "decoding".to_owned(),
+        };
+    };
+    let waiter = rows.iter().find(|x| x.request_id == o.waiter).map_or_else(
+        || "the next request".to_owned(),
+        |w| format!("{} ({})", w.client_id, priority_words(w)),
+    );
+    match o.verdict {
+        PauseVerdict::PausedAtNextToken => {
+            format!("decoding; to be paused at the next token for {waiter}")
+        }
+        PauseVerdict::MayPauseLater => format!(
+            "decoding; {waiter} ranks higher and may pause it in {:.1} s",
+            o.in_secs.unwrap_or(0.0)
+        ),
+        PauseVerdict::SameClass => format!(
+            "decoding; {waiter} waits for it to finish: same priority, and aging does not \
+             pause a stream"
+        ),
+        PauseVerdict::RanksLower => {
+            format!("decoding; {waiter} ranks lower: only a higher priority pauses it")
+        }
+        PauseVerdict::NoRoom => {
+            format!("decoding; {waiter} ranks higher, but the KV pool cannot hold both: it runs on")
+        }
+    }
+}
+
 /// Why a waiting request has no slot yet.
 fn waiting_why(r: &RequestRow, rows: &[RequestRow], s: &ServiceSnapshot) -> String {
     match &s.engine.status {
@@ -380,6 +415,12 @@ fn waiting_why(r: &RequestRow, rows: &[RequestRow], s: &ServiceSnapshot) -> Stri
         return format!("waits for the slot{queue}");
     };
     let outranks = r.effective_priority > h.effective_priority && ahead.is_empty();
+    // R7's outlook for this holder, and whether this request is the one it is about
+    let outlook = s
+        .pause_outlook
+        .as_ref()
+        .filter(|o| o.holder == h.request_id);
+    let first_in_line = outlook.is_some_and(|o| o.waiter == r.request_id);
     // it outranks the holder only by the small-request boost: say so
     let by_boost = if r.boost > 0 && r.effective_priority - r.boost <= h.effective_priority {
         " (this one ranks higher by the small-request boost)"
@@ -399,22 +440,49 @@ fn waiting_why(r: &RequestRow, rows: &[RequestRow], s: &ServiceSnapshot) -> Stri
             "{} decoding until it finishes (preemption is off)",
             h.client_id
         ),
-        _ if outranks => match h.pausable_in_secs {
-            Some(left) if left > 0.0 => format!(
-                "{} decoding, may be paused in {left:.1} s{by_boost}",
-                h.client_id
-            ),
-            _ => format!(
+        // the first in line: what R7 will do, as the scheduler decided it (its outlook)
+        _ if first_in_line => match outlook.map(|o| (o.verdict, o.in_secs)) {
+            Some((PauseVerdict::PausedAtNextToken, _)) => format!(
                 "{} decoding, to be paused at the next token{by_boost}",
                 h.client_id
             ),
+            Some((PauseVerdict::MayPauseLater, left)) => format!(
+                "{} decoding, may be paused in {:.1} s{by_boost}",
+                h.client_id,
+                left.unwrap_or(0.0)
+            ),
+            Some((PauseVerdict::SameClass, _)) => {
+                return format!(
+                    "waits for {} to finish: same priority; aging moves it up the queue but \
+                     does not pause a stream{queue}",
+                    h.client_id
+                );
+            }
+            Some((PauseVerdict::NoRoom, _)) => {
+                return format!(
+                    "waits for {} to finish: it ranks higher, but the KV pool cannot hold \
+                     both{queue}",
+                    h.client_id
+                );
+            }
+            _ => format!(
+                "{} decoding (priority {}, not below this one's {}: only a higher priority \
+                 pauses it)",
+                h.client_id, h.effective_priority, r.effective_priority
+            ),
         },
-        // it outranks the holder, but the first waiting one pauses it (for itself)
-        _ if r.effective_priority > h.effective_priority => format!(
-            "{} decoding (priority {}, below this one's {}: it is paused for the first of \
-             those ahead)",
-            h.client_id, h.effective_priority, r.effective_priority
-        ),
+        // it outranks the holder, but waits behind the first in line
+        _ if r.effective_priority > h.effective_priority => match outlook {
+            Some(o) if o.verdict == PauseVerdict::PausedAtNextToken => format!(
+                "{} decoding (priority {}, below this one's {}: it is paused for the first of \
+                 those ahead)",
+                h.client_id, h.effective_priority, r.effective_priority
+            ),
+            _ => format!(
+                "{} decoding (priority {}, below this one's {}, but those ahead go first)",
+                h.client_id, h.effective_priority, r.effective_priority
+            ),
+        },
         _ => format!(
             "{} decoding (priority {}, not below this one's {}: only a higher priority pauses it)",
             h.client_id, h.effective_priority, r.effective_priority

@@ -90,6 +90,21 @@ fn facts(id: RequestId) -> Option<LiveFacts> {
     })
 }
 
+/// R7's outlook as the scheduler publishes it.
+fn outlook(
+    holder: u64,
+    waiter: u64,
+    verdict: PauseVerdict,
+    in_secs: Option<f64>,
+) -> Option<crate::scheduler::PauseOutlookView> {
+    Some(crate::scheduler::PauseOutlookView {
+        holder: RequestId(holder),
+        waiter: RequestId(waiter),
+        verdict,
+        in_secs,
+    })
+}
+
 fn why_of(s: &ServiceSnapshot, id: u64) -> String {
     request_rows(s, facts)
         .into_iter()
@@ -105,13 +120,38 @@ fn a_request_waiting_for_a_decoding_stream_it_outranks_says_when_the_stream_may_
     running.slot.pausable_in_secs = Some(2.1);
     s.slots = vec![running];
     s.waiting = vec![waiting(8, 5, 0.4)];
+    s.pause_outlook = outlook(7, 8, PauseVerdict::MayPauseLater, Some(2.1));
     assert_eq!(
         why_of(&s, 8),
         "waits for the slot: chatcmpl-7 decoding, may be paused in 2.1 s"
     );
     assert_eq!(
         why_of(&s, 7),
-        "decoding; a higher priority may pause it in 2.1 s"
+        "decoding; chatcmpl-8 (priority 5) ranks higher and may pause it in 2.1 s"
+    );
+}
+
+/// #62: the starvation case. A priority-0 request aged above a priority-0 stream was told
+/// the stream would be paused at the next token; R7 never pauses an equal for aging alone,
+/// and the scheduler's outlook says so.
+#[test]
+fn a_request_aged_above_a_stream_of_its_own_priority_is_told_it_waits_for_the_stream_to_finish() {
+    let mut s = ready(true, 1);
+    s.slots = vec![slot(0, 1, SlotStatus::Decoding, 0)];
+    let mut aged = waiting(2, 0, 31.0);
+    aged.aging = 3;
+    aged.effective_priority = 3;
+    s.waiting = vec![aged];
+    s.pause_outlook = outlook(1, 2, PauseVerdict::SameClass, None);
+    assert_eq!(
+        why_of(&s, 2),
+        "waits for chatcmpl-1 to finish: same priority; aging moves it up the queue but does \
+         not pause a stream"
+    );
+    assert_eq!(
+        why_of(&s, 1),
+        "decoding; chatcmpl-2 (priority 3: 0 + 3 aging) waits for it to finish: same \
+         priority, and aging does not pause a stream"
     );
 }
 
@@ -156,6 +196,7 @@ fn r7_a_waiter_that_outranks_the_stream_behind_another_is_told_the_first_ahead_p
     let mut s = ready(true, 1);
     s.slots = vec![slot(0, 7, SlotStatus::Decoding, 0)];
     s.waiting = vec![waiting(9, 5, 0.2), waiting(8, 1, 0.9)];
+    s.pause_outlook = outlook(7, 9, PauseVerdict::PausedAtNextToken, None);
     let why = why_of(&s, 8);
     // it outranks the stream too: it is not told that only a higher priority pauses it
     assert!(
@@ -305,6 +346,7 @@ fn a_request_that_outranks_a_stream_only_by_the_boost_is_told_so() {
     let mut boosted = waiting(8, 0, 0.4);
     (boosted.boost, boosted.effective_priority) = (1, 1);
     s.waiting = vec![boosted];
+    s.pause_outlook = outlook(7, 8, PauseVerdict::PausedAtNextToken, None);
     assert_eq!(
         why_of(&s, 8),
         "waits for the slot: chatcmpl-7 decoding, to be paused at the next token \

@@ -93,6 +93,10 @@ pub struct EngineView {
     /// logged and counted, and never stops the engine).
     pub kv_cells_engine: Option<u32>,
     pub kv_pool_mismatches: u64,
+    /// The scheduler's diagnostics since this engine unit started, each a WARN line in the
+    /// log (an event it did not expect, such as a step's end with no step outstanding): 0 in a
+    /// healthy run.
+    pub scheduler_diagnostics: u64,
 }
 
 /// A slot as the scheduler shows it, with what the service measures beside it.
@@ -210,6 +214,9 @@ pub struct ServiceSnapshot {
     pub slots: Vec<SlotView>,
     pub parked: Vec<ParkedView>,
     pub waiting: Vec<WaitingView>,
+    /// R7's outlook for the one slot's holder, as the scheduler will act on it (the whys of
+    /// the holder and the first in line are read from it).
+    pub pause_outlook: Option<crate::scheduler::PauseOutlookView>,
     /// Every live request, one row each: running (slot order), parked, then waiting, with
     /// the id its client sees, who sent it and why it stands where it does.
     pub requests: Vec<super::requests::RequestRow>,
@@ -313,11 +320,13 @@ impl ServiceSnapshot {
                 steps_ahead_not_run: 0,
                 kv_cells_engine: None,
                 kv_pool_mismatches: 0,
+                scheduler_diagnostics: 0,
             },
             chunk_tokens: 0,
             slots: Vec::new(),
             parked: Vec::new(),
             waiting: Vec::new(),
+            pause_outlook: None,
             requests: Vec::new(),
             log: Default::default(),
             last_length_refusal: None,
@@ -367,6 +376,7 @@ impl ServiceSnapshot {
             .collect();
         self.parked = s.parked.clone();
         self.waiting = s.waiting.clone();
+        self.pause_outlook = s.pause_outlook.clone();
     }
 
     /// The same view with every value that moves only with the clock set to zero: two
@@ -384,6 +394,9 @@ impl ServiceSnapshot {
         }
         for c in &mut s.conversations {
             c.idle_secs = None;
+        }
+        if let Some(o) = &mut s.pause_outlook {
+            o.in_secs = o.in_secs.map(|_| 0.0);
         }
         for slot in &mut s.slots {
             slot.tokens_per_sec = None;

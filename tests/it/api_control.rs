@@ -397,6 +397,9 @@ async fn a_user_restart_fails_what_runs_with_engine_restarted_and_keeps_the_wait
     assert_eq!(after.counters.engine_restarts, 1);
     assert_eq!(after.engine.restarts, 1);
     assert!(after.engine.generation >= 2);
+    // a regression (#62 item 7): the replaced engine's step ended into a scheduler that had
+    // forgotten it ("step done with no step outstanding", a WARN after every such restart)
+    assert_eq!(after.engine.scheduler_diagnostics, 0);
 }
 
 #[tokio::test]

@@ -69,6 +69,7 @@ pub async fn server(setup: Setup) -> Server {
     let service = service::spawn(ServiceOptions {
         launch,
         settings: setup.scheduler.clone(),
+        ids: service::RequestIds::default(),
     })
     .unwrap();
     let prompts = Prompts::new(tokenizer)

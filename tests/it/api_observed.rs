@@ -165,3 +165,62 @@ async fn an_idle_service_wakes_no_watcher_while_only_its_clock_moves_and_a_token
         .unwrap();
     assert_eq!(answer.await.unwrap().unwrap().status(), 200);
 }
+
+/// #62 item 1, on the simulated engine: a priority-0 request aged above a priority-0 stream is
+/// told it waits for the stream to finish (R7 never pauses an equal for aging alone), the
+/// stream's why says the same, and the stream is indeed never paused. (It was told "to be
+/// paused at the next token" for minutes.)
+#[tokio::test]
+async fn a_request_aged_above_a_stream_of_its_own_priority_is_told_it_waits_and_no_pause_comes() {
+    let server = crate::api_fake::server(crate::api_fake::Setup {
+        fake: strata_desk::engine_worker::FakeOptions {
+            decode_steps_per_sec: 40.0,
+            ..strata_desk::engine_worker::FakeOptions::instant()
+        },
+        scheduler: strata_desk::scheduler::SchedulerSettings {
+            solo_priority: true,
+            min_run_quantum_secs: 0.0,
+            aging_interval_secs: 0.2,
+            ..strata_desk::scheduler::SchedulerSettings::default()
+        },
+        ..crate::api_fake::Setup::default()
+    })
+    .await;
+    let mut long = streaming("a long story", 120);
+    long["priority"] = json!(0);
+    let long = tokio::spawn(server.post(&long).send());
+    server
+        .until("the stream decodes", |s| {
+            s.slots.iter().any(|x| x.generated_tokens > 0)
+        })
+        .await;
+    let mut second = streaming("a question", 4);
+    second["priority"] = json!(0);
+    let second = tokio::spawn(server.post(&second).send());
+    server
+        .until("the second one has aged past the stream", |s| {
+            s.waiting.iter().any(|w| w.aging >= 2)
+        })
+        .await;
+    let v = get_json(&server, "/v1/scheduler").await;
+    let why = |id: &str| {
+        v["requests"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["client_id"] == id)
+            .map(|r| r["why"].as_str().unwrap().to_owned())
+            .unwrap_or_default()
+    };
+    assert_eq!(
+        why("chatcmpl-2"),
+        "waits for chatcmpl-1 to finish: same priority; aging moves it up the queue but does \
+         not pause a stream",
+        "{v}"
+    );
+    assert!(why("chatcmpl-1").contains("waits for it to finish"), "{v}");
+    assert_eq!(v["pause_outlook"]["verdict"], "same_class", "{v}");
+    assert_eq!(long.await.unwrap().unwrap().status(), 200);
+    assert_eq!(second.await.unwrap().unwrap().status(), 200);
+    assert_eq!(server.service.snapshot().counters.pauses, 0);
+}

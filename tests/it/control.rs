@@ -233,3 +233,39 @@ async fn an_apply_and_a_rollback_are_events_of_the_stream_that_serves_after_them
     assert!(err.contains(&reason), "{reason} is not in {err}");
     running.stop().await;
 }
+
+/// #62 item 4: ids never repeat within a run of the app. They started again at
+/// `chatcmpl-1` after an apply, so a client saw the same id twice; the counter now belongs to
+/// the control plane and each new engine unit goes on from the one before.
+#[tokio::test]
+async fn request_ids_go_on_across_an_apply_and_never_repeat() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("config.json");
+    std::fs::write(&path, r#"{"engine": "sim"}"#).unwrap();
+    let config = Config::load(Some(&path), &Overrides::default()).unwrap();
+    let (running, addr) = serve_ready(&config, &path).await;
+    let control = running.control.clone();
+    let ask = || async {
+        let answer: Value = reqwest::Client::new()
+            .post(format!("http://{addr}/v1/chat/completions"))
+            .json(&json!({"messages": [{"role": "user", "content": "hi"}], "max_tokens": 2}))
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        answer["id"].as_str().unwrap().to_owned()
+    };
+    let mut ids = vec![ask().await, ask().await];
+    let mut settings = RestartSettings::of(&control.config());
+    settings.ctx = 4096;
+    control.apply(&settings).await.unwrap();
+    until("the new engine is ready", || {
+        control.service().snapshot().engine.status == EngineStatus::Ready
+    })
+    .await;
+    ids.push(ask().await);
+    assert_eq!(ids, ["chatcmpl-1", "chatcmpl-2", "chatcmpl-3"]);
+    running.stop().await;
+}

@@ -7,6 +7,7 @@ use crate::ids::RequestId;
 use std::cmp::Reverse;
 
 use super::lifecycle::{ParkedKind, Phase, Request, SlotState};
+use super::outlook::{Outlook, Verdict};
 use super::types::{Action, Chunk, FinishReason, Now, Step};
 use super::{EngineState, Scheduler};
 use crate::ids::SeqId;
@@ -151,33 +152,15 @@ impl Scheduler {
         Some(quantum.saturating_sub(now.saturating_sub(r.run_since)))
     }
 
-    /// 2. R7: with solo_priority, pause the decoding request for a higher effective priority.
+    /// Step 2, R7: with solo_priority, pause the decoding request for a higher effective
+    /// priority of another class (aging alone never pauses an equal), as its outlook says.
     fn maybe_pause(&mut self, now: Now) {
-        if !self.settings.solo_priority || self.slots.len() != 1 {
-            return;
-        }
-        let SlotState::Busy { request: p } = self.slots[0].state else {
-            return;
-        };
-        let Some(pr) = self.requests.get(&p) else {
-            return;
-        };
-        if self.pause_quantum_left(pr, now) != Some(Now::ZERO) || pr.tokens_since_resume == 0 {
-            return;
-        }
-        let p_eff = self.effective(pr, now);
-        let Some(w) = self.best_for_slot(now) else {
-            return;
-        };
-        let p_class = self.class(pr);
-        let Some(wr) = self.requests.get(&w) else {
-            return;
-        };
-        // aging alone never pauses an equal: a waiter of P's own class is next once P ends
-        if self.effective(wr, now) <= p_eff || self.class(wr) == p_class {
-            return;
-        }
-        let Some(in_pool) = self.park_plan(p, w, now) else {
+        let Some(Outlook {
+            holder: p,
+            waiter: w,
+            verdict: Verdict::Now { in_pool },
+        }) = self.pause_outlook(now)
+        else {
             return;
         };
         self.park(p, ParkedKind::Decode, in_pool, now);

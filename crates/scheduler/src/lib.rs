@@ -80,6 +80,7 @@ mod engine_events;
 mod events;
 mod kv;
 mod lifecycle;
+mod outlook;
 mod prefix;
 mod room;
 mod settings;
@@ -90,6 +91,7 @@ mod types;
 mod tests;
 
 pub use engine_events::{DIED_WHILE_FAILED, ENGINE_STARTING_RETRY_SECS, RESTART_DURING_START};
+pub use outlook::{PauseOutlookView, PauseVerdict};
 pub use settings::{
     ConfigError, GiveWay, MaxTokensOverContext, PriorityOrder, PriorityRange, SchedulerSettings,
     resolve_priority,
@@ -149,6 +151,8 @@ pub struct Scheduler {
     host_cache: VecDeque<(ConversationId, Conversation)>,
     lane: Option<RequestId>,
     outstanding: Option<Step>,
+    /// R7's outlook as of the last event (`outlook.rs`), for the snapshot.
+    outlook: Option<outlook::Outlook>,
     next_ticket: u64,
     next_conv_key: u64,
     counters: Counters,
@@ -197,6 +201,7 @@ impl Scheduler {
             host_cache: VecDeque::new(),
             lane: None,
             outstanding: None,
+            outlook: None,
             next_ticket: 0,
             next_conv_key: 0,
             counters: Counters::default(),
@@ -221,6 +226,7 @@ impl Scheduler {
     pub fn handle(&mut self, event: Event, now: Now) -> Outcome {
         self.dispatch(event, now);
         self.decide(now);
+        self.outlook = self.pause_outlook(now);
         std::mem::take(&mut self.out)
     }
 

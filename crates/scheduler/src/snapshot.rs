@@ -250,6 +250,9 @@ pub struct Snapshot {
     pub slots: Vec<SlotView>,
     pub parked: Vec<ParkedView>,
     pub waiting: Vec<WaitingView>,
+    /// R7's outlook for the one slot's holder (solo with `solo_priority`, something in line),
+    /// as of the last event: whether the first in line pauses it, and if not why not.
+    pub pause_outlook: Option<crate::PauseOutlookView>,
     pub counters: Counters,
 }
 
@@ -404,6 +407,7 @@ impl Scheduler {
             slots,
             parked,
             waiting,
+            pause_outlook: self.outlook_view(now),
             counters: self.counters.clone(),
         }
     }

@@ -189,6 +189,8 @@ struct Coverage {
     unavailable: u64,
     refusals: u64,
     aging_checked: u64,
+    /// R7's outlook claims checked at the next event (`sim/claims.rs`).
+    claims: super::sim::ClaimStats,
     /// The room model's counts: steps ahead sent and not run, steps that left at most three
     /// cells free, longer host-RAM conversations loaded and cut, parked states restored.
     room: super::sim::RoomStats,
@@ -248,6 +250,8 @@ fn run_seeds(seeds: std::ops::Range<u64>) -> Coverage {
                     .count() as u64;
                 cov.refusals += c.refusals;
                 cov.aging_checked += u64::from(aging);
+                cov.claims.paused_at_next_token += sim.claims.paused_at_next_token;
+                cov.claims.same_class += sim.claims.same_class;
                 cov.workloads += 1;
                 cov.room.aheads += sim.room.aheads;
                 cov.room.aheads_not_run += sim.room.aheads_not_run;
@@ -296,6 +300,11 @@ fn assert_covered(cov: &Coverage) {
         cov.cancels
     );
     assert!(cov.restarts > 0 && cov.unavailable > 0 && cov.refusals > 0 && cov.aging_checked > 0);
+    assert!(
+        cov.claims.paused_at_next_token > 0 && cov.claims.same_class > 0,
+        "R7's outlook claims checked: {:?}",
+        cov.claims
+    );
 }
 
 #[test]

@@ -17,6 +17,7 @@ use strata_protocol::pool::CellPool;
 
 mod arrival;
 mod checks;
+mod claims;
 mod queries;
 mod room;
 mod step;
@@ -24,6 +25,7 @@ mod step;
 pub(crate) use room::RoomStats;
 
 pub(crate) use arrival::Arrival;
+pub(crate) use claims::ClaimStats;
 pub(crate) use queries::{is_assign, is_deliver, is_park, is_release, is_restore};
 
 pub(crate) const TURN: TokenId = 1;
@@ -149,6 +151,9 @@ pub(crate) struct Sim {
     /// The sequence a conversation was just loaded into, and its length (an `Assign` that
     /// keeps less is a restore of a longer conversation).
     last_loaded: Option<(SeqId, u32)>,
+    /// R7's outlook after the last event, checked at the next (`claims.rs`).
+    claim: Option<claims::Claim>,
+    pub claims: claims::ClaimStats,
 }
 
 impl Sim {
@@ -184,6 +189,8 @@ impl Sim {
             pool: CellPool::new(facts.sequences),
             room: RoomStats::default(),
             last_loaded: None,
+            claim: None,
+            claims: claims::ClaimStats::default(),
         }
     }
 
@@ -328,8 +335,12 @@ impl Sim {
         if let Event::RestartRequested = e {
             self.reset_engine();
         }
+        let claim = self.claim.take();
+        let step = matches!(e, Event::StepDone(_));
+        let reranks = matches!(e, Event::SettingsChanged(_) | Event::Reprioritised { .. });
         let out: Outcome = self.s.handle(e, self.now);
         self.execute(out);
+        self.check_claim(claim, step, reranks);
     }
 
     /// An arrival now: admitted, or refused (recorded as its end; a duplicate id is the
@@ -365,6 +376,7 @@ impl Sim {
             self.apply(a);
         }
         self.check_live();
+        self.claim = self.claim_now();
     }
 
     fn apply(&mut self, a: Action) {
