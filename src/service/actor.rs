@@ -389,7 +389,13 @@ impl Actor {
                     );
                 }
                 let facts = engine_facts(&handshake, self.scheduler.settings());
+                let ready = super::observed::Observed::EngineReady {
+                    model: model.name.clone(),
+                    context_tokens: model.n_ctx,
+                    cpu_code: super::cpu_code_words(&handshake.device),
+                };
                 self.feed(Event::EngineReady(facts));
+                self.emit(None, ready);
             }
             Some(Err(reason)) => {
                 tracing::warn!("engine start failed: {reason}");

@@ -79,6 +79,13 @@ pub enum Observed {
         attempt: u32,
         delay_secs: f64,
     },
+    /// An engine came up and serves: its model, its context and its CPU code (a fresh start
+    /// said nothing in the log before, #62).
+    EngineReady {
+        model: String,
+        context_tokens: u32,
+        cpu_code: String,
+    },
     /// The engine was lost: it died, broke the protocol or did not answer in time.
     EngineLost {
         reason: String,
@@ -128,7 +135,7 @@ impl Observed {
                 _ => LogKind::Finished,
             },
             Self::Refused { .. } => LogKind::Refused,
-            Self::EngineStart { .. } => LogKind::EngineRestart,
+            Self::EngineStart { .. } | Self::EngineReady { .. } => LogKind::EngineRestart,
             Self::EngineLost { .. } | Self::EngineStartFailed { .. } => LogKind::EngineLost,
             Self::SettingsChanged { .. } | Self::Applied { .. } | Self::ApplyFailed { .. } => {
                 LogKind::SettingsChanged
@@ -211,6 +218,18 @@ impl Observed {
                 attempt,
                 delay_secs,
             } => format!("engine start, attempt {attempt}, in {delay_secs:.0} s"),
+            Self::EngineReady {
+                model,
+                context_tokens,
+                cpu_code,
+            } => {
+                let cpu = if cpu_code.is_empty() {
+                    String::new()
+                } else {
+                    format!(", {cpu_code}")
+                };
+                format!("engine ready: {model}, context {context_tokens} tokens{cpu}")
+            }
             Self::EngineLost { reason } => format!("engine lost: {reason}"),
             Self::EngineStartFailed { attempt, reason } => {
                 format!("engine start failed (attempt {attempt}): {reason}")

@@ -55,6 +55,7 @@ impl Actor {
         snapshot.engine.needs_retry = self.scheduler.engine_failed().is_some();
         snapshot.engine.model = handshake.map(|h| h.model.name.clone()).unwrap_or_default();
         snapshot.engine.context_tokens = handshake.map_or(0, |h| h.model.n_ctx);
+        snapshot.engine.trained_context_tokens = handshake.map_or(0, |h| h.model.n_ctx_train);
         snapshot.engine.context_chosen_by = handshake
             .map(|h| h.model.ctx_chosen_by.clone())
             .unwrap_or_default();

@@ -55,6 +55,9 @@ pub struct EngineView {
     pub kv_cells_total: u32,
     pub kv_cells_used: u64,
     /// Context tokens of the loaded engine (0 before the first handshake).
+    /// The context the model was trained for (its GGUF's `context_length`; 0 before the
+    /// first engine and for the simulated one).
+    pub trained_context_tokens: u32,
     pub context_tokens: u32,
     /// How the context was chosen: `set` (the `ctx` setting), `trained` (the model's trained
     /// context fits), `fit` (shrunk by llama.cpp's fitting to fit the memory), `floor` (at
@@ -304,6 +307,7 @@ impl ServiceSnapshot {
                 simulated,
                 kv_cells_total: 0,
                 kv_cells_used: 0,
+                trained_context_tokens: 0,
                 context_tokens: 0,
                 context_chosen_by: String::new(),
                 kv_sequences: 0,

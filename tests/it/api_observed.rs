@@ -224,3 +224,17 @@ async fn a_request_aged_above_a_stream_of_its_own_priority_is_told_it_waits_and_
     assert_eq!(second.await.unwrap().unwrap().status(), 200);
     assert_eq!(server.service.snapshot().counters.pauses, 0);
 }
+
+/// #62 item 9: a fresh start logged nothing when its engine came up; it says so, with the
+/// model and the context, as the headless ready line does.
+#[tokio::test]
+async fn a_fresh_start_logs_that_the_engine_is_ready_with_its_model_and_context() {
+    let server = crate::api_fake::server(crate::api_fake::Setup::default()).await;
+    server
+        .until("the log says the engine is ready", |s| {
+            s.log
+                .iter()
+                .any(|e| e.text.starts_with("engine ready: ") && e.text.contains(" tokens"))
+        })
+        .await;
+}
