@@ -7,42 +7,63 @@ use super::earlier::Earlier;
 use super::history::{LogFilter, length_refusal_ui, scheduler_log_ui};
 use super::panels;
 use super::preemption::GiveWayMemory;
-use super::requests::{RequestsView, requests_ui};
+use super::requests::RequestsView;
 use super::settings::{SettingsView, settings_ui};
-use super::timeline::{Timeline, timeline_ui};
+use super::timeline::Timeline;
 use super::tray::Tray;
+use super::window::Window;
 use crate::control::Control;
 use crate::service::{ServiceHandle, ServiceSnapshot, SlotStatus};
 use std::collections::VecDeque;
 use std::net::SocketAddr;
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
 
 /// What closing the window does.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum CloseAction {
-    /// The app ends (Quit in the tray, no tray, or `close_to_tray: false`).
+    /// The app ends (Quit chosen, or `close_to_tray: false`).
     Quit,
     /// The window hides; the server and the engine go on in the tray.
     Hide,
     /// The first close of this run: say that the app keeps serving in the tray, and ask.
     Notice,
+    /// No tray host shows the icon: each close asks whether to minimise (the app keeps
+    /// serving) or quit, and says why there is no tray.
+    NoTrayNotice,
 }
 
-/// What closing the window does, from whether there is a tray, the `close_to_tray` key,
-/// whether Quit was chosen, and whether the notice was shown already.
+/// What closing the window does, from whether a tray host shows the icon, the
+/// `close_to_tray` key, whether Quit was chosen, and whether the notice was shown already.
 pub fn close_action(
-    has_tray: bool,
+    tray_host: bool,
     close_to_tray: bool,
     quitting: bool,
     noticed: bool,
 ) -> CloseAction {
-    if quitting || !has_tray || !close_to_tray {
+    if quitting || !close_to_tray {
         CloseAction::Quit
+    } else if !tray_host {
+        CloseAction::NoTrayNotice
     } else if noticed {
         CloseAction::Hide
     } else {
         CloseAction::Notice
+    }
+}
+
+/// Whether a tray host shows the icon: asked on each close (a host may come or go), or fixed
+/// (no tray icon at all, or a test).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum TrayHost {
+    Fixed(bool),
+    Asked,
+}
+
+impl TrayHost {
+    fn seen(self) -> bool {
+        match self {
+            Self::Fixed(seen) => seen,
+            Self::Asked => super::session_bus::tray_host_seen(),
+        }
     }
 }
 
@@ -59,12 +80,15 @@ pub struct Dashboard {
     addr: Option<SocketAddr>,
     /// Which of the control plane's engine units `service` is (a new one after each apply).
     generation: u64,
-    /// Closing: whether a tray shows (also without a `Tray` here, for tests), whether Quit
-    /// was chosen, whether this run's first-close notice shows or was shown.
-    has_tray: bool,
-    quitting: Arc<AtomicBool>,
-    close_notice: bool,
+    /// Closing: whether a tray host shows the icon (also without a `Tray` here, for tests),
+    /// the window's visibility and whether Quit was chosen, the notice showing (the action
+    /// that showed it), whether the tray's notice was shown.
+    tray_host: TrayHost,
+    window: Window,
+    close_notice: Option<CloseAction>,
     close_noticed: bool,
+    /// The model path typed where no file dialog opens.
+    path_entry: super::pick::PathEntry,
     settings: SettingsView,
     show_settings: bool,
     timeline: Timeline,
@@ -95,10 +119,11 @@ impl Dashboard {
             control: None,
             addr: None,
             generation: 0,
-            has_tray: false,
-            quitting: Arc::new(AtomicBool::new(false)),
-            close_notice: false,
+            tray_host: TrayHost::Fixed(false),
+            window: Window::default(),
+            close_notice: None,
             close_noticed: false,
+            path_entry: super::pick::PathEntry::default(),
             settings: SettingsView::default(),
             show_settings: false,
             timeline: Timeline::default(),
@@ -131,20 +156,30 @@ impl Dashboard {
         dashboard
     }
 
-    /// Shows the state in a tray icon too.
+    /// Shows the state in a tray icon too; closing hides the window only while a tray host
+    /// shows the icon (asked on each close).
     pub fn set_tray(&mut self, tray: Option<Tray>) {
-        self.has_tray = tray.is_some();
+        self.tray_host = if tray.is_some() {
+            TrayHost::Asked
+        } else {
+            TrayHost::Fixed(false)
+        };
         self.tray = tray;
     }
 
-    /// Whether a tray shows (so closing the window hides it): set with the tray, or by a test.
+    /// Whether a tray host shows the icon (so closing the window hides it), fixed: for tests.
     pub fn set_has_tray(&mut self, has_tray: bool) {
-        self.has_tray = has_tray;
+        self.tray_host = TrayHost::Fixed(has_tray);
     }
 
-    /// Set when Quit is chosen (the tray's, or the notice's): the next close ends the app.
-    pub fn quitting(&self) -> Arc<AtomicBool> {
-        self.quitting.clone()
+    /// The window's visibility, shared with the tray, a second start and SIGTERM.
+    pub fn window(&self) -> Window {
+        self.window.clone()
+    }
+
+    /// Shares `window` (made before the dashboard: SIGTERM and a second start use it).
+    pub fn set_window(&mut self, window: Window) {
+        self.window = window;
     }
 
     /// What a close request does now, and its effect on the window.
@@ -154,51 +189,58 @@ impl Dashboard {
             .as_ref()
             .is_none_or(|c| c.config().app.close_to_tray);
         let action = close_action(
-            self.has_tray,
+            self.tray_host.seen(),
             close_to_tray,
-            self.quitting.load(Ordering::SeqCst),
+            self.window.quitting(),
             self.close_noticed,
         );
         match action {
-            CloseAction::Quit => {
-                if !self.has_tray {
-                    eprintln!("strata-desk: no tray here: closing the window stops the server");
-                }
-            }
+            CloseAction::Quit => {}
             CloseAction::Hide => {
                 ctx.send_viewport_cmd(egui::ViewportCommand::CancelClose);
-                ctx.send_viewport_cmd(egui::ViewportCommand::Visible(false));
+                self.window.hide(ctx);
             }
-            CloseAction::Notice => {
+            CloseAction::Notice | CloseAction::NoTrayNotice => {
                 ctx.send_viewport_cmd(egui::ViewportCommand::CancelClose);
-                self.close_notice = true;
+                self.close_notice = Some(action);
             }
         }
     }
 
-    /// This run's first-close notice: the app keeps serving in the tray.
+    /// The close notice: the app keeps serving, hidden in the tray (the first close of a run)
+    /// or, where no tray host shows the icon, minimised (each close).
     fn close_notice_ui(&mut self, ui: &mut egui::Ui) {
-        if !self.close_notice {
+        let Some(notice) = self.close_notice else {
             return;
-        }
+        };
+        let in_tray = notice == CloseAction::Notice;
         let ctx = ui.ctx().clone();
         egui::Modal::new(egui::Id::unique("close-notice")).show(&ctx, |ui| {
             ui.heading("Strata Desk keeps serving");
-            ui.label(
+            ui.label(if in_tray {
                 "Closing the window keeps the server and the engine running in the tray, so \
                  your agents keep working. Quit from the tray icon's menu to stop them \
-                 (`close_to_tray: false` in the config makes closing quit).",
-            );
+                 (`close_to_tray: false` in the config makes closing quit)."
+            } else {
+                "No tray shows Strata Desk's icon here (no tray host on the session bus: on \
+                 GNOME, the AppIndicator extension adds one), so closing minimises the window \
+                 instead: the server and the engine keep running for your agents. Quit here \
+                 to stop them (`close_to_tray: false` in the config makes closing quit)."
+            });
             ui.horizontal(|ui| {
-                if ui.button("Hide to tray").clicked() {
-                    self.close_notice = false;
-                    self.close_noticed = true;
-                    ctx.send_viewport_cmd(egui::ViewportCommand::Visible(false));
+                let keep = if in_tray { "Hide to tray" } else { "Minimise" };
+                if ui.button(keep).clicked() {
+                    self.close_notice = None;
+                    if in_tray {
+                        self.close_noticed = true;
+                        self.window.hide(&ctx);
+                    } else {
+                        self.window.minimise(&ctx);
+                    }
                 }
                 if ui.button("Quit now").clicked() {
-                    self.close_notice = false;
-                    self.quitting.store(true, Ordering::SeqCst);
-                    ctx.send_viewport_cmd(egui::ViewportCommand::Close);
+                    self.close_notice = None;
+                    self.window.quit(&ctx);
                 }
             });
         });
@@ -242,6 +284,10 @@ impl Dashboard {
             match outcome {
                 Outcome::Line(line) => self.push(now_secs, line),
                 Outcome::Picked(path) => self.settings.picked(path),
+                Outcome::NoFileDialog(why) => {
+                    self.push(now_secs, format!("Open GGUF...: {why}"));
+                    self.path_entry.no_dialog(why);
+                }
                 Outcome::Models(found) => {
                     self.settings.scanning = false;
                     self.push(
@@ -252,7 +298,8 @@ impl Dashboard {
                 }
                 Outcome::HubListed { repo, listing } => {
                     if let Err(e) = &listing {
-                        self.push(now_secs, format!("could not list {repo}: {e}"));
+                        // the detail the window folds away stays whole in the log
+                        self.push(now_secs, format!("could not list {repo}: {}", e.whole()));
                     }
                     self.settings.hub.listed(repo, listing);
                 }
@@ -264,7 +311,7 @@ impl Dashboard {
                         now_secs,
                         match &result {
                             Ok(path) => format!("downloaded {key} to {}", path.display()),
-                            Err(e) => format!("{key}: {e}"),
+                            Err(e) => format!("{key}: {}", e.whole()),
                         },
                     );
                     self.settings.hub.finished(key, result);
@@ -322,20 +369,9 @@ impl Dashboard {
                     }
                 });
                 if self.show_settings {
-                    // the engine's device list, copied only when it changed (a frame is
-                    // drawn per token while a stream runs)
-                    let devices = s.engine.device.as_ref().map_or(&[][..], |d| &d.devices[..]);
-                    if self.settings.devices != devices {
-                        self.settings.devices = devices.to_vec();
-                    }
-                    let variants = s
-                        .engine
-                        .device
-                        .as_ref()
-                        .map_or(&[][..], |d| &d.cpu_variants[..]);
-                    if self.settings.cpu_variants != variants {
-                        self.settings.cpu_variants = variants.to_vec();
-                    }
+                    // what the engine offers and uses (devices, CPU variants, the values
+                    // in force), copied only when it changed
+                    self.settings.observe(&s);
                     let in_flight = s.slots.iter().filter(|x| x.request_id.is_some()).count()
                         + s.parked.len()
                         + s.waiting.len();
@@ -346,6 +382,9 @@ impl Dashboard {
                         // a top panel offers a scroll area little height of its own
                         .min_scrolled_height(max_height)
                         .show(ui, |ui| {
+                            if let Some(path) = self.path_entry.ui(ui) {
+                                self.settings.picked(path);
+                            }
                             settings_ui(
                                 ui,
                                 &mut self.settings,
@@ -381,18 +420,14 @@ impl Dashboard {
             });
         egui::CentralPanel::default().show(ui, |ui| {
             egui::ScrollArea::vertical().show(ui, |ui| {
-                requests_ui(ui, &s, &mut self.requests_view, &mut self.commands);
-                ui.separator();
-                super::cost::cost_ui(ui, &s);
-                super::cost::finished_ui(ui, &s);
-                ui.separator();
-                panels::slots_ui(ui, &s);
-                panels::parked_ui(ui, &s);
-                panels::waiting_ui(ui, &s, self.starving_secs);
-                ui.separator();
-                super::ttft::ttft_ui(ui, &s, &self.earlier);
-                ui.separator();
-                timeline_ui(ui, &self.timeline);
+                // the live sections first, the requests table, then the history (#62)
+                let live = super::live::LiveView {
+                    snapshot: &s,
+                    earlier: &self.earlier,
+                    timeline: &self.timeline,
+                    starving_secs: self.starving_secs,
+                };
+                super::live::live_view_ui(ui, &live, &mut self.requests_view, &mut self.commands);
             });
         });
         self.commands

@@ -2,6 +2,7 @@
 //! the service (each runs as a task on the background runtime, so a frame never waits). Their
 //! outcomes come back for the event log and the settings view.
 
+use super::hub_commands::HubFailure;
 use crate::control::{Control, RestartSettings};
 use crate::ids::RequestId;
 use crate::models::discover::{self, FoundModel, ModelFacts};
@@ -24,6 +25,9 @@ pub enum Command {
     SetPriority(RequestId, i32),
     /// Start a new engine with settings only a new engine takes (needs the control plane).
     ApplySettings(Box<RestartSettings>),
+    /// Turn preemption off, then apply (`parallel` 2 or more is refused with it on): one
+    /// command, so the two happen in that order.
+    ApplyWithPreemptionOff(Box<RestartSettings>),
     /// Open the file dialog to choose a GGUF model.
     PickModel,
     /// Look for models in LM Studio's and Ollama's folders and the app's own, and read each
@@ -71,12 +75,14 @@ pub enum Outcome {
     Applied(Result<String, String>),
     /// The file dialog closed with this model chosen.
     Picked(PathBuf),
+    /// No file dialog can open here (why): the window offers a path field instead.
+    NoFileDialog(String),
     /// The models found on this machine, each with its facts or why they could not be read.
     Models(Vec<ScannedModel>),
     /// A hub repository's listing, or why it could not be read.
     HubListed {
         repo: String,
-        listing: Result<HubListing, String>,
+        listing: Result<HubListing, HubFailure>,
     },
     /// How far the download kept under `key` is.
     HubProgress {
@@ -86,7 +92,7 @@ pub enum Outcome {
     /// The download kept under `key` ended: the model's path, or why not.
     HubDownloaded {
         key: String,
-        result: Result<PathBuf, String>,
+        result: Result<PathBuf, HubFailure>,
     },
 }
 
@@ -164,12 +170,23 @@ pub(super) async fn run(
     by: &str,
 ) -> Option<Outcome> {
     let line = match &command {
-        Command::ApplySettings(settings) => {
+        Command::ApplySettings(settings) | Command::ApplyWithPreemptionOff(settings) => {
             let Some(control) = control else {
                 return Some(Outcome::Applied(Err(
                     "settings need the app's own server".to_owned()
                 )));
             };
+            if matches!(command, Command::ApplyWithPreemptionOff(_)) {
+                let off = SettingsChange {
+                    solo_priority: Some(false),
+                    give_way: None,
+                };
+                if let Err(e) = control.change_live(off, by).await {
+                    return Some(Outcome::Applied(Err(format!(
+                        "preemption could not be turned off: {e}"
+                    ))));
+                }
+            }
             let applied = control.apply(settings).await;
             return Some(Outcome::Applied(
                 applied
@@ -205,6 +222,12 @@ pub(super) async fn run(
             return None;
         }
         Command::PickModel => {
+            // rfd fails with a line in the log only (Linux without xdg-desktop-portal or
+            // zenity): the window says so and offers a path field
+            let missing = tokio::task::spawn_blocking(super::session_bus::no_file_dialog).await;
+            if let Ok(Some(why)) = missing {
+                return Some(Outcome::NoFileDialog(why));
+            }
             let picked = rfd::AsyncFileDialog::new()
                 .set_title("Open a GGUF model")
                 .add_filter("GGUF model", &["gguf"])

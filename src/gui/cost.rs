@@ -3,85 +3,155 @@
 //! request that ended. Both read the snapshot's `cost` and `finished` (the figures of
 //! `/v1/scheduler`).
 
-use crate::service::{CostClass, ServiceSnapshot};
+use super::units::{NBSP, secs_words};
+use crate::service::{CostClass, FinishedRequest, ServiceSnapshot};
 use egui::Ui;
 
 /// Ended requests listed, newest first.
 const FINISHED_SHOWN: usize = 8;
 
-fn secs(value: Option<f64>) -> String {
-    value.map_or_else(|| "–".to_owned(), |v| format!("{v:.1} s"))
+/// A share of a time in whole percent: "31 %".
+fn share(part: f64, whole: f64) -> String {
+    if whole <= 0.0 {
+        return "-".to_owned();
+    }
+    format!("{:.0}{NBSP}%", (100.0 * part / whole).clamp(0.0, 100.0))
 }
 
-/// The sums by priority over the window, one row each.
+/// Why a pause saved no estimate: the estimate is the paused stream's tokens left at its
+/// measured rate, and a stream paused after a token or two has no rate yet.
+pub const NO_ESTIMATE: &str = "no estimate yet: the stream it paused had written too few \
+                               tokens before the pause to measure a rate (or set no max_tokens)";
+
+/// Why the pauses of `by` saved no estimate, from the stream it paused where it is still
+/// parked: "no estimate yet: 2 tokens before the pause, too few to measure a rate".
+pub fn no_estimate_words(s: &ServiceSnapshot, by: crate::ids::RequestId) -> String {
+    let Some(paused) = s.parked.iter().find(|p| p.parked_for == Some(by)) else {
+        return NO_ESTIMATE.to_owned();
+    };
+    let row = s
+        .requests
+        .iter()
+        .find(|r| r.request_id == paused.request_id);
+    if row.is_some_and(|r| r.max_tokens.is_none()) {
+        return "no estimate: the stream it paused set no max_tokens, so what it had left is \
+                unknown"
+            .to_owned();
+    }
+    let n = paused.generated_tokens;
+    format!(
+        "no estimate yet: {n}{NBSP}token{} before the pause, too few to measure a rate",
+        if n == 1 { "" } else { "s" }
+    )
+}
+
+fn wrapped(ui: &mut Ui, text: String) {
+    ui.add(egui::Label::new(text).wrap());
+}
+
+/// One priority's line: what its parked requests paid (parked time against their own time
+/// end to end, not against other requests), and what its pauses saved.
+pub fn class_words(c: &CostClass) -> String {
+    let mut parts = vec![format!("priority {}: {} ended", c.priority, c.finished)];
+    if c.interrupted > 0 {
+        let own_time = c.interrupted_end_to_end_secs_mean.unwrap_or(0.0) * f64::from(c.interrupted);
+        parts.push(format!(
+            "{} parked ({} pauses, {} give-ways), parked {} ({} of their time)",
+            c.interrupted,
+            c.pauses,
+            c.give_ways,
+            secs_words(c.parked_secs),
+            share(c.parked_secs, own_time)
+        ));
+    } else {
+        parts.push("none parked".to_owned());
+    }
+    if c.interrupting > 0 {
+        let ttft = c.interrupting_ttft_secs_mean.map_or(String::new(), |t| {
+            format!(", first token after {} on average", secs_words(t))
+        });
+        let saved = c.gained_secs_estimate.map_or_else(
+            || NO_ESTIMATE.to_owned(),
+            |g| format!("saved about {} (estimate)", secs_words(g)),
+        );
+        parts.push(format!("{} paused others{ttft}; {saved}", c.interrupting));
+    }
+    parts.join("; ")
+}
+
+/// The sums by priority over the window, one wrapped line each.
 pub fn cost_ui(ui: &mut Ui, s: &ServiceSnapshot) {
     let minutes = s.cost.window_secs / 60.0;
     ui.heading(format!(
         "What preemption cost and saved, last {minutes:.0} min"
     ))
     .on_hover_text(
-        "per priority: what the requests that were parked paid (measured), and what \
-             pausing a stream saved the requests that paused it (an estimate: the paused \
-             stream's tokens left at its measured rate)",
+        "per priority: what the requests that were parked paid (measured: their time parked, \
+         and its share of their own time end to end), and what pausing a stream saved the \
+         requests that paused it (an estimate: the paused stream's tokens left at its \
+         measured rate)",
     );
     if s.cost.by_priority.is_empty() {
         ui.weak("no request has ended in this window yet");
         return;
     }
-    egui::Grid::new("cost")
-        .striped(true)
-        .num_columns(7)
-        .show(ui, |ui| {
-            for title in [
-                "priority",
-                "ended",
-                "requests parked (pauses, give-ways)",
-                "time parked",
-                "end to end: parked / never",
-                "paused others (TTFT)",
-                "saved, estimate",
-            ] {
-                ui.strong(title);
-            }
-            ui.end_row();
-            for c in &s.cost.by_priority {
-                class_row_ui(ui, c);
-            }
-        });
+    for c in &s.cost.by_priority {
+        wrapped(ui, class_words(c));
+    }
 }
 
-fn class_row_ui(ui: &mut Ui, c: &CostClass) {
-    ui.label(c.priority.to_string());
-    ui.label(c.finished.to_string());
-    ui.label(format!("{} ({}, {})", c.interrupted, c.pauses, c.give_ways));
-    ui.label(format!("{:.1} s", c.parked_secs));
-    ui.label(format!(
-        "{} / {}",
-        secs(c.interrupted_end_to_end_secs_mean),
-        secs(c.uninterrupted_end_to_end_secs_mean)
-    ));
-    ui.label(if c.interrupting == 0 {
-        "0".to_owned()
+/// An ended request's line: "parked 2 times, 6.7 s (12 % of its time) (2 pauses); 57.0 s end
+/// to end".
+pub fn ended_words(s: &ServiceSnapshot, f: &FinishedRequest) -> String {
+    let mut parts = Vec::new();
+    if f.parks > 0 {
+        let mut causes = Vec::new();
+        if f.pauses > 0 {
+            causes.push(plural(f.pauses, "pause", "pauses"));
+        }
+        if f.give_ways > 0 {
+            causes.push(plural(f.give_ways, "give-way", "give-ways"));
+        }
+        let causes = if causes.is_empty() {
+            String::new()
+        } else {
+            format!(", {}", causes.join(", "))
+        };
+        parts.push(format!(
+            "parked {} ({} of its time, {}{causes})",
+            secs_words(f.parked_secs),
+            share(f.parked_secs, f.end_to_end_secs),
+            plural(f.parks, "time", "times"),
+        ));
     } else {
-        format!(
-            "{} ({})",
-            c.interrupting,
-            secs(c.interrupting_ttft_secs_mean)
-        )
-    });
-    ui.label(match (c.interrupting, c.gained_secs_estimate) {
-        (0, _) => "–".to_owned(),
-        (_, Some(gained)) => format!("about {gained:.1} s"),
-        (_, None) => "no estimate (no max_tokens or rate)".to_owned(),
-    });
-    ui.end_row();
+        parts.push("never parked".to_owned());
+    }
+    if let Some(wait) = f.queue_wait_secs.filter(|w| *w >= 0.05) {
+        parts.push(format!("waited {} for a slot", secs_words(wait)));
+    }
+    if f.paused_others > 0 {
+        let others = plural(f.paused_others, "other request", "other requests");
+        parts.push(match f.gained_secs_estimate {
+            Some(g) => format!(
+                "paused {others}, saving it about {} (estimate)",
+                secs_words(g)
+            ),
+            None => format!("paused {others}; {}", no_estimate_words(s, f.request_id)),
+        });
+    }
+    parts.push(format!("{} end to end", secs_words(f.end_to_end_secs)));
+    parts.join("; ")
+}
+
+fn plural(n: u32, one: &str, many: &str) -> String {
+    format!("{n} {}", if n == 1 { one } else { many })
 }
 
 /// The latest ended requests, newest first, each with its line.
 pub fn finished_ui(ui: &mut Ui, s: &ServiceSnapshot) {
     ui.heading("Ended").on_hover_text(
-        "the latest requests that ended: how often and how long they were parked, and \
-         their time end to end",
+        "the latest requests that ended: how long they were parked and what share of their \
+         own time that was, and their time end to end",
     );
     if s.finished.is_empty() {
         ui.weak("none yet");
@@ -93,14 +163,17 @@ pub fn finished_ui(ui: &mut Ui, s: &ServiceSnapshot) {
         } else {
             format!("{}, ", f.client)
         };
-        ui.label(format!(
-            "{} ({from}priority {}, {}, {} tokens): {}",
-            f.client_id,
-            f.priority,
-            f.outcome,
-            f.output_tokens,
-            f.summary()
-        ));
+        wrapped(
+            ui,
+            format!(
+                "{} ({from}priority {}, {}, {}{NBSP}tokens): {}",
+                f.client_id,
+                f.priority,
+                f.outcome,
+                f.output_tokens,
+                ended_words(s, f)
+            ),
+        );
     }
 }
 
@@ -159,28 +232,89 @@ mod tests {
     }
 
     #[test]
-    fn each_ended_request_says_how_often_and_how_long_it_was_parked() {
+    fn each_ended_request_says_how_long_it_was_parked_as_a_share_of_its_own_time() {
         let s = snapshot();
         let harness = Harness::new_ui(|ui| finished_ui(ui, &s));
         harness.get_by_label(
-            "chatcmpl-1 (claude-cli, priority 0, length, 2000 tokens): parked 2 times, \
-             6.7 s in all (2 pauses); 57.0 s end to end",
+            "chatcmpl-1 (claude-cli, priority 0, length, 2000\u{a0}tokens): parked 6.7\u{a0}s \
+             (12\u{a0}% of its time, 2 times, 2 pauses); 57.0\u{a0}s end to end",
         );
-        harness.get_by_label_contains("paused 1 other request, saving it about 38.2 s (estimate)");
+        harness.get_by_label_contains(
+            "paused 1 other request, saving it about 38.2\u{a0}s (estimate)",
+        );
     }
 
     #[test]
-    fn the_cost_panel_shows_what_the_parked_paid_and_the_estimate_the_others_gained() {
+    fn the_cost_panel_sets_parked_time_against_the_parked_requests_own_time() {
         let s = snapshot();
         let harness = Harness::new_ui(|ui| cost_ui(ui, &s));
         harness.get_by_label("What preemption cost and saved, last 10 min");
-        harness.get_by_label("6.7 s");
-        harness.get_by_label("1 (2, 0)");
-        harness.get_by_label("57.0 s / –");
-        harness.get_by_label("1 (0.3 s)");
-        harness.get_by_label("about 38.2 s");
+        harness.get_by_label(
+            "priority 0: 1 ended; 1 parked (2 pauses, 0 give-ways), parked 6.7\u{a0}s \
+             (12\u{a0}% of their time)",
+        );
+        harness.get_by_label(
+            "priority 5: 1 ended; none parked; 1 paused others, first token after 0.3\u{a0}s \
+             on average; saved about 38.2\u{a0}s (estimate)",
+        );
+        // nothing set against the requests never parked: they are other requests
+        assert!(harness.query_by_label_contains("never").is_none());
         let empty = ServiceSnapshot::starting(SchedulerSettings::default(), 1, true);
         let harness = Harness::new_ui(|ui| cost_ui(ui, &empty));
         harness.get_by_label("no request has ended in this window yet");
+    }
+
+    #[test]
+    fn a_pause_with_no_estimate_says_why_in_plain_words() {
+        let mut s = snapshot();
+        let mut finished: Vec<FinishedRequest> = s.finished.iter().cloned().collect();
+        finished[0].gained_secs_estimate = None;
+        s.finished = finished.into();
+        s.cost = cost_view(&s.finished, 61.0, 600.0);
+        let harness = Harness::new_ui(|ui| {
+            cost_ui(ui, &s);
+            finished_ui(ui, &s);
+        });
+        assert_eq!(
+            harness
+                .get_all_by_label_contains(
+                    "no estimate yet: the stream it paused had written too few tokens"
+                )
+                .count(),
+            2
+        );
+        assert!(
+            harness
+                .query_by_label_contains("no max_tokens or rate")
+                .is_none()
+        );
+    }
+
+    #[test]
+    fn a_pause_with_no_estimate_names_the_paused_streams_few_tokens_while_it_is_parked() {
+        let mut s = snapshot();
+        let mut finished: Vec<FinishedRequest> = s.finished.iter().cloned().collect();
+        finished[0].gained_secs_estimate = None;
+        s.finished = finished.into();
+        s.parked = vec![crate::service::ParkedView {
+            request_id: RequestId(9),
+            priority: 0,
+            effective_priority: 0,
+            boost: 0,
+            generated_tokens: 2,
+            read_tokens: 20,
+            parked_secs: 3.0,
+            pauses: 1,
+            kind: crate::service::ParkKind::Decode,
+            place: crate::service::ParkedIn::Spare,
+            seq: None,
+            cause: None,
+            parked_for: Some(RequestId(2)),
+        }];
+        let harness = Harness::new_ui(|ui| finished_ui(ui, &s));
+        harness.get_by_label_contains(
+            "paused 1 other request; no estimate yet: 2\u{a0}tokens before the pause, too few \
+             to measure a rate",
+        );
     }
 }

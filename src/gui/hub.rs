@@ -4,6 +4,7 @@
 //! a progress bar, its speed and time left, Cancel (the next Download resumes), then Use.
 
 use super::commands::{CancelFlag, Command, CommandQueue};
+use super::hub_commands::HubFailure;
 use crate::models::curated::{CLASSES, CuratedList, curated};
 use crate::models::hub::{DownloadProgress, HubModel};
 use crate::models::hub_rows::{HubListing, HubRow};
@@ -20,7 +21,7 @@ pub struct HubView {
     pub repo_input: String,
     /// Listings by repository, the last one read (kept while it is read again, so a running
     /// download keeps its bar and Cancel).
-    pub listings: BTreeMap<String, Result<HubListing, String>>,
+    pub listings: BTreeMap<String, Result<HubListing, HubFailure>>,
     /// Repositories being read now.
     pub reading: BTreeSet<String>,
     /// Downloads by `repo/name`.
@@ -47,7 +48,7 @@ pub enum Download {
     },
     Done(PathBuf),
     /// Failed or cancelled, in words; what was downloaded is kept for the next try.
-    Stopped(String),
+    Stopped(HubFailure),
 }
 
 /// The key a download is kept under.
@@ -56,7 +57,7 @@ pub fn download_key(repo: &str, model: &HubModel) -> String {
 }
 
 impl HubView {
-    pub fn listed(&mut self, repo: String, listing: Result<HubListing, String>) {
+    pub fn listed(&mut self, repo: String, listing: Result<HubListing, HubFailure>) {
         self.reading.remove(&repo);
         self.listings.insert(repo, listing);
     }
@@ -67,7 +68,7 @@ impl HubView {
         }
     }
 
-    pub fn finished(&mut self, key: String, result: Result<PathBuf, String>) {
+    pub fn finished(&mut self, key: String, result: Result<PathBuf, HubFailure>) {
         let state = match result {
             Ok(path) => Download::Done(path),
             Err(e) => Download::Stopped(e),
@@ -177,7 +178,7 @@ fn listing_ui(
     let listing = match view.listings.get(repo) {
         None => return,
         Some(Err(e)) => {
-            ui.colored_label(Color32::from_rgb(220, 60, 40), e);
+            failure_ui(ui, e, repo);
             return;
         }
         Some(Ok(listing)) => listing,
@@ -273,7 +274,7 @@ fn download_ui(
             return;
         }
         Some(Download::Stopped(why)) => {
-            ui.colored_label(Color32::from_rgb(220, 60, 40), why);
+            ui.vertical(|ui| failure_ui(ui, &why, key));
         }
         _ => {}
     }
@@ -311,6 +312,16 @@ fn download_ui(
                 });
             }
         }
+    }
+}
+
+/// A failure in words, its detail (the address and the error's chain) folded away under them.
+fn failure_ui(ui: &mut Ui, failure: &HubFailure, id: &str) {
+    ui.colored_label(Color32::from_rgb(220, 60, 40), &failure.words);
+    if let Some(detail) = &failure.detail {
+        egui::CollapsingHeader::new("details")
+            .id_salt(("hub-failure", id))
+            .show(ui, |ui| ui.weak(detail));
     }
 }
 

@@ -3,10 +3,51 @@
 
 use super::commands::{CancelFlag, Command, Outcome};
 use super::hub::download_key;
-use crate::models::hub::{HubClient, HubModel, download_model};
+use crate::models::hub::{HubClient, HubError, HubModel, download_model};
 use crate::models::hub_rows::list_with_fit;
 use std::sync::mpsc::Sender;
 use std::time::{Duration, Instant};
+
+/// A hub command's failure as the window shows it: the words, and a detail folded away under
+/// them (and whole in the log).
+#[derive(Debug, Clone, PartialEq)]
+pub struct HubFailure {
+    pub words: String,
+    pub detail: Option<String>,
+}
+
+/// What the window says where the hub cannot be reached.
+pub const NO_CONNECTION: &str =
+    "No connection to the hub; check the network or proxy, or set HF_ENDPOINT";
+
+impl HubFailure {
+    pub fn of(e: &HubError) -> Self {
+        match e {
+            HubError::Network { url, detail } => Self {
+                words: NO_CONNECTION.to_owned(),
+                detail: Some(format!("{url}: {detail}")),
+            },
+            other => Self::from(other.to_string()),
+        }
+    }
+
+    /// The words and the detail, for the log.
+    pub fn whole(&self) -> String {
+        match &self.detail {
+            Some(detail) => format!("{} ({detail})", self.words),
+            None => self.words.clone(),
+        }
+    }
+}
+
+impl From<String> for HubFailure {
+    fn from(words: String) -> Self {
+        Self {
+            words,
+            detail: None,
+        }
+    }
+}
 
 /// Progress reaches the window at most this often.
 const PROGRESS_EVERY: Duration = Duration::from_millis(200);
@@ -57,7 +98,7 @@ impl HubJob {
         match self {
             Self::List { repo, pattern } => {
                 let listing = async {
-                    let dir = models_dir?;
+                    let dir = models_dir.map_err(HubFailure::from)?;
                     // llama.cpp's device list and /proc: off the runtime's threads
                     let engine = service.snapshot().engine;
                     let machine = tokio::task::spawn_blocking(move || {
@@ -69,10 +110,10 @@ impl HubJob {
                         )
                     })
                     .await
-                    .map_err(|e| e.to_string())?;
+                    .map_err(|e| HubFailure::from(e.to_string()))?;
                     list_with_fit(&client, &repo, pattern.as_deref(), &machine, ctx_min, &dir)
                         .await
-                        .map_err(|e| e.to_string())
+                        .map_err(|e| HubFailure::of(&e))
                 }
                 .await;
                 let _ = tx.send(Outcome::HubListed { repo, listing });
@@ -106,9 +147,9 @@ impl HubJob {
                             cancel.flag(),
                         )
                         .await
-                        .map_err(|e| e.to_string())
+                        .map_err(|e| HubFailure::of(&e))
                     }
-                    Err(e) => Err(e),
+                    Err(e) => Err(HubFailure::from(e)),
                 };
                 let _ = tx.send(Outcome::HubDownloaded { key, result });
             }

@@ -151,7 +151,9 @@ fn a_listing_shows_each_files_fit_a_download_in_progress_and_cancel_and_use_work
     // the download ends cancelled: its row offers Download again, which resumes
     view.finished(
         q8.clone(),
-        Err("cancelled; 2025000000 bytes ... kept".into()),
+        Err(HubFailure::from(
+            "cancelled; 2025000000 bytes ... kept".to_owned(),
+        )),
     );
     let mut harness = section(&mut view, &mut model_path, &mut queue);
     harness.run_ok();
@@ -225,4 +227,42 @@ fn a_repository_typed_or_from_the_list_is_listed_and_a_bad_one_cannot_be() {
             pattern: None
         }
     );
+}
+
+/// Regression (#62): offline, the listing showed reqwest's raw error with the URL twice.
+#[test]
+fn a_hub_out_of_reach_is_said_in_words_with_the_detail_folded_away_naming_the_url_once() {
+    // a port nothing listens on: the connection is refused, as offline
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let client = crate::models::hub::HubClient::new(&format!("http://127.0.0.1:{port}"), None);
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let error = rt
+        .block_on(client.list_models(REPO, "main"))
+        .expect_err("nothing listens there");
+    let failure = HubFailure::of(&error);
+    assert_eq!(failure.words, super::super::hub_commands::NO_CONNECTION);
+    let detail = failure.detail.clone().unwrap();
+    let url = format!("http://127.0.0.1:{port}/api/models/{REPO}");
+    assert_eq!(detail.matches(&url).count(), 1, "{detail}");
+    assert!(detail.contains("Connect"), "{detail}");
+    assert_eq!(error.to_string().matches(&url).count(), 1, "{error}");
+
+    let mut view = HubView::default();
+    view.listed(REPO.into(), Err(failure));
+    let mut model_path = String::new();
+    let mut queue = CommandQueue::default();
+    let mut harness = section(&mut view, &mut model_path, &mut queue);
+    harness.run_ok();
+    harness.get_by_label(super::super::hub_commands::NO_CONNECTION);
+    assert!(
+        harness.query_by_label_contains(&url).is_none(),
+        "not folded"
+    );
+    harness.get_by_label("details").click();
+    harness.run_ok();
+    harness.get_by_label_contains(&url);
 }

@@ -8,19 +8,26 @@
 //! - `cost`: what preemption cost and saved, by priority, and a line per ended request;
 //! - `controls`: the Preemption and give-way switches and the expert `give_way` values;
 //! - `preemption`: those switches' labels and what a click on them sends;
+//! - `live`: the middle of the window: the live view first, the requests, the history;
+//! - `queue`: the slots, parked and waiting columns;
+//! - `units`: one way to write sizes, rates and seconds;
 //! - `requests`: the requests table (one row per live request, with its "why");
 //! - `settings`: the settings view (restart-only settings, the model picker);
 //! - `timeline`: who held the read lane and each slot, the last minutes;
 //! - `commands`: user actions, queued in a frame and drained once at its end;
 //! - `startup`: the window before the server is up: the model's fetch, a failed start;
 //! - `tray`: the tray icon and its menu;
+//! - `window`: the window's visibility, one for the close, the tray, a second start, SIGTERM;
+//! - `session_bus`: whether a tray host shows the icon, whether a file dialog can open;
+//! - `pick`: the path field where no file dialog opens;
 //! - `ttft`: time to first token per client, with each dot's request on hover.
 //!
 //! The settings, their changes and their saving belong to the control plane
 //! (`crate::control`); the window and the tray only send it commands. Closing the window keeps
 //! the app serving in the tray (`close_to_tray`, with a notice the first time); Quit in the
-//! tray, SIGTERM, or closing where there is no tray shuts the server and the engine down
-//! cleanly. One instance per config file: a second start names the process that holds it.
+//! tray or the notice, or SIGTERM shuts the server and the engine down cleanly; where no tray
+//! host shows the icon, closing minimises instead (and says why). One instance per config
+//! file: a second start brings the running app's window to the front.
 
 mod app;
 mod commands;
@@ -31,17 +38,27 @@ mod failure;
 mod history;
 mod hub;
 mod hub_commands;
+mod live;
+#[cfg(test)]
+mod live_tests;
 mod panels;
+mod pick;
 mod preemption;
+mod queue;
 mod requests;
+mod session_bus;
 mod settings;
+mod settings_in_force;
 mod startup;
 mod timeline;
 mod tray;
 mod ttft;
+mod units;
+mod window;
 
 pub use app::{CloseAction, Dashboard, close_action};
 pub use commands::{Command, CommandQueue, Outcome, TRAY, WINDOW};
+pub use live::{LiveView, live_view_ui};
 pub use panels::percentiles;
 pub use preemption::{
     GIVE_WAY_LABEL, GiveWayMemory, PREEMPTION_BATCH, PREEMPTION_OFF, PREEMPTION_ON, Preemption,
@@ -51,6 +68,7 @@ pub use requests::{RequestOrder, sorted_rows};
 pub use startup::{App, StartEvent, Startup, start_in_background, startup_ui};
 pub use timeline::{Activity, Segment, TIMELINE_SECS, Timeline};
 pub use tray::{PreemptionItem, TrayState, tray_command};
+pub use window::Window;
 
 use crate::config::{Config, Renderer};
 use crate::server::{Running, ServerError};
@@ -103,10 +121,23 @@ pub fn run(
     config_path: Option<PathBuf>,
     exe: PathBuf,
 ) -> Result<(), GuiError> {
-    // One instance per config file, held until the app ends: a second one says who holds it,
-    // in its window and on stderr (the window stays open to say it; a start from a terminal
-    // or a script sees why there is no server).
+    // One instance per config file, held until the app ends: a second start brings the
+    // running app's window to the front and ends; where it cannot, it says who holds the
+    // lock, in its window and on stderr (the window stays open to say it; a start from a
+    // terminal or a script sees why there is no server).
     let lock = crate::control::lock_instance(config_path.as_deref());
+    if let Err(held @ crate::control::LockError::AlreadyRunning { pid, .. }) = &lock {
+        match held.ask_holder_to_show() {
+            Ok(()) => {
+                eprintln!(
+                    "strata-desk: Strata Desk is already running with this config (process \
+                     {pid}): its window was brought to the front"
+                );
+                return Ok(());
+            }
+            Err(why) => tracing::info!("the running app's window was not shown: {why}"),
+        }
+    }
     let lock_error = lock.as_ref().err().map(ToString::to_string);
     if let Some(e) = &lock_error {
         eprintln!("strata-desk: {e}");
@@ -129,12 +160,27 @@ pub fn run(
     // the server once it runs, stopped when the window ends
     let running_slot: Arc<Mutex<Option<Running>>> = Arc::default();
     let slot = running_slot.clone();
+    // the window's one visibility: the close, the tray, a second start and SIGTERM use it
+    let window = Window::default();
+    let shown_ctx: Arc<std::sync::OnceLock<egui::Context>> = Arc::default();
+    if let Ok(lock) = &lock {
+        let (window, ctx) = (window.clone(), shown_ctx.clone());
+        let served = lock.serve_show_requests(move || {
+            if let Some(ctx) = ctx.get() {
+                window.show(ctx);
+            }
+        });
+        if let Err(e) = served {
+            tracing::warn!("a second start cannot bring this window to the front: {e}");
+        }
+    }
     let result = eframe::run_native(
         "Strata Desk",
         options,
         Box::new(move |cc| {
             let ctx = cc.egui_ctx.clone();
-            handle.spawn(close_on_signal(ctx.clone()));
+            let _ = shown_ctx.set(ctx.clone());
+            handle.spawn(close_on_signal(ctx.clone(), window.clone()));
             let repainted = ctx.clone();
             let repaint = move || repainted.request_repaint();
             match lock_error {
@@ -156,10 +202,13 @@ pub fn run(
                 // repaint on the changes of each engine unit's service, at most five times a
                 // second; a new unit (an apply) is followed
                 spawner.spawn(repaint_on_units(control.clone(), ctx.clone()));
-                let tray =
-                    tray::Tray::start(ctx.clone(), control, spawner.clone(), dashboard.quitting());
-                if tray.is_none() && running.control.config().app.close_to_tray {
-                    eprintln!("strata-desk: no tray here: closing the window will stop the server");
+                dashboard.set_window(window.clone());
+                let tray = tray::Tray::start(ctx.clone(), control, spawner.clone(), window.clone());
+                if running.control.config().app.close_to_tray && !session_bus::tray_host_seen() {
+                    eprintln!(
+                        "strata-desk: no tray host shows the icon here: closing the window \
+                         minimises it (or quits, as chosen)"
+                    );
                 }
                 dashboard.set_tray(tray);
             });
@@ -238,18 +287,17 @@ async fn repaint_on_change(
     }
 }
 
-async fn close_on_signal(ctx: egui::Context) {
+/// SIGTERM (Ctrl-C elsewhere) ends the app: a close that quits, not one that hides.
+async fn close_on_signal(ctx: egui::Context, window: Window) {
     #[cfg(unix)]
     if let Ok(mut term) = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
     {
         term.recv().await;
-        ctx.send_viewport_cmd(egui::ViewportCommand::Close);
-        ctx.request_repaint();
+        window.quit(&ctx);
     }
     #[cfg(not(unix))]
     {
         let _ = tokio::signal::ctrl_c().await;
-        ctx.send_viewport_cmd(egui::ViewportCommand::Close);
-        ctx.request_repaint();
+        window.quit(&ctx);
     }
 }

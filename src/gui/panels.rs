@@ -2,11 +2,11 @@
 //! commands; none waits on anything.
 
 use super::commands::{Command, CommandQueue};
-use crate::ids::RequestId;
-use crate::service::{DeviceFacts, EngineStatus, ParkKind, ServiceSnapshot, SlotStatus};
-use egui::{Color32, RichText, Ui};
-
-const STARVING: Color32 = Color32::from_rgb(220, 60, 40);
+use super::queue::STARVING;
+pub use super::queue::{parked_ui, slots_ui, waiting_ui};
+pub use super::units::bytes_words;
+use crate::service::{DeviceFacts, EngineStatus, ServiceSnapshot};
+use egui::{Color32, Ui};
 
 /// Model, state, KV use and the Restart button (which first says what a restart does to the
 /// requests in flight, R10).
@@ -109,17 +109,6 @@ pub fn engine_ui(
     }
 }
 
-/// A size in bytes in the unit a person reads: "86.4 MiB", "17.3 GiB".
-pub fn bytes_words(bytes: u64) -> String {
-    const MIB: f64 = (1u64 << 20) as f64;
-    let b = bytes as f64;
-    if b >= GIB {
-        format!("{:.1} GiB", b / GIB)
-    } else {
-        format!("{:.1} MiB", b / MIB)
-    }
-}
-
 /// "model.gguf, 100.2 MiB, Q4_1, 134.5 M parameters; weights 98.3 MiB, KV pool 180.0 MiB".
 pub fn model_words(s: &ServiceSnapshot) -> String {
     let e = &s.engine;
@@ -128,7 +117,10 @@ pub fn model_words(s: &ServiceSnapshot) -> String {
         words.push(e.quantization.clone());
     }
     if e.model_params > 0 {
-        words.push(format!("{:.1} M parameters", e.model_params as f64 / 1e6));
+        words.push(format!(
+            "{:.1}\u{a0}M parameters",
+            e.model_params as f64 / 1e6
+        ));
     }
     let mut memory = Vec::new();
     if e.weights_bytes > 0 {
@@ -160,113 +152,6 @@ fn display_model(s: &ServiceSnapshot) -> &str {
     } else {
         &s.engine.model
     }
-}
-
-/// The id a request's client sees (`chatcmpl-7`), from the requests table; the internal id
-/// where the table has no row for it (between two snapshots).
-fn client_id(s: &ServiceSnapshot, id: RequestId) -> String {
-    s.requests
-        .iter()
-        .find(|r| r.request_id == id)
-        .map_or_else(|| id.to_string(), |r| r.client_id.clone())
-}
-
-/// Each slot: state, request, priority, read progress or tokens/s.
-pub fn slots_ui(ui: &mut Ui, s: &ServiceSnapshot) {
-    ui.heading("Slots").on_hover_text(
-        "where requests run: each slot reads one prompt or decodes one stream; \
-         priorities are effective (with boost and aging)",
-    );
-    egui::Grid::new("slots")
-        .striped(true)
-        .num_columns(5)
-        .show(ui, |ui| {
-            for slot in &s.slots {
-                ui.label(format!("slot {}", slot.id));
-                let state = match slot.state {
-                    SlotStatus::Empty => "idle",
-                    other => other.as_str(),
-                };
-                ui.label(state);
-                match (slot.request_id, slot.seq) {
-                    (Some(id), seq) => {
-                        let on = seq.map_or(String::new(), |seq| format!(" on {seq}"));
-                        ui.label(format!(
-                            "{} (priority {}){on}",
-                            client_id(s, id),
-                            slot.effective_priority.unwrap_or(0)
-                        ))
-                        .on_hover_text(format!(
-                            "{id}: priority {} as sent, {} effective",
-                            slot.priority.unwrap_or(0),
-                            slot.effective_priority.unwrap_or(0)
-                        ))
-                    }
-                    (None, _) => ui.label(""),
-                };
-                match slot.state {
-                    SlotStatus::Reading => {
-                        let total = slot.prompt_tokens.max(1) as f32;
-                        let done = (slot.held_tokens as f32 / total).clamp(0.0, 1.0);
-                        let lane = if slot.has_lane {
-                            ""
-                        } else {
-                            " (waiting for the lane)"
-                        };
-                        ui.add(egui::ProgressBar::new(done).text(format!(
-                            "read {} of {}{lane}",
-                            slot.held_tokens, slot.prompt_tokens
-                        )));
-                    }
-                    SlotStatus::Decoding => {
-                        let rate = slot
-                            .tokens_per_sec
-                            .map_or("...".to_owned(), |r| format!("{r:.1} tok/s"));
-                        ui.label(format!("{} tokens, {rate}", slot.generated_tokens));
-                    }
-                    _ => {
-                        ui.label("");
-                    }
-                }
-                ui.end_row();
-            }
-        });
-}
-
-/// The parked streams (solo_priority's paused decode, reads that gave way).
-pub fn parked_ui(ui: &mut Ui, s: &ServiceSnapshot) {
-    ui.heading("Parked").on_hover_text(
-        "streams paused for a higher priority and reads that gave way: their state is kept \
-         (in the KV pool or host RAM) and they go on where they stopped",
-    );
-    if s.parked.is_empty() {
-        ui.label("nothing parked");
-        return;
-    }
-    egui::Grid::new("parked")
-        .striped(true)
-        .num_columns(5)
-        .show(ui, |ui| {
-            for p in &s.parked {
-                ui.label(client_id(s, p.request_id))
-                    .on_hover_text(p.request_id.to_string());
-                ui.label(if p.kind == ParkKind::Decode {
-                    "paused stream"
-                } else {
-                    "read gave way"
-                });
-                ui.label(format!(
-                    "priority {} (effective {})",
-                    p.priority, p.effective_priority
-                ));
-                ui.label(format!("{} tokens so far", p.generated_tokens));
-                ui.label(format!(
-                    "parked {:.1} s, {} pause(s)",
-                    p.parked_secs, p.pauses
-                ));
-                ui.end_row();
-            }
-        });
 }
 
 /// The pool-wide check's counter, shown only once it is not 0 (a bug the app survived).
@@ -312,48 +197,6 @@ pub fn conversations_ui(ui: &mut Ui, s: &ServiceSnapshot) {
                     Some(secs) => format!("idle {secs:.0} s"),
                     None => "saved".to_owned(),
                 });
-                ui.end_row();
-            }
-        });
-}
-
-/// The waiting queue with each request's effective priority, age and what is left to read;
-/// a request waiting longer than `starving_secs` is highlighted. Per row: priority up/down
-/// and Cancel.
-/// The queue with its priorities and starvation (its Cancel and ±priority are the requests
-/// table's).
-pub fn waiting_ui(ui: &mut Ui, s: &ServiceSnapshot, starving_secs: f64) {
-    ui.heading("Waiting").on_hover_text(
-        "the queue: a free slot and the next prompt read go to the highest effective \
-         priority; aging raises a waiting request's priority with time",
-    );
-    if s.waiting.is_empty() {
-        ui.label("nobody waits");
-        return;
-    }
-    egui::Grid::new("waiting")
-        .striped(true)
-        .num_columns(4)
-        .show(ui, |ui| {
-            for w in &s.waiting {
-                let starving = w.waited_secs > starving_secs;
-                let age = format!("waited {:.1} s", w.waited_secs);
-                ui.label(client_id(s, w.request_id))
-                    .on_hover_text(w.request_id.to_string());
-                ui.label(format!(
-                    "priority {} -> {} (boost +{}, aging +{})",
-                    w.priority, w.effective_priority, w.boost, w.aging
-                ));
-                if starving {
-                    ui.label(
-                        RichText::new(format!("{age} - starving"))
-                            .color(STARVING)
-                            .strong(),
-                    );
-                } else {
-                    ui.label(age);
-                }
-                ui.label(format!("{} tokens to read", w.tokens_left_to_read));
                 ui.end_row();
             }
         });
@@ -472,13 +315,13 @@ fn device_ui(ui: &mut Ui, d: &DeviceFacts, threads: u32) {
     };
     let text = if d.gpu_layers > 0 {
         format!(
-            "{}: {} of {} layers on the GPU ({why}), {:.1} of {:.1} GiB free{}; {threads} CPU \
+            "{}: {} of {} layers on the GPU ({why}), {} of {} free{}; {threads} CPU \
              threads{cpu_code}",
             d.name,
             d.gpu_layers,
             d.model_layers,
-            d.vram_free_bytes as f64 / GIB,
-            d.vram_total_bytes as f64 / GIB,
+            bytes_words(d.vram_free_bytes),
+            bytes_words(d.vram_total_bytes),
             if d.vram_limit_bytes > 0 {
                 " (within gpu_memory_limit)"
             } else {
@@ -491,7 +334,7 @@ fn device_ui(ui: &mut Ui, d: &DeviceFacts, threads: u32) {
             d.name, d.model_layers
         )
     };
-    ui.label(text).on_hover_text(format!(
+    ui.label(&text).on_hover_text(format!(
         "gpu_layers: `auto` fits as many layers as the GPU's free memory holds, with the KV \
          pool and a margin; a number sets them. CPU code: the variant of llama.cpp's CPU code \
          built for the best instruction sets this CPU has, chosen at start{}",
@@ -507,7 +350,9 @@ fn device_ui(ui: &mut Ui, d: &DeviceFacts, threads: u32) {
             "GPU memory low: Windows may spill into shared memory (about 10x slower)",
         );
     }
-    if !d.picked_by.is_empty() {
+    // "no GPU found" is said once: by the line above when it is why the layers are on the CPU
+    let said_above = text.contains("no GPU found") && d.picked_by.contains("no GPU found");
+    if !d.picked_by.is_empty() && !said_above {
         ui.weak(&d.picked_by)
             .on_hover_text(format!("GPUs llama.cpp sees: {}", d.devices.join("; ")));
     }
@@ -515,8 +360,6 @@ fn device_ui(ui: &mut Ui, d: &DeviceFacts, threads: u32) {
         ui.colored_label(Color32::from_rgb(230, 160, 40), &d.fit_warning);
     }
 }
-
-const GIB: f64 = (1u64 << 30) as f64;
 
 #[cfg(test)]
 mod tests {
@@ -537,12 +380,6 @@ mod tests {
     }
 
     #[test]
-    fn sizes_read_in_mebibytes_or_gibibytes() {
-        assert_eq!(super::bytes_words(90_596_352), "86.4 MiB");
-        assert_eq!(super::bytes_words(18_575_000_000), "17.3 GiB");
-    }
-
-    #[test]
     fn the_model_line_names_the_quantization_parameters_and_memory_it_knows() {
         let mut s = crate::service::ServiceSnapshot::starting(
             crate::service::SchedulerSettings::default(),
@@ -551,14 +388,15 @@ mod tests {
         );
         s.engine.model_file = "m.gguf".into();
         s.engine.model_file_bytes = 100 << 20;
-        assert_eq!(super::model_words(&s), "m.gguf, 100.0 MiB");
+        assert_eq!(super::model_words(&s), "m.gguf, 100.0\u{a0}MiB");
         s.engine.quantization = "Q4_1".into();
         s.engine.model_params = 134_515_008;
         s.engine.weights_bytes = 98 << 20;
         s.engine.kv_pool_bytes = 180 << 20;
         assert_eq!(
             super::model_words(&s),
-            "m.gguf, 100.0 MiB, Q4_1, 134.5 M parameters; weights 98.0 MiB, KV pool 180.0 MiB"
+            "m.gguf, 100.0\u{a0}MiB, Q4_1, 134.5\u{a0}M parameters; weights 98.0\u{a0}MiB, KV pool \
+             180.0\u{a0}MiB"
         );
     }
 

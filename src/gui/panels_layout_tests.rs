@@ -93,3 +93,54 @@ fn the_device_line_names_the_cpu_variant_within_the_window() {
     let line = right_edge_of("CPU code zen4 (of 14 variants)");
     assert!(line <= WIDTH, "{line}");
 }
+
+/// The engine panel's labels, drawn at the default width.
+fn engine_labels(s: &ServiceSnapshot) -> Vec<String> {
+    use egui_kittest::kittest::NodeT as _;
+    let (mut confirm, mut queue) = (false, CommandQueue::default());
+    let mut harness = Harness::builder()
+        .with_size(egui::vec2(WIDTH, 300.0))
+        .build_ui(|ui| engine_ui(ui, s, &mut confirm, &mut queue));
+    harness.run_ok();
+    harness
+        .query_all_by_role(egui::accesskit::Role::Label)
+        .map(|n| {
+            let node = n.accesskit_node();
+            node.label().or_else(|| node.value()).unwrap_or_default()
+        })
+        .collect()
+}
+
+#[test]
+fn a_machine_without_a_gpu_is_said_to_have_none_once() {
+    let mut s = real_model();
+    let device = s.engine.device.as_mut().unwrap();
+    device.gpu_layers = 0;
+    device.chosen_by = "auto-no-gpu".into();
+    device.picked_by = "device auto: no GPU found".into();
+    device.fit_warning.clear();
+    let said: Vec<String> = engine_labels(&s)
+        .into_iter()
+        .filter(|l| l.contains("no GPU found"))
+        .collect();
+    assert_eq!(said.len(), 1, "{said:?}");
+}
+
+#[test]
+fn every_size_on_the_engine_lines_is_in_binary_units_kept_to_its_number() {
+    let labels = engine_labels(&real_model()).join("\n");
+    for size in [
+        "4.4\u{a0}GiB",
+        "1.8\u{a0}GiB",
+        "3.0\u{a0}GiB",
+        "12.0\u{a0}GiB",
+    ] {
+        assert!(labels.contains(size), "no {size:?} in {labels}");
+    }
+    for loose in [" MB", " GB", " MiB", " GiB"] {
+        assert!(
+            !labels.contains(loose),
+            "{loose:?} apart from its number in {labels}"
+        );
+    }
+}

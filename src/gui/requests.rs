@@ -4,6 +4,8 @@
 //! sortable, with Cancel and ±priority per row.
 
 use super::commands::{Command, CommandQueue};
+use super::queue::STARVING;
+use super::units::{rate_words, secs_words};
 use crate::service::{RequestRow, RequestStatus, ServiceSnapshot};
 use egui::{Color32, RichText, Ui};
 
@@ -32,14 +34,28 @@ impl RequestOrder {
 }
 
 /// The table's state in the window: its order, the request whose Cancel waits for
-/// a confirmation, and the rows' last order with whether the pointer was over them (rows
-/// keep their places under the pointer, so a click lands on the row it was aimed at).
-#[derive(Debug, Clone, Default)]
+/// a confirmation, the wait past which a row is marked starving, and the rows' last order
+/// with whether the pointer was over them (rows keep their places under the pointer, so a
+/// click lands on the row it was aimed at).
+#[derive(Debug, Clone)]
 pub struct RequestsView {
     pub order: RequestOrder,
     pub confirm_cancel: Option<crate::ids::RequestId>,
+    pub starving_secs: f64,
     shown: Vec<crate::ids::RequestId>,
     pointer_over: bool,
+}
+
+impl Default for RequestsView {
+    fn default() -> Self {
+        Self {
+            order: RequestOrder::default(),
+            confirm_cancel: None,
+            starving_secs: 30.0,
+            shown: Vec::new(),
+            pointer_over: false,
+        }
+    }
 }
 
 /// `rows` in the places they had in `shown` (the last frame's order); rows that are new go
@@ -98,18 +114,24 @@ pub fn requests_ui(
         rows = keep_places(&view.shown, rows);
     }
     view.shown = rows.iter().map(|r| r.request_id).collect();
+    // the why wraps at the panel's edge (the grid's cells know only last frame's widths)
+    let right_edge = ui.max_rect().right();
+    let starving_secs = view.starving_secs;
     let table = egui::Grid::new("requests")
         .striped(true)
-        .num_columns(8)
+        .num_columns(6)
         .show(ui, |ui| {
-            for heading in [
-                "request", "client", "state", "priority", "progress", "speed", "", "why",
-            ] {
+            // who sent it under its id, its speed under its progress: the why keeps the width
+            for heading in ["request", "state", "priority", "progress", "", "why"] {
                 ui.strong(heading);
             }
             ui.end_row();
             for r in rows {
-                row_ui(ui, r, q, &mut view.confirm_cancel);
+                let row = Row {
+                    right_edge,
+                    starving: r.state == RequestStatus::Waiting && r.waited_secs > starving_secs,
+                };
+                row_ui(ui, r, row, q, &mut view.confirm_cancel);
                 ui.end_row();
             }
         });
@@ -176,21 +198,39 @@ pub fn priority_cell(r: &RequestRow) -> String {
 /// The why column's least width, in points.
 const WHY_MIN_WIDTH: f32 = 180.0;
 
+/// What a row needs beside its request: where the panel ends, whether it starves.
+#[derive(Clone, Copy)]
+struct Row {
+    right_edge: f32,
+    starving: bool,
+}
+
 fn row_ui(
     ui: &mut Ui,
     r: &RequestRow,
+    row: Row,
     q: &mut CommandQueue,
     confirm: &mut Option<crate::ids::RequestId>,
 ) {
-    ui.label(&r.client_id)
-        .on_hover_text(format!("{} on {:?}", r.request_id, r.route));
-    ui.label(if r.client.is_empty() { "-" } else { &r.client })
-        .on_hover_text("the API key's name, else the User-Agent's product");
+    ui.vertical(|ui| {
+        ui.label(&r.client_id)
+            .on_hover_text(format!("{} on {:?}", r.request_id, r.route));
+        ui.weak(if r.client.is_empty() { "-" } else { &r.client })
+            .on_hover_text("the API key's name, else the User-Agent's product");
+    });
     let state = match r.state {
         RequestStatus::Waiting | RequestStatus::Parked => {
-            format!("{} {:.1} s", r.state, r.waited_secs)
+            format!("{} {}", r.state, secs_words(r.waited_secs))
         }
         _ => r.state.to_string(),
+    };
+    // a starving request is marked in its own row, not only in the Waiting section
+    let state = if row.starving {
+        RichText::new(format!("{state} - starving"))
+            .color(STARVING)
+            .strong()
+    } else {
+        RichText::new(state)
     };
     let parked = match r.parks {
         0 => String::new(),
@@ -205,16 +245,17 @@ fn row_ui(
         crate::service::priority_words(r)
     ));
     let max = r.max_tokens.map_or("-".to_owned(), |m| m.to_string());
-    ui.label(format!(
-        "read {}/{}, out {}/{max}",
-        r.read_tokens, r.prompt_tokens, r.generated_tokens
-    ))
-    .on_hover_text("prompt tokens read of the prompt, output tokens of max_tokens");
-    // when it may be paused is in its why
-    let speed = r
-        .tokens_per_sec
-        .map_or(String::new(), |tps| format!("{tps:.1} t/s"));
-    ui.label(speed);
+    ui.vertical(|ui| {
+        ui.label(format!(
+            "read {}/{}, out {}/{max}",
+            r.read_tokens, r.prompt_tokens, r.generated_tokens
+        ))
+        .on_hover_text("prompt tokens read of the prompt, output tokens of max_tokens");
+        // when it may be paused is in its why
+        if let Some(tps) = r.tokens_per_sec {
+            ui.label(rate_words(tps));
+        }
+    });
     // ids by request, not by position: a click lands on its row whatever moved since
     ui.push_id(r.request_id.0, |ui| {
         ui.horizontal(|ui| {
@@ -260,7 +301,9 @@ fn row_ui(
     // wrapped at the panel's edge, so a long why is read whole, and never narrower than a
     // few words a line
     ui.scope(|ui| {
+        let width = (row.right_edge - ui.cursor().left()).max(WHY_MIN_WIDTH);
         ui.set_min_width(WHY_MIN_WIDTH);
+        ui.set_max_width(width);
         ui.add(egui::Label::new(why).wrap());
     });
 }

@@ -37,6 +37,8 @@ pub struct SettingsView {
     pub scanning: bool,
     /// Models from the hub: listings and downloads.
     pub hub: super::hub::HubView,
+    /// What the running engine uses (shown beside what it leaves to the engine).
+    pub in_force: super::settings_in_force::InForce,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -122,6 +124,24 @@ impl SettingsView {
     /// Forget the draft (after an apply, the config in force is the new starting point).
     pub fn reset(&mut self) {
         self.draft = None;
+    }
+
+    /// What the running engine offers and uses, from the snapshot: copied only when it
+    /// changed (a frame is drawn per token while a stream runs).
+    pub fn observe(&mut self, s: &crate::service::ServiceSnapshot) {
+        let device = s.engine.device.as_ref();
+        let devices = device.map_or(&[][..], |d| &d.devices[..]);
+        if self.devices != devices {
+            self.devices = devices.to_vec();
+        }
+        let variants = device.map_or(&[][..], |d| &d.cpu_variants[..]);
+        if self.cpu_variants != variants {
+            self.cpu_variants = variants.to_vec();
+        }
+        let in_force = super::settings_in_force::InForce::of(s);
+        if self.in_force != in_force {
+            self.in_force = in_force;
+        }
     }
 }
 
@@ -251,15 +271,21 @@ pub fn settings_ui(
             ui.end_row();
 
             let label = ui.label("ctx_min (floor of a fitted ctx)");
-            ui.add_enabled(
-                draft.ctx == 0,
-                egui::DragValue::new(&mut draft.ctx_min).range(256..=1_048_576),
-            )
-            .labelled_by(label.id)
-            .on_hover_text(
-                "with ctx 0: the smallest context the agent needs; layers leave the GPU \
-                 before the context goes below it",
-            );
+            // the note in the same row: one more row pushes the buttons below a small window
+            ui.horizontal(|ui| {
+                ui.add_enabled(
+                    draft.ctx == 0,
+                    egui::DragValue::new(&mut draft.ctx_min).range(256..=1_048_576),
+                )
+                .labelled_by(label.id)
+                .on_hover_text(
+                    "with ctx 0: the smallest context the agent needs; layers leave the GPU \
+                     before the context goes below it",
+                );
+                if let Some(note) = view.in_force.ctx_min_note(draft.ctx, draft.ctx_min) {
+                    ui.colored_label(Color32::from_rgb(200, 140, 20), note);
+                }
+            });
             ui.end_row();
             ui.label("");
             ui.label(RichText::new(AGENT_CONTEXTS).weak().small());
@@ -267,19 +293,24 @@ pub fn settings_ui(
 
             let label = ui.label("chunk_tokens");
             ui.horizontal(|ui| {
-                ui.checkbox(
+                let measured = ui.checkbox(
                     &mut draft.chunk_measured,
                     "measured (about 0.25 s of reading)",
                 );
-                ui.add_enabled(
-                    !draft.chunk_measured,
-                    egui::DragValue::new(&mut draft.chunk_tokens).range(64..=8192),
-                )
-                .labelled_by(label.id)
-                .on_hover_text(
-                    "the most prompt tokens one step reads: a long read may give way \
-                     between chunks, so smaller chunks answer short requests sooner",
-                );
+                if measured.changed() && !draft.chunk_measured && view.in_force.chunk_tokens > 0 {
+                    // set by hand from the value in force, not a placeholder
+                    draft.chunk_tokens = view.in_force.chunk_tokens;
+                }
+                if draft.chunk_measured {
+                    ui.label(view.in_force.chunk_words());
+                } else {
+                    ui.add(egui::DragValue::new(&mut draft.chunk_tokens).range(64..=8192))
+                        .labelled_by(label.id)
+                        .on_hover_text(
+                            "the most prompt tokens one step reads: a long read may give way \
+                             between chunks, so smaller chunks answer short requests sooner",
+                        );
+                }
             });
             ui.end_row();
 
@@ -301,11 +332,12 @@ pub fn settings_ui(
                     "llama.cpp fits layers, the KV pool and its buffers into the GPU's \
                          free memory with a margin; 0 on a computer without a GPU",
                 );
-                ui.add_enabled(
-                    !draft.gpu_auto,
-                    egui::DragValue::new(&mut draft.gpu_layers).range(0..=1000),
-                )
-                .labelled_by(label.id);
+                if draft.gpu_auto {
+                    ui.label(view.in_force.gpu_layers_words());
+                } else {
+                    ui.add(egui::DragValue::new(&mut draft.gpu_layers).range(0..=1000))
+                        .labelled_by(label.id);
+                }
             });
             ui.end_row();
 
@@ -386,6 +418,24 @@ pub fn settings_ui(
             .clicked()
         {
             *draft = in_force.clone();
+            // the error was about the draft just reverted (#62: it stayed)
+            view.last_result = None;
+        }
+        // parallel 2 or more is refused with preemption on: offer the way that works
+        if draft.parallel >= 2 && view.in_force.solo_priority && !view.applying {
+            ui.label("parallel 2 or more needs preemption off");
+            if ui
+                .button("Turn preemption off and apply")
+                .on_hover_text(
+                    "turns solo_priority off (streams then run to their end), then starts the \
+                     new engine with these settings",
+                )
+                .clicked()
+            {
+                q.send(Command::ApplyWithPreemptionOff(Box::new(draft.settings())));
+                view.applying = true;
+                view.last_result = None;
+            }
         }
     });
     if changed {

@@ -146,3 +146,82 @@ fn ctx_min_is_editable_while_ctx_is_0_and_not_once_a_ctx_is_set() {
         (Some(98_304.0), true)
     );
 }
+
+/// #62 item 8: what the engine chose is shown, not a greyed placeholder ("chunk_tokens 512"
+/// while the engine read 64, "gpu_layers 99" with no GPU).
+#[test]
+fn values_left_to_the_engine_show_the_value_in_force_and_where_it_came_from() {
+    let config = config();
+    let mut view = SettingsView {
+        in_force: super::super::settings_in_force::InForce {
+            chunk_tokens: 64,
+            gpu_layers: Some((0, 30, "auto-no-gpu".into())),
+            trained_ctx: 8192,
+            solo_priority: false,
+        },
+        ..SettingsView::default()
+    };
+    let mut queue = CommandQueue::default();
+    let mut harness = Harness::new_ui(|ui| settings_ui(ui, &mut view, &config, 0, &mut queue));
+    harness.run_ok();
+    for text in ["64 in force (measured)", "0 in force: no GPU found"] {
+        assert!(harness.query_by_label(text).is_some(), "no {text:?}");
+    }
+    // the default ctx 0 with ctx_min 32768 beside an 8192-token model
+    assert!(
+        harness
+            .query_by_label_contains("is above this model's trained context (8192)")
+            .is_some()
+    );
+}
+
+/// #62 item 8: a validation error stayed after Revert; `parallel` 2 with preemption on is
+/// refused, and the view offers the way that works.
+#[test]
+fn revert_clears_the_error_and_parallel_two_with_preemption_on_offers_to_turn_it_off() {
+    let config = config();
+    let mut view = SettingsView {
+        last_result: Some(Err("solo_priority with parallel 2".into())),
+        in_force: super::super::settings_in_force::InForce {
+            solo_priority: true,
+            ..Default::default()
+        },
+        ..SettingsView::default()
+    };
+    view.draft = Some(Draft {
+        parallel: 2,
+        ..Draft::of(&config)
+    });
+    let mut queue = CommandQueue::default();
+    let mut harness = Harness::new_ui(|ui| settings_ui(ui, &mut view, &config, 0, &mut queue));
+    harness.run_ok();
+    harness
+        .get_by_label("Turn preemption off and apply")
+        .click();
+    harness.run_ok();
+    drop(harness);
+    assert!(
+        matches!(
+            &queue.pending[..],
+            [Command::ApplyWithPreemptionOff(s)] if s.parallel >= 2
+        ),
+        "{:?}",
+        queue.pending
+    );
+
+    let mut view = SettingsView {
+        last_result: Some(Err("solo_priority with parallel 2".into())),
+        ..SettingsView::default()
+    };
+    view.draft = Some(Draft {
+        parallel: 2,
+        ..Draft::of(&config)
+    });
+    let mut queue = CommandQueue::default();
+    let mut harness = Harness::new_ui(|ui| settings_ui(ui, &mut view, &config, 0, &mut queue));
+    harness.run_ok();
+    assert!(harness.query_by_label_contains("not applied").is_some());
+    harness.get_by_label("Revert").click();
+    harness.run_ok();
+    assert!(harness.query_by_label_contains("not applied").is_none());
+}

@@ -6,16 +6,19 @@
 //! whose message loop (winit's) serves its menu.
 //!
 //! Menu clicks act from tray-icon's own thread (the window may be hidden, when it draws no
-//! frames): they send viewport commands and run service commands on the background runtime.
+//! frames): they show or hide the window through the window's one visibility (`Window`, so
+//! Show/Hide shows a window the close notice hid in one click) and run service commands on the
+//! background runtime. The icon registers on D-Bus even where no tray host shows it; the
+//! window asks the session bus for a host at each close (`session_bus::tray_host_seen`).
 
 use super::commands::{self, Command, TRAY};
 use super::preemption::{
     GIVE_WAY_LABEL, GiveWayMemory, Preemption, preemption_click, preemption_of,
 };
+use super::window::Window;
 use crate::control::Control;
 use crate::service::{EngineStatus, ServiceSnapshot};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
 use tray_icon::menu::{CheckMenuItem, Menu, MenuEvent, MenuItem, PredefinedMenuItem};
 use tray_icon::{Icon, TrayIcon, TrayIconBuilder};
 
@@ -139,7 +142,7 @@ impl Tray {
         ctx: egui::Context,
         control: Control,
         runtime: tokio::runtime::Handle,
-        quitting: Arc<AtomicBool>,
+        window: Window,
     ) -> Option<Self> {
         let show = MenuItem::new("Show/Hide", true, None);
         let preemption = CheckMenuItem::new(PREEMPTION_ITEM, true, false, None);
@@ -175,7 +178,6 @@ impl Tray {
                 return None;
             }
         };
-        let visible = Arc::new(AtomicBool::new(true));
         let (show_id, give_way_id, quit_id) =
             (show.id().clone(), give_way.id().clone(), quit.id().clone());
         let preemption_id = preemption.id().clone();
@@ -201,16 +203,10 @@ impl Tray {
                     tracing::info!("tray: {outcome:?}");
                 });
             } else if event.id == show_id {
-                let now_visible = !visible.fetch_xor(true, Ordering::SeqCst);
-                ctx.send_viewport_cmd(egui::ViewportCommand::Visible(now_visible));
-                if now_visible {
-                    ctx.send_viewport_cmd(egui::ViewportCommand::Focus);
-                }
+                window.show_or_hide(&ctx);
             } else if event.id == quit_id {
                 // Quit ends the app, window or not (closing the window only hides it)
-                quitting.store(true, Ordering::SeqCst);
-                ctx.send_viewport_cmd(egui::ViewportCommand::Visible(true));
-                ctx.send_viewport_cmd(egui::ViewportCommand::Close);
+                window.quit(&ctx);
             }
             ctx.request_repaint();
         }));

@@ -82,6 +82,50 @@ pub fn hover_words(
     ))
 }
 
+/// The plot's height: its dots readable beside the timeline at the window's default size.
+pub const PLOT_HEIGHT: f32 = 150.0;
+/// The least TTFT drawn (a log axis has no 0).
+const TTFT_FLOOR_SECS: f64 = 0.01;
+
+/// Where a TTFT goes on the log axis.
+pub fn log_of_seconds(secs: f64) -> f64 {
+    secs.max(TTFT_FLOOR_SECS).log10()
+}
+
+/// A log axis' mark in seconds: "0.1 s", "1 s", "100 s".
+pub fn seconds_of_log(value: f64) -> String {
+    let secs = 10f64.powf(value);
+    let digits = if secs < 1.0 {
+        (-value.floor()) as usize
+    } else {
+        0
+    };
+    format!("{secs:.digits$}\u{a0}s")
+}
+
+/// The log axis' marks: each power of ten, and 2 and 5 times it between.
+fn decades(input: egui_plot::GridInput) -> Vec<egui_plot::GridMark> {
+    let (low, high) = input.bounds;
+    let mut marks = Vec::new();
+    for decade in (low.floor() as i32 - 1)..=(high.ceil() as i32) {
+        let d = f64::from(decade);
+        marks.push(egui_plot::GridMark {
+            value: d,
+            step_size: 1.0,
+        });
+        if high - low < 4.0 {
+            for k in [2.0f64, 5.0] {
+                marks.push(egui_plot::GridMark {
+                    value: d + k.log10(),
+                    step_size: 0.1,
+                });
+            }
+        }
+    }
+    marks.retain(|m| m.value >= low && m.value <= high);
+    marks
+}
+
 /// The panel.
 ///
 /// The replaced engines' samples stay (an apply starts the service's again), on the window's
@@ -112,18 +156,19 @@ pub fn ttft_ui(ui: &mut Ui, s: &ServiceSnapshot, earlier: &Earlier) {
             ))
         })
         .collect();
-    for line in summary {
-        ui.label(line);
+    // each line in its series' colour: the legend, outside the plot, where it hides no point
+    for ((line, _), colour) in summary.iter().zip(&series).zip(COLOURS) {
+        ui.add(egui::Label::new(egui::RichText::new(line).color(colour)).wrap());
     }
     egui_plot::Plot::new("ttft")
         .id(egui::Id::unique(PLOT_ID))
-        .height(160.0)
-        .legend(egui_plot::Legend::default().position(egui_plot::Corner::LeftTop))
-        // headroom above the highest point, so the legend covers none
-        .set_margin_fraction(egui::vec2(0.05, 0.35))
-        .include_y(0.0)
+        .height(PLOT_HEIGHT)
+        .set_margin_fraction(egui::vec2(0.05, 0.1))
         .x_axis_label("seconds since the app started")
-        .y_axis_label("TTFT, s")
+        .y_axis_label("TTFT, s (log)")
+        // a log axis: 0.1 s stays apart from 0.3 s beside a 170 s outlier
+        .y_grid_spacer(decades)
+        .y_axis_formatter(|mark, _| seconds_of_log(mark.value))
         // the wheel scrolls the page it sits in
         .allow_scroll(false)
         .allow_zoom(false)
@@ -135,7 +180,10 @@ pub fn ttft_ui(ui: &mut Ui, s: &ServiceSnapshot, earlier: &Earlier) {
         })
         .show(ui, |plot| {
             for ((name, points), colour) in series.iter().zip(COLOURS) {
-                let xy: Vec<[f64; 2]> = points.iter().map(|t| [t.at_secs, t.ttft_secs]).collect();
+                let xy: Vec<[f64; 2]> = points
+                    .iter()
+                    .map(|t| [t.at_secs, log_of_seconds(t.ttft_secs)])
+                    .collect();
                 plot.points(
                     egui_plot::Points::new(name.clone(), xy)
                         .color(colour)
@@ -210,6 +258,24 @@ mod tests {
         s.ttft = samples[..1].to_vec().into();
         let harness = Harness::new_ui(|ui| ttft_ui(ui, &s, &Earlier::default()));
         harness.get_by_label("claude-cli: p50 0.20 s, p95 0.20 s (1 request)");
+    }
+
+    #[test]
+    fn the_axis_is_logarithmic_so_a_tenth_of_a_second_stays_apart_from_minutes() {
+        assert_eq!(seconds_of_log(log_of_seconds(0.1)), "0.1\u{a0}s");
+        assert_eq!(seconds_of_log(log_of_seconds(170.0)), "170\u{a0}s");
+        assert_eq!(seconds_of_log(0.0), "1\u{a0}s");
+        // 0.1 s and 0.3 s are as far apart as 10 s and 30 s
+        let near = log_of_seconds(0.3) - log_of_seconds(0.1);
+        let far = log_of_seconds(30.0) - log_of_seconds(10.0);
+        assert!((near - far).abs() < 1e-9);
+        let marks = decades(egui_plot::GridInput {
+            bounds: (-1.2, 2.3),
+            base_step_size: 0.1,
+        });
+        let values: Vec<String> = marks.iter().map(|m| seconds_of_log(m.value)).collect();
+        assert!(values.contains(&"0.1\u{a0}s".to_owned()), "{values:?}");
+        assert!(values.contains(&"100\u{a0}s".to_owned()), "{values:?}");
     }
 
     #[test]

@@ -51,7 +51,7 @@ pub use cost::{COST_WINDOW_SECS, CostClass, CostView, FinishedRequest, cost_view
 pub use event_log::{LOG_ENTRIES_MAX, LengthRefusal, LogEntry, LogKind, SharedLog};
 pub use failure_words::{failure_headline, what_to_try};
 pub use observed::{GaveWayRule, Observed, ParkReason, Winner};
-pub use requests::{LiveFacts, RequestRow, priority_words, request_rows};
+pub use requests::{LiveFacts, RequestRow, effective_priority_words, priority_words, request_rows};
 pub use shared::Shared;
 pub use snapshot::{
     ConversationCacheView, CountersView, EngineStatus, EngineView, ServiceSnapshot, SlotView,

@@ -251,22 +251,22 @@ fn why(
 /// A request's effective priority in words, naming what it adds to the one it was given:
 /// "priority 5", "priority 1: 0 + 1 small-request boost".
 pub fn priority_words(r: &RequestRow) -> String {
+    effective_priority_words(r.priority, r.effective_priority, r.boost, r.aging)
+}
+
+/// The same from its parts (the window's Waiting section says it so too).
+pub fn effective_priority_words(priority: i32, effective: i64, boost: i64, aging: i64) -> String {
     let mut added = Vec::new();
-    if r.boost > 0 {
-        added.push(format!("{} small-request boost", r.boost));
+    if boost > 0 {
+        added.push(format!("{boost} small-request boost"));
     }
-    if r.aging > 0 {
-        added.push(format!("{} aging", r.aging));
+    if aging > 0 {
+        added.push(format!("{aging} aging"));
     }
     if added.is_empty() {
-        format!("priority {}", r.effective_priority)
+        format!("priority {effective}")
     } else {
-        format!(
-            "priority {}: {} + {}",
-            r.effective_priority,
-            r.priority,
-            added.join(" + ")
-        )
+        format!("priority {effective}: {priority} + {}", added.join(" + "))
     }
 }
 

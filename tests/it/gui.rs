@@ -134,10 +134,11 @@ fn parked_and_waiting_rows_render_a_starving_request_is_highlighted_and_cancel_w
     wait(&rt, &server, "one waits", |s| s.waiting.len() == 1);
     frames(&mut harness, &rt, 0.8);
 
-    // the running row's why: solo_priority is on, so it says when it may be paused
+    // the running row's why: solo_priority is on, and R7's outlook says the first in line
+    // ranks lower (#62: the why is the scheduler's own verdict)
     assert!(
         harness
-            .query_by_label_contains("decoding; a higher priority may pause it")
+            .query_by_label_contains("ranks lower: only a higher priority pauses it")
             .is_some(),
         "no why for the decoding row"
     );
@@ -163,9 +164,10 @@ fn parked_and_waiting_rows_render_a_starving_request_is_highlighted_and_cancel_w
         harness.query_by_label_contains("tokens to read").is_some(),
         "no waiting row"
     );
+    // in the Waiting section and in the request's own row (#62)
     assert!(
-        harness.query_by_label_contains("starving").is_some(),
-        "not highlighted"
+        harness.query_all_by_label_contains("starving").count() >= 2,
+        "not highlighted in both places"
     );
     assert!(harness.query_by_label("pauses").is_some());
     assert!(

@@ -1,6 +1,7 @@
 //! The app's lifecycle under egui_kittest: the window shows a start that fails (a port in use,
 //! a model file missing, a bad config) in words with what to do, and closing the window keeps
-//! the app serving in the tray (a notice the first time), a stream in flight completing.
+//! the app serving in the tray (a notice the first time), a stream in flight completing, or,
+//! where no tray host shows the icon, minimised (the notice says why, each time).
 
 use crate::support::{runtime, worker_exe};
 use egui_kittest::Harness;
@@ -91,8 +92,33 @@ fn a_bad_config_is_shown_in_the_window() {
     );
 }
 
+/// The root viewport's commands in the last frame's output.
+fn commands(harness: &Harness<'_>) -> Vec<egui::ViewportCommand> {
+    harness
+        .output()
+        .viewport_output
+        .get(&egui::ViewportId::ROOT)
+        .map(|o| o.commands.clone())
+        .unwrap_or_default()
+}
+
+/// A close request from the window system, and the commands the frame answered with.
+fn close(harness: &mut Harness<'_>) -> Vec<egui::ViewportCommand> {
+    harness
+        .input_mut()
+        .viewports
+        .entry(egui::ViewportId::ROOT)
+        .or_default()
+        .events
+        .push(egui::ViewportEvent::Close);
+    harness.step();
+    commands(harness)
+}
+
 /// Closing the window with a tray: the first time a notice says the app keeps serving; the
-/// window hides; a stream in flight completes; the next close hides at once.
+/// window hides; the tray's Show/Hide shows it in one click (regression, #62: the tray kept
+/// its own flag, which missed the notice's hide, so it took two); a stream in flight
+/// completes; the next close hides at once.
 #[test]
 fn closing_the_window_keeps_serving_in_the_tray_and_a_stream_in_flight_completes() {
     let rt = runtime();
@@ -103,6 +129,7 @@ fn closing_the_window_keeps_serving_in_the_tray_and_a_stream_in_flight_completes
     let control = running.control.clone();
     let mut dashboard = Dashboard::with_control(control.clone(), addr, rt.handle().clone());
     dashboard.set_has_tray(true);
+    let window = dashboard.window();
     let mut harness = Harness::new_ui(|ui| dashboard.ui(ui));
     rt.block_on(async {
         let started = Instant::now();
@@ -137,43 +164,38 @@ fn closing_the_window_keeps_serving_in_the_tray_and_a_stream_in_flight_completes
             tokio::time::sleep(Duration::from_millis(10)).await;
         }
     });
-    let close = |harness: &mut Harness<'_>| {
-        harness
-            .input_mut()
-            .viewports
-            .entry(egui::ViewportId::ROOT)
-            .or_default()
-            .events
-            .push(egui::ViewportEvent::Close);
-        harness.step();
-        harness
-            .output()
-            .viewport_output
-            .get(&egui::ViewportId::ROOT)
-            .map(|o| o.commands.clone())
-            .unwrap_or_default()
-    };
-    let commands = close(&mut harness);
+    let closed = close(&mut harness);
     assert!(
-        commands.contains(&egui::ViewportCommand::CancelClose),
-        "the window closed: {commands:?}"
+        closed.contains(&egui::ViewportCommand::CancelClose),
+        "the window closed: {closed:?}"
     );
     harness.step();
     harness.get_by_label("Strata Desk keeps serving");
     harness.get_by_label("Hide to tray").click();
     harness.step();
-    let hidden = harness
-        .output()
-        .viewport_output
-        .get(&egui::ViewportId::ROOT)
-        .is_some_and(|o| o.commands.contains(&egui::ViewportCommand::Visible(false)));
+    let hidden = commands(&harness).contains(&egui::ViewportCommand::Visible(false));
     assert!(hidden, "the window was not hidden");
-    // the next close hides at once
-    let commands = close(&mut harness);
+    // the tray's Show/Hide (what its menu's handler calls) shows it in one click
+    let ctx = harness.ctx.clone();
     assert!(
-        commands.contains(&egui::ViewportCommand::CancelClose)
-            && commands.contains(&egui::ViewportCommand::Visible(false)),
-        "{commands:?}"
+        window.show_or_hide(&ctx),
+        "the tray's first click hid it again"
+    );
+    harness.step();
+    let shown = commands(&harness);
+    for expected in [
+        egui::ViewportCommand::Visible(true),
+        egui::ViewportCommand::Minimized(false),
+        egui::ViewportCommand::Focus,
+    ] {
+        assert!(shown.contains(&expected), "{expected:?} not in {shown:?}");
+    }
+    // the next close hides at once
+    let closed = close(&mut harness);
+    assert!(
+        closed.contains(&egui::ViewportCommand::CancelClose)
+            && closed.contains(&egui::ViewportCommand::Visible(false)),
+        "{closed:?}"
     );
     // the server went on: the stream completes whole
     let answer = rt.block_on(stream).unwrap();
@@ -186,13 +208,66 @@ fn closing_the_window_keeps_serving_in_the_tray_and_a_stream_in_flight_completes
     rt.block_on(running.stop());
 }
 
-/// Without a tray (Linux without a session bus), closing quits (and the app says so).
+/// What a close does: quit when chosen or with `close_to_tray: false`; hide to the tray only
+/// where a tray host shows the icon; elsewhere ask each time (minimise, or quit).
 #[test]
-fn without_a_tray_closing_quits() {
+fn a_close_hides_to_the_tray_only_where_a_tray_host_shows_the_icon() {
     use strata_desk::gui::{CloseAction, close_action};
-    assert_eq!(close_action(false, true, false, false), CloseAction::Quit);
+    assert_eq!(
+        close_action(false, true, false, false),
+        CloseAction::NoTrayNotice
+    );
+    assert_eq!(
+        close_action(false, true, false, true),
+        CloseAction::NoTrayNotice
+    );
+    assert_eq!(close_action(false, false, false, false), CloseAction::Quit);
     assert_eq!(close_action(true, false, false, false), CloseAction::Quit);
     assert_eq!(close_action(true, true, true, true), CloseAction::Quit);
+    assert_eq!(close_action(false, true, true, false), CloseAction::Quit);
     assert_eq!(close_action(true, true, false, false), CloseAction::Notice);
     assert_eq!(close_action(true, true, false, true), CloseAction::Hide);
+}
+
+/// Regression (#62): where the icon registered on D-Bus but no tray host showed it (GNOME
+/// without the extension), "Hide to tray" left no way back. Without a host, closing says why
+/// and minimises, each time, and Quit now still quits.
+#[test]
+fn without_a_tray_host_closing_minimises_and_says_why() {
+    let rt = runtime();
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("config.json");
+    std::fs::write(&path, r#"{"engine": "sim"}"#).unwrap();
+    let (running, addr) = crate::support::app_server(&rt, &path);
+    let mut dashboard = Dashboard::with_control(running.control.clone(), addr, rt.handle().clone());
+    dashboard.set_has_tray(false);
+    let window = dashboard.window();
+    let mut harness = Harness::new_ui(|ui| dashboard.ui(ui));
+    for _ in 0..2 {
+        let closed = close(&mut harness);
+        assert!(
+            closed.contains(&egui::ViewportCommand::CancelClose),
+            "the window closed: {closed:?}"
+        );
+        harness.step();
+        harness.get_by_label_contains("No tray shows Strata Desk's icon here");
+        assert!(harness.query_by_label("Hide to tray").is_none());
+        harness.get_by_label("Minimise").click();
+        harness.step();
+        let sent = commands(&harness);
+        assert!(
+            sent.contains(&egui::ViewportCommand::Minimized(true))
+                && !sent.contains(&egui::ViewportCommand::Visible(false)),
+            "{sent:?}"
+        );
+        assert!(!window.is_hidden());
+    }
+    close(&mut harness);
+    harness.step();
+    harness.get_by_label("Quit now").click();
+    harness.step();
+    assert!(window.quitting());
+    assert!(commands(&harness).contains(&egui::ViewportCommand::Close));
+    drop(harness);
+    rt.block_on(running.stop());
 }

@@ -53,5 +53,7 @@ mod models_hub_hostile;
 mod platform;
 mod rollback;
 mod room_real;
+#[cfg(target_os = "linux")]
+mod second_start;
 mod sliding_window;
 mod support;

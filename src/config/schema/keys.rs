@@ -374,9 +374,9 @@ pub const KEYS: &[Key] = &[
         Restart,
         None,
         None,
-        "window only: closing the window keeps the server and the engine running in the tray \
-         (Quit in the tray ends the app); `false`, or no tray (Linux without a session bus), \
-         and closing quits",
+        "window only: closing the window keeps the server and the engine running, hidden in the \
+         tray where a tray host shows the icon (Quit in the tray ends the app), else minimised \
+         (each close asks: Minimise, or Quit now); `false`, and closing quits",
     ),
     key(
         "recent_models",

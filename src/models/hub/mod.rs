@@ -69,7 +69,10 @@ pub enum HubError {
         "the hub lists a file '{file}' whose path {why}: not downloaded (a file is kept only under a name every platform keeps inside the models folder)"
     )]
     UnsafeName { file: String, why: String },
-    #[error("cannot reach {url}: {detail}")]
+    /// `detail` does not repeat `url` (reqwest's own words name it).
+    #[error(
+        "No connection to the hub; check the network or proxy, or set HF_ENDPOINT ({url}: {detail})"
+    )]
     Network { url: String, detail: String },
     #[error("{0}")]
     Header(#[from] HeaderError),
@@ -437,8 +440,12 @@ pub fn fetch_pinned(
 }
 
 fn network(url: &str, e: &reqwest::Error) -> HubError {
-    // reqwest's Display stops at the outermost error; the cause says what failed
-    let mut detail = e.to_string();
+    // reqwest's Display stops at the outermost error; the cause says what failed. Its words
+    // name the URL, said once already.
+    let mut detail = match e.url() {
+        Some(named) => e.to_string().replace(&format!(" for url ({named})"), ""),
+        None => e.to_string(),
+    };
     let mut source = std::error::Error::source(e);
     while let Some(s) = source {
         detail = format!("{detail}: {s}");
