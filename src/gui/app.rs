@@ -101,7 +101,8 @@ pub struct Dashboard {
     /// The log lines of the engines an apply replaced, oldest first, each with whether it
     /// is an interruption (the filter's "interruptions only").
     earlier_log: VecDeque<(bool, String)>,
-    confirm_restart: bool,
+    /// When the restart's question was asked (egui's clock), while it waits for an answer.
+    confirm_restart: Option<f64>,
     /// The `give_way` the give-way switch puts back.
     give_way_memory: GiveWayMemory,
     requests_view: RequestsView,
@@ -133,7 +134,7 @@ impl Dashboard {
             commands: CommandQueue::default(),
             log: VecDeque::new(),
             earlier_log: VecDeque::new(),
-            confirm_restart: false,
+            confirm_restart: None,
             give_way_memory: GiveWayMemory::default(),
             requests_view: RequestsView::default(),
             log_filter: LogFilter::default(),

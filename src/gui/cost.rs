@@ -169,11 +169,29 @@ pub fn finished_ui(ui: &mut Ui, s: &ServiceSnapshot) {
                 "{} ({from}priority {}, {}, {}{NBSP}tokens): {}",
                 f.client_id,
                 f.priority,
-                f.outcome,
+                outcome_words(s, f),
                 f.output_tokens,
                 ended_words(s, f)
             ),
         );
+    }
+}
+
+/// Its outcome; a failure with its reason, as the log's end of it says ("failed: engine
+/// restarted"; #62: the Ended line said only "failed").
+fn outcome_words(s: &ServiceSnapshot, f: &FinishedRequest) -> String {
+    if f.outcome != "failed" {
+        return f.outcome.to_owned();
+    }
+    let error = s.log.iter().rev().find_map(|e| match &e.event {
+        crate::service::Observed::Ended {
+            error: Some(error), ..
+        } if e.request_id == Some(f.request_id) => Some(error.clone()),
+        _ => None,
+    });
+    match error {
+        Some(error) => format!("failed: {error}"),
+        None => "failed".to_owned(),
     }
 }
 

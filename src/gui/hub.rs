@@ -8,7 +8,7 @@ use super::hub_commands::HubFailure;
 use crate::models::curated::{CLASSES, CuratedList, curated};
 use crate::models::hub::{DownloadProgress, HubModel};
 use crate::models::hub_rows::{HubListing, HubRow};
-use crate::models::pull::{gigabytes, progress_words};
+use crate::models::pull::progress_words;
 use egui::{Color32, RichText, Ui};
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
@@ -228,7 +228,10 @@ fn file_row_ui(
     };
     ui.horizontal(|ui| {
         ui.label(&row.model.name);
-        ui.label(format!("{}{parts}", gigabytes(row.model.size_bytes())));
+        ui.label(format!(
+            "{}{parts}",
+            super::units::bytes_words(row.model.size_bytes())
+        ));
         let colour = match row.fit.map(|f| f.verdict) {
             Some(crate::models::fit::Verdict::OnGpu) => Color32::from_rgb(60, 160, 60),
             Some(crate::models::fit::Verdict::DoesNotFit { .. }) => Color32::from_rgb(220, 60, 40),

@@ -130,8 +130,8 @@ fn a_listing_shows_each_files_fit_a_download_in_progress_and_cancel_and_use_work
     for text in [
         "fits on the GPU up to 32768 tokens of context (estimate)",
         "fits with 9 of 28 layers on the CPU up to 32768 tokens of context (estimate)",
-        "4.68 GB",
-        "8.10 GB",
+        "4.4\u{a0}GiB",
+        "7.5\u{a0}GiB",
         "qwen2.5-coder-7b-instruct-q8_0.gguf: 2.02 GB of 8.10 GB, 25 %, 45.0 MB/s, 2 min 15 s left",
         "    the list says Hermes tool calls; its template says Xml",
     ] {

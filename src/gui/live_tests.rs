@@ -185,7 +185,7 @@ pub fn draw(s: &ServiceSnapshot, size: [f32; 2]) -> Drawn {
         CommandQueue::default(),
         LogFilter::default(),
     );
-    let mut confirm = false;
+    let mut confirm = None;
     let mut harness = Harness::builder().with_size(size).build_ui(|ui| {
         egui::Panel::top("engine").show(ui, |ui| {
             super::panels::engine_ui(ui, s, &mut confirm, &mut q);

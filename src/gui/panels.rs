@@ -10,12 +10,17 @@ use egui::{Color32, Ui};
 
 /// Model, state, KV use and the Restart button (which first says what a restart does to the
 /// requests in flight, R10).
+/// How long the restart's question waits for an answer before it closes (no restart).
+pub const CONFIRM_SECS: f64 = 30.0;
+
 pub fn engine_ui(
     ui: &mut Ui,
     s: &ServiceSnapshot,
-    confirm_restart: &mut bool,
+    confirm_restart: &mut Option<f64>,
     q: &mut CommandQueue,
 ) {
+    // egui's clock: a question nobody answers closes by itself (#62: it stayed for minutes)
+    let now = ui.input(|i| i.time);
     // wrapped: a real model's file, sizes and context are wider than the window
     ui.horizontal_wrapped(|ui| {
         ui.strong("Engine");
@@ -27,7 +32,8 @@ pub fn engine_ui(
             EngineStatus::Failed(_) if s.engine.needs_retry => "failed (see below)".to_owned(),
             EngineStatus::Failed(reason) => format!("failed: {reason}"),
         };
-        ui.label(format!("{} - {state}", display_model(s)));
+        ui.label(format!("{} - {state}", display_model(s)))
+            .on_hover_text(format!("its GGUF title: {}", s.engine.model));
         if !s.engine.model_file.is_empty() {
             ui.weak(model_words(s)).on_hover_text(
                 "the model's file and size, its quantization and parameters; the memory of its \
@@ -72,22 +78,29 @@ pub fn engine_ui(
             if in_flight == 0 {
                 q.send(Command::RestartEngine);
             } else {
-                *confirm_restart = true;
+                *confirm_restart = Some(now);
             }
         }
     });
     if let Some(device) = s.engine.device.as_ref().filter(|_| !s.engine.simulated) {
         ui.horizontal_wrapped(|ui| device_ui(ui, device, s.engine.threads));
     }
-    if *confirm_restart {
+    if confirm_restart.is_some_and(|asked| now - asked > CONFIRM_SECS) {
+        *confirm_restart = None;
+    }
+    if let Some(asked) = *confirm_restart {
+        // the countdown moves with no snapshot
+        ui.ctx()
+            .request_repaint_after(std::time::Duration::from_secs(1));
         let running = s.slots.iter().filter(|x| x.request_id.is_some()).count();
         ui.horizontal(|ui| {
             ui.colored_label(
                 STARVING,
                 format!(
-                    "A restart fails {running} running and {} parked request(s) with \"engine restarted\"; {} waiting stay queued.",
+                    "A restart fails {running} running and {} parked request(s) with \"engine restarted\"; {} waiting stay queued. (This question closes in {:.0} s.)",
                     s.parked.len(),
-                    s.waiting.len()
+                    s.waiting.len(),
+                    (CONFIRM_SECS - (now - asked)).max(0.0)
                 ),
             );
             if ui
@@ -96,14 +109,14 @@ pub fn engine_ui(
                 .clicked()
             {
                 q.send(Command::RestartEngine);
-                *confirm_restart = false;
+                *confirm_restart = None;
             }
             if ui
                 .button("Keep running")
                 .on_hover_text("no restart")
                 .clicked()
             {
-                *confirm_restart = false;
+                *confirm_restart = None;
             }
         });
     }
@@ -146,11 +159,14 @@ pub fn model_words(s: &ServiceSnapshot) -> String {
     line
 }
 
+/// The model by the id clients use (its file's stem, which names the size, the fine-tune and
+/// the quantization: "SmolLM2-135M-Instruct.Q4_1"), not its GGUF title ("Smollm2 135M 8k
+/// Lc100K Mix1 Ep2"), which the hover gives.
 fn display_model(s: &ServiceSnapshot) -> &str {
-    if s.engine.model.is_empty() {
-        "(no model yet)"
-    } else {
-        &s.engine.model
+    match (s.engine.model_id.as_str(), s.engine.model.as_str()) {
+        ("", "") => "(no model yet)",
+        ("", title) => title,
+        (id, _) => id,
     }
 }
 
@@ -406,6 +422,55 @@ mod tests {
         assert_eq!(percentiles(&mut v), Some((50.0, 95.0)));
         assert_eq!(percentiles(&mut [3.0]), Some((3.0, 3.0)));
         assert_eq!(percentiles(&mut []), None);
+    }
+
+    /// #62 item 7: an unanswered restart question stayed up for minutes; it closes by itself
+    /// after `CONFIRM_SECS`, restarting nothing.
+    #[test]
+    fn an_unanswered_restart_question_closes_by_itself_and_restarts_nothing() {
+        let mut s = crate::service::ServiceSnapshot::starting(
+            crate::service::SchedulerSettings::default(),
+            1,
+            false,
+        );
+        s.engine.status = crate::service::EngineStatus::Ready;
+        s.slots = vec![crate::service::SlotView {
+            slot: crate::scheduler::SlotView {
+                id: 0,
+                state: crate::scheduler::SlotStatus::Decoding,
+                request_id: Some(crate::ids::RequestId(1)),
+                seq: None,
+                priority: Some(0),
+                prompt_tokens: 10,
+                held_tokens: 12,
+                read_tokens: 10,
+                generated_tokens: 2,
+                has_lane: false,
+                effective_priority: Some(0),
+                boost: 0,
+                run_secs: 1.0,
+                pausable_in_secs: None,
+            },
+            tokens_per_sec: None,
+        }];
+        let mut asked = None;
+        let mut q = super::CommandQueue::default();
+        let mut harness = Harness::builder()
+            .with_step_dt(0.5)
+            .build_ui(|ui| super::engine_ui(ui, &s, &mut asked, &mut q));
+        harness.step();
+        harness.get_by_label("Restart engine").click();
+        harness.step();
+        harness.step();
+        assert!(harness.query_by_label("Restart now").is_some());
+        // half a second a frame: past CONFIRM_SECS
+        for _ in 0..(2 * super::CONFIRM_SECS as usize + 4) {
+            harness.step();
+        }
+        assert!(harness.query_by_label("Restart now").is_none());
+        drop(harness);
+        assert!(asked.is_none());
+        assert!(q.pending.is_empty(), "{:?}", q.pending);
     }
 }
 

@@ -67,7 +67,7 @@ const WIDTH: f32 = 1100.0;
 /// [`real_model`] in a window of the default width.
 fn right_edge_of(label: &str) -> f32 {
     let s = real_model();
-    let (mut confirm, mut queue) = (false, CommandQueue::default());
+    let (mut confirm, mut queue) = (None, CommandQueue::default());
     let mut harness = Harness::builder()
         .with_size(egui::vec2(WIDTH, 300.0))
         .build_ui(|ui| engine_ui(ui, &s, &mut confirm, &mut queue));
@@ -97,7 +97,7 @@ fn the_device_line_names_the_cpu_variant_within_the_window() {
 /// The engine panel's labels, drawn at the default width.
 fn engine_labels(s: &ServiceSnapshot) -> Vec<String> {
     use egui_kittest::kittest::NodeT as _;
-    let (mut confirm, mut queue) = (false, CommandQueue::default());
+    let (mut confirm, mut queue) = (None, CommandQueue::default());
     let mut harness = Harness::builder()
         .with_size(egui::vec2(WIDTH, 300.0))
         .build_ui(|ui| engine_ui(ui, s, &mut confirm, &mut queue));

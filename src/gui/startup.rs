@@ -111,7 +111,8 @@ pub fn startup_ui(ui: &mut egui::Ui, startup: &Startup, quit: &mut bool) {
     match startup {
         Startup::Fetching { stage, since } => {
             ui.label(format!(
-                "Fetching the default model (SmolLM2-135M-Instruct, 93 MB), once: {} ({:.0} s)",
+                "Fetching the default model (SmolLM2-135M-Instruct, {}), once: {} ({:.0} s)",
+                super::units::bytes_words(crate::models::DEFAULT_MODEL_BYTES),
                 stage.words(),
                 since.elapsed().as_secs_f64()
             ));

@@ -95,6 +95,16 @@ fn restart_restarts_the_engine_and_asks_first_when_requests_are_in_flight() {
     wait(&rt, &server, "the engine came back again", |s| {
         s.counters.engine_restarts == 2
     });
+    // the Ended line gives the reason (#62: it said only "failed")
+    frames(&mut harness, &rt, 0.2);
+    // the log's line and the Ended line
+    assert_eq!(
+        harness
+            .query_all_by_label_contains("failed: engine restarted")
+            .count(),
+        2,
+        "the Ended line does not say why it failed"
+    );
 }
 
 #[test]
