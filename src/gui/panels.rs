@@ -435,9 +435,9 @@ mod tests {
         );
         s.engine.status = crate::service::EngineStatus::Ready;
         s.slots = vec![crate::service::SlotView {
-            slot: crate::scheduler::SlotView {
+            slot: crate::service::SchedulerSlotView {
                 id: 0,
-                state: crate::scheduler::SlotStatus::Decoding,
+                state: crate::service::SlotStatus::Decoding,
                 request_id: Some(crate::ids::RequestId(1)),
                 seq: None,
                 priority: Some(0),
