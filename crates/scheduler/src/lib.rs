@@ -215,8 +215,7 @@ impl Scheduler {
     /// nothing).
     pub fn admit(&mut self, request: NewRequest, now: Now) -> Result<Outcome, Refused> {
         let admitted = self.on_arrived(request, now);
-        self.decide(now);
-        let outcome = std::mem::take(&mut self.out);
+        let outcome = self.decided(now);
         admitted
             .map(|()| outcome.clone())
             .map_err(|refusal| Refused { refusal, outcome })
@@ -225,6 +224,12 @@ impl Scheduler {
     /// Handles one event at time `now`; returns the actions to execute, in order.
     pub fn handle(&mut self, event: Event, now: Now) -> Outcome {
         self.dispatch(event, now);
+        self.decided(now)
+    }
+
+    /// The decision pass after an arrival or an event, R7's outlook as it leaves things
+    /// (an arrival changes who is first in line too), and the actions.
+    fn decided(&mut self, now: Now) -> Outcome {
         self.decide(now);
         self.outlook = self.pause_outlook(now);
         std::mem::take(&mut self.out)
