@@ -76,9 +76,6 @@ pub struct ServeArgs {
     /// the paths on this machine are listed below].
     #[arg(long)]
     pub config: Option<PathBuf>,
-    /// A GGUF model [default: SmolLM2-135M-Instruct, fetched on first use].
-    #[arg(long)]
-    pub model: Option<PathBuf>,
     /// `llama` (the real engine) or `sim` (the simulated engine, labelled as such everywhere)
     /// [default: llama].
     #[arg(long, value_enum)]
@@ -94,13 +91,6 @@ pub struct ServeArgs {
     /// environment variable STRATA_API_KEY [default: none].
     #[arg(long, value_name = "KEY")]
     pub api_key: Option<String>,
-    /// Slots decoding together [default: 1].
-    #[arg(long)]
-    pub parallel: Option<u32>,
-    /// Engine sequences over the KV pool: every live request and kept conversation has its
-    /// own, at most 256 [default: max(16, parallel + 1)].
-    #[arg(long)]
-    pub kv_sequences: Option<u32>,
     /// Output tokens for a request that asks no limit [default: the rest of the context].
     #[arg(long)]
     pub max_output_tokens_default: Option<u32>,
@@ -111,49 +101,16 @@ pub struct ServeArgs {
     /// Opt-in solo preemption (needs parallel 1) [default: off].
     #[arg(long)]
     pub solo_priority: bool,
-    /// Context size in tokens [default: 0: the largest that fits in memory, up to the
-    /// model's trained context and not below --ctx-min].
-    #[arg(long = "ctx")]
-    pub ctx: Option<u32>,
-    /// The floor of a fitted context (`--ctx 0`): layers leave the GPU before the context goes
-    /// below it [default: 32768].
-    #[arg(long = "ctx-min")]
-    pub ctx_min: Option<u32>,
     /// Prompt tokens per read chunk [default: about a quarter second of reading, measured].
     #[arg(long)]
     pub chunk_tokens: Option<u32>,
-    /// CPU threads for the engine [default: the physical cores].
-    #[arg(long)]
-    pub threads: Option<u32>,
-    /// Layers offloaded to the GPU: `auto` fits as many as the GPU's free memory holds (0
-    /// without a GPU), or a count [default: auto].
-    #[arg(long)]
-    pub gpu_layers: Option<crate::config::GpuLayers>,
-    /// The most GPU memory the engine may take, to leave room for the desktop and other
-    /// programs: MiB, or with a unit (`6GiB`) [default: 0: no limit].
-    #[arg(long)]
-    pub gpu_memory_limit: Option<crate::config::GpuMemoryLimit>,
-    /// The device: `auto` (the GPU with the most free memory), `cpu`, or a device llama.cpp
-    /// lists (`Vulkan0`, or its description, as `/health` and the window show) [default:
-    /// auto].
-    #[arg(long)]
-    pub device: Option<String>,
-    /// llama.cpp's flash attention [default: auto].
-    #[arg(long, value_enum)]
-    pub flash_attn: Option<crate::config::FlashAttn>,
-    /// The KV cache's element type [default: f16].
-    #[arg(long, value_enum)]
-    pub kv_type: Option<crate::config::KvType>,
-    /// A sliding-window model's (Gemma 3, gpt-oss) window layers keep the whole context: a
-    /// conversation continues from any token it shares, at a cost in memory and speed
-    /// [default: off: only a conversation the prompt extends whole continues].
-    #[arg(long)]
-    pub swa_full: bool,
-    /// llama.cpp's CPU code: `auto` (the best variant this CPU runs, passing over those that
-    /// crashed on it; `auto` here also forgets that record) or a variant's name (`zen4`;
-    /// `--version` names the one auto takes) [default: auto].
-    #[arg(long)]
-    pub cpu_code: Option<String>,
+    /// The engine's settings (the config file's keys of the same names).
+    #[command(flatten)]
+    pub engine_settings: crate::config::EngineSettings,
+    /// The engine settings' flags given on the command line (their config keys): only these
+    /// override the file ([`Cli::from_matches`] fills it).
+    #[arg(skip)]
+    pub engine_flags_given: Vec<String>,
     /// How the window is drawn [default: glow; wgpu needs a build with `--features wgpu`].
     #[arg(long, value_enum)]
     pub renderer: Option<crate::config::Renderer>,
@@ -171,14 +128,44 @@ impl Cli {
     /// Parses the command line (exiting on an error, `--help` or `--version`); `--help` ends
     /// with [`after_help`], this machine's real paths.
     pub fn parse_with_paths() -> Self {
-        use clap::{CommandFactory, FromArgMatches};
+        use clap::CommandFactory;
         let mut command = Self::command().after_help(after_help());
         if std::env::args_os().any(|a| a == "--version" || a == "-V") {
             // leaked once: the process prints it and exits
             command = command.version(&*Box::leak(version_here().into_boxed_str()));
         }
         let matches = command.get_matches();
-        Self::from_arg_matches(&matches).unwrap_or_else(|e| e.exit())
+        Self::from_matches(&matches).unwrap_or_else(|e| e.exit())
+    }
+
+    /// Parses `args` as the command line (tests; no paths in `--help`).
+    pub fn try_parse_args<I, T>(args: I) -> Result<Self, clap::Error>
+    where
+        I: IntoIterator<Item = T>,
+        T: Into<std::ffi::OsString> + Clone,
+    {
+        use clap::CommandFactory;
+        Self::from_matches(&Self::command().try_get_matches_from(args)?)
+    }
+
+    /// The command line from clap's matches, with which engine settings were given (clap fills
+    /// every field, the defaults too; only a flag given may override the config file).
+    fn from_matches(matches: &clap::ArgMatches) -> Result<Self, clap::Error> {
+        use clap::FromArgMatches;
+        let mut cli = Self::from_arg_matches(matches)?;
+        let ids = crate::config::EngineSettings::augment_args(clap::Command::new("engine"));
+        cli.serve.engine_flags_given = ids
+            .get_arguments()
+            .map(|arg| arg.get_id().as_str())
+            .filter(|id| {
+                matches!(
+                    matches.value_source(id),
+                    Some(clap::parser::ValueSource::CommandLine)
+                )
+            })
+            .map(str::to_owned)
+            .collect();
+        Ok(cli)
     }
 }
 
@@ -211,11 +198,8 @@ impl ServeArgs {
     /// probed again at the next start); says so on stderr when there was a record.
     pub fn forget_cpu_record_if_asked(&self) {
         use crate::engine::cpu_code;
-        if !self
-            .cpu_code
-            .as_deref()
-            .is_some_and(crate::engine_worker::modules::is_auto)
-        {
+        let given = self.engine_flags_given.iter().any(|id| id == "cpu_code");
+        if !(given && crate::engine_worker::modules::is_auto(&self.engine_settings.cpu_code)) {
             return;
         }
         let Some(path) = cpu_code::default_record_path() else {
@@ -233,8 +217,11 @@ impl ServeArgs {
     }
 
     pub fn overrides(&self) -> crate::config::Overrides {
+        let engine_settings = crate::config::flat(&self.engine_settings)
+            .into_iter()
+            .filter(|(key, _)| self.engine_flags_given.contains(key))
+            .collect();
         crate::config::Overrides {
-            model: self.model.clone(),
             engine: self.engine,
             host: self.host,
             port: self.port,
@@ -244,22 +231,11 @@ impl ServeArgs {
                     .ok()
                     .filter(|key| !key.is_empty())
             }),
-            parallel: self.parallel,
-            kv_sequences: self.kv_sequences,
+            engine_settings,
             max_output_tokens_default: self.max_output_tokens_default,
             max_output_tokens_cap: self.max_output_tokens_cap,
             solo_priority: self.solo_priority,
-            ctx: self.ctx,
-            ctx_min: self.ctx_min,
             chunk_tokens: self.chunk_tokens,
-            threads: self.threads,
-            gpu_layers: self.gpu_layers,
-            gpu_memory_limit: self.gpu_memory_limit,
-            device: self.device.clone(),
-            flash_attn: self.flash_attn,
-            kv_type: self.kv_type,
-            swa_full: self.swa_full,
-            cpu_code: self.cpu_code.clone(),
             renderer: self.renderer,
             sim_faults: self.sim_fault.clone(),
             sim_script: self.sim_script.clone(),
@@ -301,8 +277,10 @@ pub struct CpuCheckArgs {
     pub greedy: usize,
 }
 
-/// The engine worker's options: as one JSON object (how the app passes them), or as flags.
+/// The engine worker's options: as one JSON object (how the app passes them), or as flags
+/// (then a model or `--fake` is needed).
 #[derive(Debug, Clone, Args)]
+#[command(group(clap::ArgGroup::new("what_runs").required(true).args(["model", "fake", "options_json"]).multiple(true)))]
 pub struct EngineWorkerArgs {
     /// Every option as one JSON object (the fields of `WorkerOptions`); the flags are then
     /// not read.
@@ -449,7 +427,7 @@ mod tests {
             .get_arguments()
             .filter_map(|a| a.get_long().map(|l| format!("--{l}")))
             .collect();
-        for key in crate::config::schema::KEYS {
+        for key in crate::config::schema::keys() {
             if let Some(flag) = key.flag {
                 assert!(longs.iter().any(|l| l == flag), "{flag} of `{}`", key.name);
             }
@@ -464,7 +442,7 @@ mod tests {
             "--version",
         ];
         for long in &longs {
-            let named = crate::config::schema::KEYS
+            let named = crate::config::schema::keys()
                 .iter()
                 .any(|k| k.flag == Some(long.as_str()));
             assert!(
@@ -479,5 +457,29 @@ mod tests {
         assert!(Cli::try_parse_from(["strata-desk", "engine-worker"]).is_err());
         assert!(Cli::try_parse_from(["strata-desk", "engine-worker", "--fake"]).is_ok());
         assert!(Cli::try_parse_from(["strata-desk", "engine-worker", "--model", "m.gguf"]).is_ok());
+    }
+
+    /// An engine setting's flag overrides the config file only when given: clap fills every
+    /// field with its default, and those must not overwrite the file's values.
+    #[test]
+    fn an_engine_flag_given_overrides_the_file_and_one_not_given_leaves_it() {
+        let cli = Cli::try_parse_args(["strata-desk", "--ctx", "4096", "--swa-full"]).unwrap();
+        let overrides = cli.serve.overrides();
+        let mut given: Vec<&str> = overrides
+            .engine_settings
+            .keys()
+            .map(String::as_str)
+            .collect();
+        given.sort_unstable();
+        assert_eq!(given, ["ctx", "swa_full"]);
+        assert_eq!(overrides.engine_settings["ctx"], 4096);
+        let none = Cli::try_parse_args(["strata-desk"])
+            .unwrap()
+            .serve
+            .overrides();
+        assert!(none.engine_settings.is_empty());
+        // the worker's old flag for `parallel` still parses
+        let old = Cli::try_parse_args(["strata-desk", "--slots", "2"]).unwrap();
+        assert_eq!(old.serve.overrides().engine_settings["parallel"], 2);
     }
 }

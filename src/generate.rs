@@ -66,12 +66,12 @@ pub async fn generate(
     messages.push(ChatMessage::new("user", &args.prompt));
     let prompt = tokenizer.tokenize_segments(&template.render(&messages)?);
 
-    let options = WorkerOptions {
+    let options = WorkerOptions::of(crate::protocol::EngineSettings {
         ctx_tokens: args.ctx_tokens,
         threads: args.threads,
         gpu_layers: args.gpu_layers,
-        ..WorkerOptions::for_model(model)
-    };
+        ..crate::protocol::EngineSettings::for_model(model)
+    });
     let started = Instant::now();
     // One start: a command-line run reports a worker that cannot start rather than retry.
     let mut process = EngineProcess::start(&WorkerLaunch::new(worker_exe, options), 1).await?;

@@ -3,7 +3,7 @@
 //! `--headless` ([`run_headless`], until a signal) run it through [`start_on`].
 
 use crate::api::{ApiState, Prompts};
-use crate::config::{Config, ConfigError, EngineKind};
+use crate::config::{Config, ConfigError, EngineKind, EngineSettings};
 use crate::control::Control;
 use crate::engine::WorkerLaunch;
 use crate::engine_worker::{FakeOptions, WorkerOptions};
@@ -39,7 +39,7 @@ pub enum ServerError {
 /// The model a config names: its file, or the default model (fetched on first use); checked
 /// to be a readable GGUF.
 fn model_of(config: &Config) -> Result<PathBuf, ServerError> {
-    let model = match &config.app.model {
+    let model = match &config.app.engine_settings.model {
         Some(path) => path.clone(),
         None => ensure_default_model()?,
     };
@@ -72,47 +72,41 @@ pub fn prepare_prompts(config: &Config) -> Result<Prompts, ServerError> {
 /// How to start a config's engine worker.
 pub fn worker_launch(config: &Config, exe: PathBuf) -> Result<WorkerLaunch, ServerError> {
     let a = &config.app;
+    let e = &a.engine_settings;
     // `cpu_code` names one of the build's variants (the config itself does not know them)
-    if a.engine == EngineKind::Llama && !crate::engine_worker::modules::is_auto(&a.cpu_code) {
+    if a.engine == EngineKind::Llama && !crate::engine_worker::modules::is_auto(&e.cpu_code) {
         let carried = crate::engine_worker::modules::carried_cpu_variants();
-        if !carried.iter().any(|v| v == a.cpu_code.trim()) {
+        if !carried.iter().any(|v| v == e.cpu_code.trim()) {
             return Err(ConfigError::UnknownCpuCode {
-                value: a.cpu_code.clone(),
+                value: e.cpu_code.clone(),
                 variants: carried.join(", "),
             }
             .into());
         }
     }
     let options = match a.engine {
-        EngineKind::Llama => WorkerOptions::for_model(model_of(config)?),
-        EngineKind::Sim => WorkerOptions::simulated(FakeOptions {
-            enabled: true,
-            kv_cells: if a.ctx > 0 { a.ctx } else { 16_384 },
-            prompt_tokens_per_sec: 2_000.0,
-            decode_steps_per_sec: 50.0,
-            script: config.sim_script.clone(),
-            faults: config.sim_faults.clone(),
-            load_secs: 0.0,
-            non_trimmable: false,
-            generation: 1,
+        EngineKind::Llama => WorkerOptions::of(EngineSettings {
+            model: Some(model_of(config)?),
+            ..e.clone()
         }),
-    };
-    let options = WorkerOptions {
-        ctx_tokens: a.ctx,
-        ctx_min_tokens: a.ctx_min,
-        slots: a.parallel,
-        kv_sequences: a.kv_sequences,
-        threads: a.threads,
-        gpu_layers: a.gpu_layers,
-        gpu_memory_limit: a.gpu_memory_limit,
-        device: a.device.clone(),
-        flash_attn: a.flash_attn,
-        kv_type: a.kv_type,
-        swa_full: a.swa_full,
-        conversation_cache_mib: a.conversation_cache_mib,
-        grammar_ms_per_token: a.grammar_ms_per_token,
-        cpu_code: a.cpu_code.clone(),
-        ..options
+        EngineKind::Sim => WorkerOptions {
+            engine: e.clone(),
+            ..WorkerOptions::simulated(FakeOptions {
+                enabled: true,
+                kv_cells: if e.ctx_tokens > 0 {
+                    e.ctx_tokens
+                } else {
+                    16_384
+                },
+                prompt_tokens_per_sec: 2_000.0,
+                decode_steps_per_sec: 50.0,
+                script: config.sim_script.clone(),
+                faults: config.sim_faults.clone(),
+                load_secs: 0.0,
+                non_trimmable: false,
+                generation: 1,
+            })
+        },
     };
     let mut launch = WorkerLaunch::new(exe, options);
     launch.cpu_record = crate::engine::cpu_code::default_record_path();

@@ -9,7 +9,8 @@
 
 use super::body::{body_bytes, parse_body};
 use super::{ApiError, ApiState, auth, browser};
-use crate::config::AppSettings;
+use crate::config::{AppSettings, ConfigError, SettingsPatch};
+use crate::control::ApplyError;
 use crate::ids::RequestId;
 use crate::service::GiveWay;
 use crate::service::SettingsChange;
@@ -148,7 +149,8 @@ pub async fn restart_engine(State(state): State<ApiState>) -> Result<Json<Value>
     })))
 }
 
-/// The settings that change live (R12). Others need an engine restart or the config file.
+/// The live switches (R12) as a body names them; the other keys of a `PATCH /v1/settings`
+/// body are sorted out before this is read.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct SettingsPatchDto {
@@ -171,40 +173,152 @@ fn give_way_by_name<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Giv
     }
 }
 
-/// `PATCH /v1/settings`: a live switch through the control plane (saved to the config file,
-/// as from the window and the tray), logged as made by the caller's key or address.
+/// `PATCH /v1/settings`: any config key, each taking effect as its schema entry says, through
+/// the control plane (saved to the config file, as from the window and the tray). The live
+/// switches change at once (logged as made by the caller's key or address); the keys of a new
+/// engine start one in place of this one (with rollback: if it fails, the previous settings
+/// run again and the answer says why); keys that apply only when the app starts again (`host`,
+/// `port`, `engine`, `api_keys`, ...) are saved and named in `applies_at_restart`. The whole
+/// body is validated over the settings in force before anything changes.
 pub async fn patch_settings(
     State(state): State<ApiState>,
     headers: HeaderMap,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Json<Value>, ApiError> {
     let body = body_bytes(&state, body)?;
-    let dto: SettingsPatchDto = parse_body(&body).map_err(|e| match e {
-        ApiError::BadRequest { message, param } if message.contains("unknown field") => {
-            ApiError::BadRequest {
-                message: format!(
-                    "{message}; only `solo_priority` and `give_way` change live, the rest \
-                     is set in the config file and applies when the engine restarts"
-                ),
-                param,
-            }
-        }
-        other => other,
-    })?;
+    let patch: SettingsPatch = parse_body(&body)?;
+    let parts = SortedPatch::of(patch)?;
+    let dto: SettingsPatchDto =
+        parse_body(&serde_json::to_vec(&parts.switches).unwrap_or_default())?;
     let by = match auth::presented_entry(&state.app, &headers) {
         Some((index, key)) => format!("HTTP ({})", key.display_name(index)),
         None => "HTTP (loopback)".to_owned(),
     };
+    let mut all = parts.switches.clone();
+    all.extend(parts.engine.clone());
+    all.extend(parts.saved.clone());
+    let next = state.control.config().patched(&all).map_err(config_error)?;
+    next.validate().map_err(config_error)?;
+
+    let mut not_saved = Vec::new();
     let change = SettingsChange {
         solo_priority: dto.solo_priority,
         give_way: dto.give_way,
     };
-    let changed = state.control.change_live(change, &by).await?;
+    let mut settings = state.control.config().scheduler;
+    if change != SettingsChange::default() {
+        let changed = state.control.change_live(change, &by).await?;
+        not_saved.extend(changed.not_saved);
+        settings = changed.settings;
+    }
+    if !parts.engine.is_empty() {
+        let applied = state
+            .control
+            .apply(&parts.engine)
+            .await
+            .map_err(apply_error)?;
+        not_saved.extend(applied.not_saved);
+        settings = state.control.config().scheduler;
+    }
+    if !parts.saved.is_empty() {
+        not_saved.extend(
+            state
+                .control
+                .save_for_restart(&parts.saved)
+                .map_err(config_error)?,
+        );
+    }
     Ok(Json(json!({
-        "settings": changed.settings,
-        "saved": changed.not_saved.is_none(),
-        "not_saved": changed.not_saved,
+        "settings": settings,
+        "saved": not_saved.is_empty(),
+        "not_saved": not_saved.first(),
+        "applied": parts.engine.keys().collect::<Vec<_>>(),
+        "applies_at_restart": parts.at_restart,
     })))
+}
+
+/// A `PATCH /v1/settings` body sorted by when each key takes effect.
+struct SortedPatch {
+    /// The service's live switches (`solo_priority`, `give_way`).
+    switches: SettingsPatch,
+    /// Keys that need a new engine.
+    engine: SettingsPatch,
+    /// Keys only saved: those that apply when the app starts again, and live preferences
+    /// the service does not hold (`recent_models`).
+    saved: SettingsPatch,
+    /// The names of the keys that apply at the app's restart.
+    at_restart: Vec<String>,
+}
+
+impl SortedPatch {
+    fn of(patch: SettingsPatch) -> Result<Self, ApiError> {
+        use crate::config::schema::{Applies, find};
+        let switches_known = crate::config::flat(&SettingsChange {
+            solo_priority: Some(false),
+            give_way: Some(GiveWay::Left),
+        });
+        let mut sorted = Self {
+            switches: SettingsPatch::new(),
+            engine: SettingsPatch::new(),
+            saved: SettingsPatch::new(),
+            at_restart: Vec::new(),
+        };
+        for (key, value) in patch {
+            match find(&key).map(|k| k.applies) {
+                Some(Applies::Live) if switches_known.contains_key(&key) => {
+                    sorted.switches.insert(key, value);
+                }
+                Some(Applies::Live) => {
+                    sorted.saved.insert(key, value);
+                }
+                Some(Applies::NewEngine) => {
+                    sorted.engine.insert(key, value);
+                }
+                Some(Applies::Restart) => {
+                    sorted.at_restart.push(key.clone());
+                    sorted.saved.insert(key, value);
+                }
+                None => {
+                    return Err(ApiError::bad(
+                        format!(
+                            "unknown key `{key}`: `GET /v1/settings` lists the keys and when \
+                             each takes effect"
+                        ),
+                        Some(&key),
+                    ));
+                }
+            }
+        }
+        Ok(sorted)
+    }
+}
+
+/// A setting refused: a 400 naming its key where the error does.
+fn config_error(error: ConfigError) -> ApiError {
+    let param = match &error {
+        ConfigError::OutOfBounds { key, .. } | ConfigError::OutOfRange { key, .. } => {
+            Some((*key).to_owned())
+        }
+        ConfigError::UnknownSetting { key } => Some(key.clone()),
+        ConfigError::UnknownCpuCode { .. } => Some("cpu_code".to_owned()),
+        _ => None,
+    };
+    ApiError::BadRequest {
+        message: error.to_string(),
+        param,
+    }
+}
+
+/// An apply that did not take: refused settings are a 400 (nothing was stopped); a new engine
+/// that failed is a 503 saying the previous settings run again.
+fn apply_error(error: ApplyError) -> ApiError {
+    match error {
+        ApplyError::Invalid(error) => config_error(error),
+        ApplyError::NotStarted(_) => ApiError::bad(error.to_string(), None),
+        ApplyError::EngineFailed { .. } | ApplyError::Unavailable(_) => {
+            ApiError::EngineUnavailable(error.to_string())
+        }
+    }
 }
 
 pub async fn cancel_request(
@@ -245,6 +359,27 @@ pub async fn patch_request(
 
 #[cfg(test)]
 mod tests {
+    /// The schema's live keys are the service's switches and the window's recent models
+    /// (those `PATCH /v1/settings` saves without a new engine).
+    #[test]
+    fn the_live_keys_of_the_schema_are_the_service_s_switches_and_the_recent_models() {
+        use crate::config::schema::{Applies, keys};
+        let mut live: Vec<&str> = keys()
+            .iter()
+            .filter(|k| k.applies == Applies::Live)
+            .map(|k| k.name)
+            .collect();
+        live.sort_unstable();
+        let switches = crate::config::flat(&super::SettingsChange {
+            solo_priority: Some(false),
+            give_way: Some(super::GiveWay::Left),
+        });
+        let mut expected: Vec<&str> = switches.keys().map(String::as_str).collect();
+        expected.push("recent_models");
+        expected.sort_unstable();
+        assert_eq!(live, expected);
+    }
+
     use super::{Access, admin_access, admin_allowed, request_id};
     use crate::api::ApiError;
     use crate::config::{ApiKeyEntry, AppSettings};

@@ -26,7 +26,11 @@ const KEEP_ALIVE: Duration = Duration::from_secs(10);
 /// now), its default, when a change takes effect and what values it takes.
 pub async fn settings(State(state): State<ApiState>) -> Json<serde_json::Value> {
     let live = state.service().snapshot().settings;
-    Json(crate::config::schema::describe(&state.app, &live))
+    // the app's part as the control plane holds it (a new engine's keys change with an apply)
+    Json(crate::config::schema::describe(
+        &state.control.config().app,
+        &live,
+    ))
 }
 
 pub async fn scheduler(State(state): State<ApiState>) -> Json<ServiceSnapshot> {

@@ -18,7 +18,10 @@ pub enum EngineKind {
     Sim,
 }
 
-pub use crate::protocol::{DEFAULT_CTX_MIN_TOKENS, FlashAttn, GpuLayers, GpuMemoryLimit, KvType};
+pub use crate::protocol::{
+    DEFAULT_CTX_MIN_TOKENS, EngineSettings, FlashAttn, GpuLayers, GpuMemoryLimit, KvType,
+};
+pub use flat::{FlatError, changed_keys, flat};
 pub use persist::persist;
 
 impl AppSettings {
@@ -31,6 +34,7 @@ impl AppSettings {
     }
 }
 
+mod flat;
 mod persist;
 pub mod schema;
 mod validate;
@@ -218,42 +222,14 @@ impl ApiKeyEntry {
 pub const DEFAULT_FIM_PRIORITY: i64 = 5;
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(default, deny_unknown_fields)]
+#[serde(default)]
 pub struct AppSettings {
-    pub model: Option<PathBuf>,
+    /// What a new engine takes (flat in the file: `ctx`, `parallel`, ...).
+    #[serde(flatten)]
+    pub engine_settings: EngineSettings,
     pub engine: EngineKind,
     pub host: IpAddr,
     pub port: u16,
-    pub parallel: u32,
-    /// Engine sequences over the KV pool (each live request and kept conversation has its
-    /// own); 0 takes max(16, `parallel` + 1).
-    pub kv_sequences: u32,
-    /// The KV pool's cells; 0: the largest context that fits, up to the model's trained one
-    /// and not below `ctx_min`.
-    pub ctx: u32,
-    /// The floor of a fitted context (`ctx` 0).
-    pub ctx_min: u32,
-    pub threads: u32,
-    /// `auto` (the default: as many layers as fit in the GPU's free memory; 0 without a GPU)
-    /// or a count.
-    pub gpu_layers: GpuLayers,
-    /// The most GPU memory the engine may take (MiB; 0: no limit).
-    pub gpu_memory_limit: GpuMemoryLimit,
-    /// `auto` (the GPU with the most free memory), `cpu`, or a device from llama.cpp's list.
-    pub device: String,
-    /// llama.cpp's flash attention: `auto`, `on` or `off`.
-    pub flash_attn: FlashAttn,
-    /// The KV cache's element type: `f16` or `q8_0` (about half the memory).
-    pub kv_type: KvType,
-    /// A sliding-window model's window layers keep the whole context (partial conversations
-    /// continue; more memory, slower).
-    pub swa_full: bool,
-    /// llama.cpp's CPU code: `auto` (the best variant this CPU runs, passing over those that
-    /// crashed here: `engine::cpu_code`) or a variant's name (`zen4`).
-    pub cpu_code: String,
-    pub conversation_cache_mib: u64,
-    /// Most milliseconds a request's grammar may spend choosing one token.
-    pub grammar_ms_per_token: u64,
     pub api_keys: Vec<ApiKeyEntry>,
     /// Model names `/v1/models` lists besides the loaded model's (any name is served by the
     /// loaded model; the values are not read).
@@ -303,24 +279,10 @@ pub struct AppSettings {
 impl Default for AppSettings {
     fn default() -> Self {
         Self {
-            model: None,
+            engine_settings: EngineSettings::default(),
             engine: EngineKind::Llama,
             host: IpAddr::from([127, 0, 0, 1]),
             port: 8080,
-            parallel: 1,
-            kv_sequences: 0,
-            ctx: 0,
-            ctx_min: DEFAULT_CTX_MIN_TOKENS,
-            threads: 0,
-            gpu_layers: GpuLayers::Auto,
-            gpu_memory_limit: GpuMemoryLimit::default(),
-            device: "auto".to_owned(),
-            flash_attn: FlashAttn::Auto,
-            kv_type: KvType::F16,
-            swa_full: false,
-            cpu_code: "auto".to_owned(),
-            conversation_cache_mib: 1024,
-            grammar_ms_per_token: crate::protocol::DEFAULT_GRAMMAR_MS_PER_TOKEN,
             api_keys: Vec::new(),
             model_aliases: BTreeMap::new(),
             body_limit_mib: 32,
@@ -345,6 +307,10 @@ impl Default for AppSettings {
     }
 }
 
+/// A change to settings: config keys with their new values, from any entry point (the window's
+/// draft, `PATCH /v1/settings`, a live switch).
+pub type SettingsPatch = serde_json::Map<String, serde_json::Value>;
+
 /// The whole validated configuration.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Config {
@@ -368,6 +334,10 @@ pub enum ConfigError {
     Parse { path: String, message: String },
     #[error("config file {path}: unknown key `{key}`")]
     UnknownKey { path: String, key: String },
+    #[error("unknown key `{key}` (`GET /v1/settings` lists the keys)")]
+    UnknownSetting { key: String },
+    #[error("{message}")]
+    BadValue { message: String },
     #[error("`{key}` must be {bound}, got {value}")]
     OutOfBounds {
         key: &'static str,
@@ -395,30 +365,18 @@ pub enum ConfigError {
 /// Command-line overrides (each `None` keeps the file's value).
 #[derive(Debug, Clone, Default)]
 pub struct Overrides {
-    pub model: Option<PathBuf>,
     pub engine: Option<EngineKind>,
     pub host: Option<IpAddr>,
     pub port: Option<u16>,
     /// `--api-key` or `STRATA_API_KEY`: one more key in `api_keys`.
     pub api_key: Option<String>,
-    pub parallel: Option<u32>,
-    pub kv_sequences: Option<u32>,
+    /// The engine settings' flags given on the command line, by config key (`ctx`,
+    /// `parallel`): only these override the file (`cli::Cli::engine_flags_given`).
+    pub engine_settings: serde_json::Map<String, serde_json::Value>,
     pub max_output_tokens_default: Option<u32>,
     pub max_output_tokens_cap: Option<u32>,
     pub solo_priority: bool,
-    pub ctx: Option<u32>,
-    pub ctx_min: Option<u32>,
     pub chunk_tokens: Option<u32>,
-    pub threads: Option<u32>,
-    pub gpu_layers: Option<GpuLayers>,
-    pub gpu_memory_limit: Option<GpuMemoryLimit>,
-    pub device: Option<String>,
-    pub flash_attn: Option<FlashAttn>,
-    pub kv_type: Option<KvType>,
-    pub swa_full: bool,
-    /// `--cpu-code`; `auto` on the command line also forgets the CPU variants recorded as
-    /// crashing on this CPU (the server's start does that).
-    pub cpu_code: Option<String>,
     pub renderer: Option<Renderer>,
     pub sim_faults: Vec<String>,
     pub sim_script: Option<PathBuf>,
@@ -457,9 +415,6 @@ impl Config {
 
     fn apply(&mut self, o: &Overrides) {
         let a = &mut self.app;
-        if o.model.is_some() {
-            a.model.clone_from(&o.model);
-        }
         a.engine = o.engine.unwrap_or(a.engine);
         a.host = o.host.unwrap_or(a.host);
         if let Some(key) = &o.api_key
@@ -468,21 +423,11 @@ impl Config {
             a.api_keys.push(ApiKeyEntry::Plain(key.clone()));
         }
         a.port = o.port.unwrap_or(a.port);
-        a.parallel = o.parallel.unwrap_or(a.parallel);
-        a.kv_sequences = o.kv_sequences.unwrap_or(a.kv_sequences);
-        a.ctx = o.ctx.unwrap_or(a.ctx);
-        a.ctx_min = o.ctx_min.unwrap_or(a.ctx_min);
-        a.threads = o.threads.unwrap_or(a.threads);
-        a.gpu_layers = o.gpu_layers.unwrap_or(a.gpu_layers);
-        a.gpu_memory_limit = o.gpu_memory_limit.unwrap_or(a.gpu_memory_limit);
-        if let Some(device) = &o.device {
-            a.device.clone_from(device);
-        }
-        a.flash_attn = o.flash_attn.unwrap_or(a.flash_attn);
-        a.kv_type = o.kv_type.unwrap_or(a.kv_type);
-        a.swa_full |= o.swa_full;
-        if let Some(cpu_code) = &o.cpu_code {
-            a.cpu_code.clone_from(cpu_code);
+        // the flags were parsed into the same struct: their values always deserialize
+        let mut engine = flat(&a.engine_settings);
+        engine.extend(o.engine_settings.clone());
+        if let Ok(settings) = serde_json::from_value(engine.into()) {
+            a.engine_settings = settings;
         }
         a.renderer = o.renderer.unwrap_or(a.renderer);
         self.sim_faults.clone_from(&o.sim_faults);
@@ -527,37 +472,13 @@ fn parse_file(path: &Path) -> Result<Config, ConfigError> {
     let serde_json::Value::Object(map) = value else {
         return Err(parse("the file must hold one JSON object".into()));
     };
-    let app_keys = keys_of(&AppSettings::default());
-    let scheduler_keys = keys_of(&SchedulerSettings::default());
-    let (mut app, mut scheduler) = (serde_json::Map::new(), serde_json::Map::new());
-    for (key, value) in map {
-        if app_keys.contains(&key) {
-            app.insert(key, value);
-        } else if scheduler_keys.contains(&key) {
-            scheduler.insert(key, value);
-        } else {
-            return Err(ConfigError::UnknownKey { path: shown, key });
-        }
-    }
-    // The key is named in a value's error (`gpu_layers: expected ...`).
-    let named = |e: serde_path_to_error::Error<serde_json::Error>| {
-        parse(format!("`{}`: {}", e.path(), e.inner()))
-    };
-    Ok(Config {
-        app: serde_path_to_error::deserialize(serde_json::Value::from(app)).map_err(named)?,
-        scheduler: serde_path_to_error::deserialize(serde_json::Value::from(scheduler))
-            .map_err(named)?,
-        source: None,
-        sim_faults: Vec::new(),
-        sim_script: None,
+    Config::from_flat(map).map_err(|e| match e {
+        FlatError::UnknownKey(key) => ConfigError::UnknownKey {
+            path: shown.clone(),
+            key,
+        },
+        FlatError::Value(message) => parse(message),
     })
-}
-
-fn keys_of(value: &impl Serialize) -> Vec<String> {
-    match serde_json::to_value(value) {
-        Ok(serde_json::Value::Object(map)) => map.keys().cloned().collect(),
-        _ => Vec::new(),
-    }
 }
 
 #[cfg(test)]

@@ -73,11 +73,39 @@ const fn key(
 
 mod keys;
 
-pub use keys::KEYS;
+/// Every key: the engine's (from [`crate::protocol::EngineSettings`]: its docs beside its
+/// fields, its flags from its clap definition, all taking effect with a new engine), then the
+/// rest of the app's and the scheduler's (the table in `keys.rs`).
+pub fn keys() -> &'static [Key] {
+    static KEYS: std::sync::LazyLock<Vec<Key>> = std::sync::LazyLock::new(|| {
+        use clap::Args;
+        let flags = crate::protocol::EngineSettings::augment_args(clap::Command::new("engine"));
+        let flag_of = |name: &str| {
+            flags
+                .get_arguments()
+                .find(|a| a.get_id() == name)
+                .and_then(|a| a.get_long())
+                // made once for the process: a `&'static str` like the table's own flags
+                .map(|long| &*Box::leak(format!("--{long}").into_boxed_str()))
+        };
+        let engine = crate::protocol::ENGINE_KEY_DOCS.iter().map(|d| {
+            key(
+                d.name,
+                Part::App,
+                Applies::NewEngine,
+                flag_of(d.name),
+                d.default_note,
+                d.values,
+            )
+        });
+        engine.chain(keys::OTHER_KEYS.iter().copied()).collect()
+    });
+    &KEYS
+}
 
 /// The entry for `name`.
 pub fn find(name: &str) -> Option<&'static Key> {
-    KEYS.iter().find(|k| k.name == name)
+    keys().iter().find(|k| k.name == name)
 }
 
 /// Each key's default, as the config file writes it (from the two structs' `Default`).
@@ -120,7 +148,7 @@ pub fn describe(
         .collect();
     values.insert("api_keys".into(), serde_json::json!(names));
     let defaults = defaults();
-    let keys: Vec<serde_json::Value> = KEYS
+    let keys: Vec<serde_json::Value> = keys()
         .iter()
         .map(|k| {
             let mut entry = serde_json::to_value(k).unwrap_or_default();
@@ -138,7 +166,7 @@ pub fn markdown_table(part: Part) -> String {
     let mut out = String::from(
         "| key | default | bounds and values | flag | takes effect |\n| --- | --- | --- | --- | --- |\n",
     );
-    for k in KEYS.iter().filter(|k| k.part == part) {
+    for k in keys().iter().filter(|k| k.part == part) {
         let value = defaults
             .get(k.name)
             .map_or("?".to_owned(), serde_json::Value::to_string);
@@ -165,10 +193,10 @@ mod tests {
     fn every_config_key_is_declared_once_and_every_declared_key_exists() {
         let defaults = defaults();
         for name in defaults.keys() {
-            let declared = KEYS.iter().filter(|k| k.name == name).count();
+            let declared = keys().iter().filter(|k| k.name == name).count();
             assert_eq!(declared, 1, "`{name}` is declared {declared} times");
         }
-        for k in KEYS {
+        for k in keys() {
             assert!(
                 defaults.contains_key(k.name),
                 "`{}` is no config key",
@@ -180,7 +208,7 @@ mod tests {
     #[test]
     fn each_key_sits_in_the_struct_its_part_names() {
         let app = serde_json::to_value(super::super::AppSettings::default()).unwrap();
-        for k in KEYS {
+        for k in keys() {
             assert_eq!(
                 app.get(k.name).is_some(),
                 k.part == Part::App,
@@ -188,6 +216,36 @@ mod tests {
                 k.name
             );
         }
+    }
+
+    /// The schema is checked against the types: a new engine's keys are the fields of
+    /// `EngineSettings` (each with one entry of words beside it) and the two that the unit
+    /// reads besides the worker (`chunk_tokens`, the scheduler's; `tool_call_format`, the
+    /// prompts'). (The live keys are checked against the service's switches in `api::admin`.)
+    #[test]
+    fn when_a_key_takes_effect_follows_the_struct_that_holds_it() {
+        let named = |applies: Applies| {
+            let mut names: Vec<String> = keys()
+                .iter()
+                .filter(|k| k.applies == applies)
+                .map(|k| k.name.to_owned())
+                .collect();
+            names.sort();
+            names
+        };
+        let mut engine: Vec<String> =
+            super::super::flat(&crate::protocol::EngineSettings::default())
+                .keys()
+                .cloned()
+                .chain(["chunk_tokens".to_owned(), "tool_call_format".to_owned()])
+                .collect();
+        engine.sort();
+        assert_eq!(named(Applies::NewEngine), engine);
+        let docs: Vec<&str> = crate::protocol::ENGINE_KEY_DOCS
+            .iter()
+            .map(|d| d.name)
+            .collect();
+        assert_eq!(docs.len(), engine.len() - 2, "{docs:?}");
     }
 
     /// The key tables of docs/DEPLOYMENT.md are this module's (`STRATA_UPDATE_DOCS=1`

@@ -26,7 +26,7 @@ fn app_and_scheduler_keys_sit_flat_in_one_file_and_flags_override_them() {
     )
     .unwrap();
     assert_eq!(config.app.port, 9100);
-    assert_eq!(config.app.parallel, 2);
+    assert_eq!(config.app.engine_settings.slots, 2);
     assert_eq!(config.scheduler.queue_max, 7);
     assert_eq!(config.scheduler.give_way, crate::scheduler::GiveWay::Whole);
 }
@@ -35,13 +35,19 @@ fn app_and_scheduler_keys_sit_flat_in_one_file_and_flags_override_them() {
 fn ctx_min_is_32k_by_default_the_flag_overrides_it_and_one_under_256_names_the_key_and_bound() {
     let path = write(r#"{"port": 9002}"#);
     let config = Config::load(Some(&path), &Overrides::default()).unwrap();
-    assert_eq!((config.app.ctx, config.app.ctx_min), (0, 32_768));
+    assert_eq!(
+        (
+            config.app.engine_settings.ctx_tokens,
+            config.app.engine_settings.ctx_min_tokens
+        ),
+        (0, 32_768)
+    );
     let overrides = Overrides {
-        ctx_min: Some(98_304),
+        engine_settings: flags(serde_json::json!({"ctx_min": 98_304})),
         ..Overrides::default()
     };
     let config = Config::load(Some(&path), &overrides).unwrap();
-    assert_eq!(config.app.ctx_min, 98_304);
+    assert_eq!(config.app.engine_settings.ctx_min_tokens, 98_304);
     let path = write(r#"{"ctx_min": 100}"#);
     let error = Config::load(Some(&path), &Overrides::default())
         .unwrap_err()
@@ -55,16 +61,16 @@ fn ctx_min_is_32k_by_default_the_flag_overrides_it_and_one_under_256_names_the_k
 fn gpu_memory_limit_is_none_by_default_takes_mib_or_a_size_and_a_bad_value_names_the_key() {
     let path = write(r#"{"port": 9002}"#);
     let config = Config::load(Some(&path), &Overrides::default()).unwrap();
-    assert_eq!(config.app.gpu_memory_limit.bytes(), 0);
+    assert_eq!(config.app.engine_settings.gpu_memory_limit.bytes(), 0);
     let path = write(r#"{"gpu_memory_limit": "6 GiB"}"#);
     let config = Config::load(Some(&path), &Overrides::default()).unwrap();
-    assert_eq!(config.app.gpu_memory_limit.mib, 6144);
+    assert_eq!(config.app.engine_settings.gpu_memory_limit.mib, 6144);
     let overrides = Overrides {
-        gpu_memory_limit: Some(crate::config::GpuMemoryLimit { mib: 512 }),
+        engine_settings: flags(serde_json::json!({"gpu_memory_limit": 512})),
         ..Overrides::default()
     };
     let config = Config::load(Some(&path), &overrides).unwrap();
-    assert_eq!(config.app.gpu_memory_limit.mib, 512);
+    assert_eq!(config.app.engine_settings.gpu_memory_limit.mib, 512);
     let path = write(r#"{"gpu_memory_limit": "6 GB"}"#);
     let error = Config::load(Some(&path), &Overrides::default())
         .unwrap_err()
@@ -77,10 +83,10 @@ fn gpu_memory_limit_is_none_by_default_takes_mib_or_a_size_and_a_bad_value_names
 fn gpu_layers_is_auto_by_default_takes_a_count_and_a_bad_value_names_the_key() {
     let path = write(r#"{"port": 9002}"#);
     let config = Config::load(Some(&path), &Overrides::default()).unwrap();
-    assert_eq!(config.app.gpu_layers, GpuLayers::Auto);
+    assert_eq!(config.app.engine_settings.gpu_layers, GpuLayers::Auto);
     let path = write(r#"{"gpu_layers": 24}"#);
     let config = Config::load(Some(&path), &Overrides::default()).unwrap();
-    assert_eq!(config.app.gpu_layers, GpuLayers::Count(24));
+    assert_eq!(config.app.engine_settings.gpu_layers, GpuLayers::Count(24));
     let path = write(r#"{"gpu_layers": "all"}"#);
     let error = Config::load(Some(&path), &Overrides::default())
         .unwrap_err()
@@ -104,8 +110,8 @@ fn persisting_keeps_the_files_other_keys_and_the_result_loads() {
     let config = Config::load(Some(&path), &Overrides::default()).unwrap();
     assert_eq!(config.app.port, 9001);
     assert_eq!(config.scheduler.queue_max, 5);
-    assert_eq!(config.app.parallel, 3);
-    assert_eq!(config.app.kv_type, KvType::Q8_0);
+    assert_eq!(config.app.engine_settings.slots, 3);
+    assert_eq!(config.app.engine_settings.kv_type, KvType::Q8_0);
 }
 
 #[test]
@@ -116,9 +122,9 @@ fn persisted_nulls_for_the_default_model_and_measured_chunks_load_again() {
     changes.insert("chunk_tokens".into(), serde_json::Value::Null);
     persist(&path, changes).unwrap();
     let config = Config::load(Some(&path), &Overrides::default()).unwrap();
-    assert_eq!(config.app.model, None);
+    assert_eq!(config.app.engine_settings.model, None);
     assert_eq!(config.scheduler.chunk_tokens, None);
-    assert_eq!(config.app.ctx, 2048);
+    assert_eq!(config.app.engine_settings.ctx_tokens, 2048);
 }
 
 #[test]
@@ -126,8 +132,7 @@ fn a_quantized_kv_cache_without_flash_attention_is_refused() {
     let err = Config::load(
         None,
         &Overrides {
-            kv_type: Some(KvType::Q8_0),
-            flash_attn: Some(FlashAttn::Off),
+            engine_settings: flags(serde_json::json!({"kv_type": "q8_0", "flash_attn": "off"})),
             ..Overrides::default()
         },
     )
@@ -158,7 +163,7 @@ fn persisting_creates_a_missing_file_and_refuses_to_overwrite_a_broken_one() {
 fn a_file_from_an_older_version_without_the_newer_keys_still_loads() {
     let path = write(r#"{"model": "/m.gguf", "parallel": 1}"#);
     let config = Config::load(Some(&path), &Overrides::default()).unwrap();
-    assert_eq!(config.app.flash_attn, FlashAttn::Auto);
+    assert_eq!(config.app.engine_settings.flash_attn, FlashAttn::Auto);
     assert_eq!(config.app.renderer, Renderer::Glow);
     assert!(config.app.recent_models.is_empty());
 }
@@ -175,7 +180,7 @@ fn a_value_out_of_bounds_names_the_key_the_bound_and_the_value() {
     let err = Config::load(
         None,
         &Overrides {
-            parallel: Some(0),
+            engine_settings: flags(serde_json::json!({"parallel": 0})),
             ..Overrides::default()
         },
     )
@@ -191,7 +196,7 @@ fn solo_priority_with_parallel_is_refused_naming_both_keys() {
     let err = Config::load(
         None,
         &Overrides {
-            parallel: Some(2),
+            engine_settings: flags(serde_json::json!({"parallel": 2})),
             solo_priority: true,
             ..Overrides::default()
         },
@@ -268,7 +273,12 @@ fn a_windows_path_with_single_backslashes_says_to_double_them_or_use_slashes() {
     let path = write(r#"{"model": "C:\\models\\coder.gguf", "port": 9003}"#);
     let config = Config::load(Some(&path), &Overrides::default()).unwrap();
     assert_eq!(
-        config.app.model,
+        config.app.engine_settings.model,
         Some(PathBuf::from(r"C:\models\coder.gguf"))
     );
+}
+
+/// Engine-setting flags as the command line gives them: config keys and values.
+fn flags(value: serde_json::Value) -> serde_json::Map<String, serde_json::Value> {
+    value.as_object().cloned().unwrap_or_default()
 }

@@ -6,6 +6,7 @@ impl Config {
     /// Checks every key's bounds; the first one out names the key, the bound and the value.
     pub fn validate(&self) -> Result<(), ConfigError> {
         let a = &self.app;
+        let e = &a.engine_settings;
         let bound = |key: &'static str, ok: bool, bound: &'static str, value: String| {
             if ok {
                 Ok(())
@@ -15,33 +16,33 @@ impl Config {
         };
         bound(
             "parallel",
-            (1..=64).contains(&a.parallel),
+            (1..=64).contains(&e.slots),
             "between 1 and 64",
-            a.parallel.to_string(),
+            e.slots.to_string(),
         )?;
         bound(
             "kv_sequences",
-            a.kv_sequences == 0 || (a.parallel < a.kv_sequences && a.kv_sequences <= 256),
+            e.kv_sequences == 0 || (e.slots < e.kv_sequences && e.kv_sequences <= 256),
             "0 (max(16, parallel + 1)) or more than `parallel` and at most 256",
-            a.kv_sequences.to_string(),
+            e.kv_sequences.to_string(),
         )?;
         bound(
             "ctx",
-            a.ctx == 0 || (256..=1_048_576).contains(&a.ctx),
+            e.ctx_tokens == 0 || (256..=1_048_576).contains(&e.ctx_tokens),
             "0 (the largest that fits) or between 256 and 1048576",
-            a.ctx.to_string(),
+            e.ctx_tokens.to_string(),
         )?;
         bound(
             "ctx_min",
-            (256..=1_048_576).contains(&a.ctx_min),
+            (256..=1_048_576).contains(&e.ctx_min_tokens),
             "between 256 and 1048576",
-            a.ctx_min.to_string(),
+            e.ctx_min_tokens.to_string(),
         )?;
         bound(
             "threads",
-            a.threads <= 1024,
+            e.threads <= 1024,
             "at most 1024",
-            a.threads.to_string(),
+            e.threads.to_string(),
         )?;
         bound(
             "port",
@@ -51,15 +52,15 @@ impl Config {
         )?;
         bound(
             "conversation_cache_mib",
-            a.conversation_cache_mib <= 1_048_576,
+            e.conversation_cache_mib <= 1_048_576,
             "at most 1048576",
-            a.conversation_cache_mib.to_string(),
+            e.conversation_cache_mib.to_string(),
         )?;
         bound(
             "grammar_ms_per_token",
-            (1..=5_000).contains(&a.grammar_ms_per_token),
+            (1..=5_000).contains(&e.grammar_ms_per_token),
             "between 1 and 5000 (the host gives a step 10 s and up)",
-            a.grammar_ms_per_token.to_string(),
+            e.grammar_ms_per_token.to_string(),
         )?;
         bound(
             "fim_priority",
@@ -114,7 +115,7 @@ impl Config {
                 ),
             )?;
         }
-        if a.kv_type == KvType::Q8_0 && a.flash_attn == FlashAttn::Off {
+        if e.kv_type == KvType::Q8_0 && e.flash_attn == FlashAttn::Off {
             bound(
                 "kv_type",
                 false,
@@ -125,7 +126,7 @@ impl Config {
         if !a.host.is_loopback() && a.api_keys.is_empty() {
             return Err(ConfigError::ExposedWithoutKeys { host: a.host });
         }
-        self.scheduler.validate_for(a.parallel)?;
+        self.scheduler.validate_for(e.slots)?;
         Ok(())
     }
 }

@@ -21,13 +21,12 @@ mod lock;
 pub use lock::{InstanceLock, LockError, lock_instance};
 
 use crate::api::Prompts;
-use crate::config::{self, Config, ConfigError, FlashAttn, KvType, RECENT_MODELS_MAX};
+use crate::config::{self, Config, ConfigError, EngineSettings, RECENT_MODELS_MAX, SettingsPatch};
 use crate::server::ServerError;
 use crate::service::{
     EngineStatus, Observed, RequestIds, SchedulerSettings, ServiceHandle, ServiceOptions,
     SettingsChange,
 };
-use serde_json::json;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
@@ -43,102 +42,28 @@ pub struct Unit {
     pub generation: u64,
 }
 
-/// The settings a new engine takes: what the settings view edits.
-#[derive(Debug, Clone, PartialEq)]
+/// The settings a new engine takes, as the settings view edits them: the engine's settings and
+/// the scheduler's read chunk. An apply takes them as a patch of config keys
+/// ([`RestartSettings::patch`]); which changed is a diff of serialized values.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct RestartSettings {
-    /// `None`: the default model (fetched on first use).
-    pub model: Option<PathBuf>,
-    pub parallel: u32,
-    pub ctx: u32,
-    pub ctx_min: u32,
+    #[serde(flatten)]
+    pub engine: EngineSettings,
     /// `None`: the engine's measured figure (about a quarter second of reading).
     pub chunk_tokens: Option<u32>,
-    pub threads: u32,
-    pub gpu_layers: crate::config::GpuLayers,
-    pub gpu_memory_limit: crate::config::GpuMemoryLimit,
-    pub device: String,
-    pub flash_attn: FlashAttn,
-    pub kv_type: KvType,
-    pub swa_full: bool,
-    pub cpu_code: String,
 }
 
 impl RestartSettings {
     pub fn of(config: &Config) -> Self {
-        let a = &config.app;
         Self {
-            model: a.model.clone(),
-            parallel: a.parallel,
-            ctx: a.ctx,
-            ctx_min: a.ctx_min,
+            engine: config.app.engine_settings.clone(),
             chunk_tokens: config.scheduler.chunk_tokens,
-            threads: a.threads,
-            gpu_layers: a.gpu_layers,
-            gpu_memory_limit: a.gpu_memory_limit,
-            device: a.device.clone(),
-            flash_attn: a.flash_attn,
-            kv_type: a.kv_type,
-            swa_full: a.swa_full,
-            cpu_code: a.cpu_code.clone(),
         }
     }
 
-    fn apply_to(&self, config: &mut Config) {
-        let a = &mut config.app;
-        a.model.clone_from(&self.model);
-        a.parallel = self.parallel;
-        a.ctx = self.ctx;
-        a.ctx_min = self.ctx_min;
-        a.threads = self.threads;
-        a.gpu_layers = self.gpu_layers;
-        a.gpu_memory_limit = self.gpu_memory_limit;
-        a.device.clone_from(&self.device);
-        a.flash_attn = self.flash_attn;
-        a.kv_type = self.kv_type;
-        a.swa_full = self.swa_full;
-        a.cpu_code.clone_from(&self.cpu_code);
-        config.scheduler.chunk_tokens = self.chunk_tokens;
-    }
-
-    /// The config file's keys for these settings: only those that differ from `before` (so a
-    /// one-run command-line flag is not written to the file by an unrelated change).
-    fn changed_keys(&self, before: &Self) -> serde_json::Map<String, serde_json::Value> {
-        let pairs = [
-            ("model", json!(self.model), json!(before.model)),
-            ("parallel", json!(self.parallel), json!(before.parallel)),
-            ("ctx", json!(self.ctx), json!(before.ctx)),
-            ("ctx_min", json!(self.ctx_min), json!(before.ctx_min)),
-            (
-                "chunk_tokens",
-                json!(self.chunk_tokens),
-                json!(before.chunk_tokens),
-            ),
-            ("threads", json!(self.threads), json!(before.threads)),
-            (
-                "gpu_layers",
-                json!(self.gpu_layers),
-                json!(before.gpu_layers),
-            ),
-            (
-                "gpu_memory_limit",
-                json!(self.gpu_memory_limit),
-                json!(before.gpu_memory_limit),
-            ),
-            ("device", json!(self.device), json!(before.device)),
-            (
-                "flash_attn",
-                json!(self.flash_attn),
-                json!(before.flash_attn),
-            ),
-            ("kv_type", json!(self.kv_type), json!(before.kv_type)),
-            ("swa_full", json!(self.swa_full), json!(before.swa_full)),
-            ("cpu_code", json!(self.cpu_code), json!(before.cpu_code)),
-        ];
-        pairs
-            .into_iter()
-            .filter(|(_, now, was)| now != was)
-            .map(|(key, now, _)| (key.to_owned(), now))
-            .collect()
+    /// These settings as config keys.
+    pub fn patch(&self) -> SettingsPatch {
+        config::flat(self)
     }
 }
 
@@ -303,22 +228,53 @@ impl Control {
     ) -> Result<LiveChanged, crate::service::ControlError> {
         let _one_change = self.0.changes.lock().await;
         let settings = self.service().change_settings_by(change, by).await?;
-        let mut keys = serde_json::Map::new();
-        if change.solo_priority.is_some() {
-            keys.insert("solo_priority".into(), json!(settings.solo_priority));
-        }
-        if change.give_way.is_some() {
-            keys.insert("give_way".into(), json!(settings.give_way));
-        }
+        // the keys the change named, with the values now in force
+        let in_force = config::flat(&settings);
+        let keys: SettingsPatch = config::flat(&change)
+            .into_iter()
+            .filter(|(_, asked)| !asked.is_null())
+            .filter_map(|(key, _)| Some((key.clone(), in_force.get(&key)?.clone())))
+            .collect();
         self.update_config(|config| {
-            config.scheduler.solo_priority = settings.solo_priority;
-            config.scheduler.give_way = settings.give_way;
+            if let Ok(patched) = config.patched(&keys) {
+                *config = patched;
+            }
         });
         let not_saved = self.remember(keys).err().map(|e| e.to_string());
         Ok(LiveChanged {
             settings,
             not_saved,
         })
+    }
+
+    /// Saves keys that take effect only when the app starts again (`host`, `port`, `engine`,
+    /// `api_keys`, ...) or that the service does not hold (`recent_models`): validated over
+    /// the config in force, written to the config file as the file writes them. The config in
+    /// force takes the preferences (the window reads them), not the restart keys (they are
+    /// not in force). Returns why they were not saved, if they were not.
+    pub fn save_for_restart(&self, patch: &SettingsPatch) -> Result<Option<String>, ConfigError> {
+        let now = self.config();
+        let next = now.patched(patch)?;
+        next.validate()?;
+        let written = next.flat();
+        let keys: SettingsPatch = patch
+            .keys()
+            .filter_map(|key| Some((key.clone(), written.get(key)?.clone())))
+            .collect();
+        let preferences: SettingsPatch = keys
+            .iter()
+            .filter(|(key, _)| {
+                config::schema::find(key)
+                    .is_some_and(|k| k.applies == config::schema::Applies::Live)
+            })
+            .map(|(key, value)| (key.clone(), value.clone()))
+            .collect();
+        self.update_config(|config| {
+            if let Ok(patched) = config.patched(&preferences) {
+                *config = patched;
+            }
+        });
+        Ok(self.remember(keys).err().map(|e| e.to_string()))
     }
 
     /// Replaces the config in force of the unit serving now (its service is unchanged).
@@ -345,7 +301,7 @@ impl Control {
     /// listener stay; requests meanwhile get 503 `engine_starting`), and once it is ready
     /// saves the changed settings. If the new engine fails while loading, the previous
     /// settings run again and the error says so.
-    pub async fn apply(&self, settings: &RestartSettings) -> Result<Applied, ApplyError> {
+    pub async fn apply(&self, patch: &SettingsPatch) -> Result<Applied, ApplyError> {
         let _one_change = self.0.changes.lock().await;
         let exe = self
             .0
@@ -363,15 +319,18 @@ impl Control {
             previous.scheduler.solo_priority = live.solo_priority;
             previous.scheduler.give_way = live.give_way;
         }
-        let mut next = previous.clone();
-        settings.apply_to(&mut next);
-        let changed = settings.changed_keys(&RestartSettings::of(&previous));
-        if let Some(model) = &settings.model {
+        let mut next = previous.patched(patch)?;
+        if let Some(model) = &next.app.engine_settings.model
+            && previous.app.engine_settings.model.as_ref() != Some(model)
+        {
             let recent = &mut next.app.recent_models;
             recent.retain(|m| m != model);
             recent.insert(0, model.clone());
             recent.truncate(RECENT_MODELS_MAX);
         }
+        // what the log names: the settings changed (the recent models follow the model)
+        let mut changed = config::changed_keys(&previous, &next);
+        changed.remove("recent_models");
         next.validate()?;
         let prepared = {
             let next = next.clone();
@@ -399,10 +358,7 @@ impl Control {
                         service.note_control(Observed::Applied {
                             changed: changed.clone(),
                         });
-                        let mut keys = changed;
-                        if next.app.recent_models != previous.app.recent_models {
-                            keys.insert("recent_models".into(), json!(next.app.recent_models));
-                        }
+                        let keys = config::changed_keys(&previous, &next);
                         let not_saved = self.remember(keys).err().map(|e| e.to_string());
                         return Ok(Applied { service, not_saved });
                     }
@@ -483,22 +439,19 @@ mod tests {
 
     #[test]
     fn changed_keys_name_each_engine_setting_changed_and_only_those() {
-        let before = RestartSettings::of(&defaults());
-        assert!(before.changed_keys(&before).is_empty());
-        let after = RestartSettings {
-            ctx_min: 98_304,
-            gpu_memory_limit: crate::config::GpuMemoryLimit { mib: 6144 },
-            device: "Vulkan0".to_owned(),
-            swa_full: true,
-            ..before.clone()
-        };
-        let changed = after.changed_keys(&before);
-        let keys: Vec<&str> = changed.keys().map(String::as_str).collect();
-        assert_eq!(keys, ["ctx_min", "gpu_memory_limit", "device", "swa_full"]);
+        let before = defaults();
+        let mut settings = RestartSettings::of(&before);
+        settings.engine.ctx_min_tokens = 98_304;
+        settings.engine.gpu_memory_limit = crate::config::GpuMemoryLimit { mib: 6144 };
+        settings.engine.device = "Vulkan0".to_owned();
+        settings.engine.swa_full = true;
+        let after = before.patched(&settings.patch()).unwrap();
+        let changed = config::changed_keys(&before, &after);
+        let mut keys: Vec<&str> = changed.keys().map(String::as_str).collect();
+        keys.sort_unstable();
+        assert_eq!(keys, ["ctx_min", "device", "gpu_memory_limit", "swa_full"]);
         assert_eq!(changed["ctx_min"], 98_304);
         assert_eq!(changed["device"], "Vulkan0");
-        let mut config = defaults();
-        after.apply_to(&mut config);
-        assert_eq!(RestartSettings::of(&config), after);
+        assert_eq!(RestartSettings::of(&after), settings);
     }
 }

@@ -190,10 +190,8 @@ fn does_not_fit(
     context: &ContextChoice,
 ) -> String {
     // the layers llama.cpp would put on the GPU at the context chosen
-    let at = WorkerOptions {
-        ctx_tokens: context.ctx_tokens,
-        ..options.clone()
-    };
+    let mut at = options.clone();
+    at.engine.ctx_tokens = context.ctx_tokens;
     let at = if context.ctx_tokens > 0 { &at } else { options };
     let fitted = match fit(backend, at, path, Target::Gpu(gpu, None)) {
         Ok(fitted) => fitted,

@@ -346,7 +346,7 @@ impl Dashboard {
             let unit = self.control.as_ref().map(|c| c.unit());
             let cpu_code = unit
                 .as_ref()
-                .map_or("auto", |u| u.config.app.cpu_code.as_str());
+                .map_or("auto", |u| u.config.app.engine_settings.cpu_code.as_str());
             super::failure::engine_failure_ui(ui, &s, cpu_code, &mut self.commands);
             length_refusal_ui(ui, &s, &mut self.refusal_dismissed_at);
             self.give_way_memory.observe(&s);

@@ -136,7 +136,10 @@ impl CommandQueue {
                 // the listing's fit: for the floor the engine's context keeps, within the limit
                 let fit_for = control.map_or((crate::config::DEFAULT_CTX_MIN_TOKENS, 0), |c| {
                     let a = c.config().app;
-                    (a.ctx_min, a.gpu_memory_limit.bytes())
+                    (
+                        a.engine_settings.ctx_min_tokens,
+                        a.engine_settings.gpu_memory_limit.bytes(),
+                    )
                 });
                 runtime.spawn(hub.run(self.outcomes_tx.clone(), service.clone(), fit_for));
                 continue;
@@ -187,7 +190,7 @@ pub(super) async fn run(
                     ))));
                 }
             }
-            let applied = control.apply(settings).await;
+            let applied = control.apply(&settings.patch()).await;
             return Some(Outcome::Applied(
                 applied
                     .map(|a| match a.not_saved {

@@ -4,7 +4,8 @@
 //! the recent models, the default model.
 
 use super::commands::{Command, CommandQueue, ScannedModel};
-use crate::config::{Config, FlashAttn, GpuLayers, GpuMemoryLimit, KvType};
+use super::settings_in_force::InForce;
+use crate::config::{Config, FlashAttn, GpuLayers, KvType};
 use crate::control::RestartSettings;
 use egui::{Color32, RichText, Ui};
 use std::path::PathBuf;
@@ -41,74 +42,51 @@ pub struct SettingsView {
     pub in_force: super::settings_in_force::InForce,
 }
 
+/// The draft: the settings a new engine takes, edited in place, and what a widget keeps beside
+/// a value (the path as typed, a count kept while "auto" or "measured" is ticked).
 #[derive(Debug, Clone, PartialEq)]
 struct Draft {
+    settings: RestartSettings,
     model_path: String,
-    parallel: u32,
-    ctx: u32,
-    ctx_min: u32,
     chunk_measured: bool,
     chunk_tokens: u32,
-    threads: u32,
     gpu_auto: bool,
     gpu_layers: u32,
-    /// MiB; 0: no limit.
-    gpu_memory_limit_mib: u64,
-    device: String,
-    flash_attn: FlashAttn,
-    kv_type: KvType,
-    swa_full: bool,
-    cpu_code: String,
 }
 
 impl Draft {
     fn of(config: &Config) -> Self {
-        let s = RestartSettings::of(config);
+        let settings = RestartSettings::of(config);
+        let e = &settings.engine;
         Self {
-            model_path: s.model.map(|m| m.display().to_string()).unwrap_or_default(),
-            parallel: s.parallel,
-            ctx: s.ctx,
-            ctx_min: s.ctx_min,
-            chunk_measured: s.chunk_tokens.is_none(),
-            chunk_tokens: s.chunk_tokens.unwrap_or(512),
-            threads: s.threads,
-            gpu_auto: s.gpu_layers == GpuLayers::Auto,
-            gpu_layers: match s.gpu_layers {
+            model_path: e
+                .model
+                .as_ref()
+                .map(|m| m.display().to_string())
+                .unwrap_or_default(),
+            chunk_measured: settings.chunk_tokens.is_none(),
+            chunk_tokens: settings.chunk_tokens.unwrap_or(512),
+            gpu_auto: e.gpu_layers == GpuLayers::Auto,
+            gpu_layers: match e.gpu_layers {
                 GpuLayers::Count(n) => n,
                 GpuLayers::Auto => 99,
             },
-            gpu_memory_limit_mib: s.gpu_memory_limit.mib,
-            device: s.device,
-            flash_attn: s.flash_attn,
-            kv_type: s.kv_type,
-            swa_full: s.swa_full,
-            cpu_code: s.cpu_code,
+            settings,
         }
     }
 
+    /// The settings the draft stands for.
     fn settings(&self) -> RestartSettings {
         let path = self.model_path.trim();
-        RestartSettings {
-            model: (!path.is_empty()).then(|| PathBuf::from(path)),
-            parallel: self.parallel,
-            ctx: self.ctx,
-            ctx_min: self.ctx_min,
-            chunk_tokens: (!self.chunk_measured).then_some(self.chunk_tokens),
-            threads: self.threads,
-            gpu_layers: if self.gpu_auto {
-                GpuLayers::Auto
-            } else {
-                GpuLayers::Count(self.gpu_layers)
-            },
-            gpu_memory_limit: GpuMemoryLimit {
-                mib: self.gpu_memory_limit_mib,
-            },
-            device: self.device.clone(),
-            flash_attn: self.flash_attn,
-            kv_type: self.kv_type,
-            swa_full: self.swa_full,
-            cpu_code: self.cpu_code.clone(),
-        }
+        let mut settings = self.settings.clone();
+        settings.engine.model = (!path.is_empty()).then(|| PathBuf::from(path));
+        settings.chunk_tokens = (!self.chunk_measured).then_some(self.chunk_tokens);
+        settings.engine.gpu_layers = if self.gpu_auto {
+            GpuLayers::Auto
+        } else {
+            GpuLayers::Count(self.gpu_layers)
+        };
+        settings
     }
 }
 
@@ -213,190 +191,242 @@ pub fn settings_ui(
         .num_columns(2)
         .spacing([12.0, 6.0])
         .show(ui, |ui| {
-            ui.label("Model");
-            ui.vertical(|ui| {
-                ui.horizontal(|ui| {
-                    ui.add(
-                        egui::TextEdit::singleline(&mut draft.model_path)
-                            .hint_text("default: SmolLM2-135M-Instruct, fetched on first use")
-                            .desired_width(360.0),
-                    );
-                    if ui
-                        .button("Open GGUF...")
-                        .on_hover_text("choose a model file (Ollama's blobs have no extension)")
-                        .clicked()
-                    {
-                        q.send(Command::PickModel);
-                    }
-                    if ui
-                        .button("Default model")
-                        .on_hover_text("SmolLM2-135M-Instruct, fetched on first use")
-                        .clicked()
-                    {
-                        draft.model_path.clear();
-                    }
+            model_rows_ui(ui, draft, config, q);
+            context_rows_ui(ui, draft, &view.in_force);
+            engine_rows_ui(ui, draft, &view.in_force);
+            device_rows_ui(ui, draft, &view.devices, &view.cpu_variants);
+        });
+    apply_ui(ui, view, &in_force, in_flight, q);
+    let Some(draft) = view.draft.as_mut() else {
+        return;
+    };
+    // Last, below Apply: the lists grow when a scan or a listing arrives, and nothing above
+    // them moves under the pointer (a click after "Find models" hit another control).
+    ui.separator();
+    egui::Grid::new("settings-models")
+        .num_columns(2)
+        .spacing([12.0, 6.0])
+        .show(ui, |ui| {
+            ui.label("Models on this machine");
+            ui.vertical(|ui| found_models_ui(ui, &view.found, &mut view.scanning, draft, q));
+            ui.end_row();
+
+            ui.label("Models from the hub");
+            egui::CollapsingHeader::new("coding-agent models by card size, or any repository")
+                .show(ui, |ui| {
+                    super::hub::hub_ui(ui, &mut view.hub, &mut draft.model_path, q);
                 });
-                if !config.app.recent_models.is_empty() {
-                    egui::ComboBox::from_label("Recent models")
-                        .selected_text("choose...")
-                        .show_ui(ui, |ui| {
-                            for model in &config.app.recent_models {
-                                let shown = model.display().to_string();
-                                if ui.selectable_label(false, &shown).clicked() {
-                                    draft.model_path = shown;
-                                }
-                            }
-                        });
-                }
-            });
-            ui.end_row();
-
-            let label = ui.label("parallel (slots)");
-            ui.add(egui::DragValue::new(&mut draft.parallel).range(1..=64))
-                .labelled_by(label.id)
-                .on_hover_text(
-                    "1: solo mode (one stream at a time, preemption may pause it); 2 or more: \
-                     batch mode (streams decode together, none is paused)",
-                );
-            ui.end_row();
-
-            let label = ui.label("ctx (tokens, 0 = the largest that fits)");
-            ui.add(egui::DragValue::new(&mut draft.ctx).range(0..=1_048_576))
-                .labelled_by(label.id)
-                .on_hover_text(
-                    "the longest conversation one request may hold; 0: the largest that fits \
-                     in memory up to the model's trained context, not below ctx_min; set the \
-                     agent's context window to match (docs/DEPLOYMENT.md, \"Context windows\")",
-                );
-            ui.end_row();
-
-            let label = ui.label("ctx_min (floor of a fitted ctx)");
-            // the note in the same row: one more row pushes the buttons below a small window
-            ui.horizontal(|ui| {
-                ui.add_enabled(
-                    draft.ctx == 0,
-                    egui::DragValue::new(&mut draft.ctx_min).range(256..=1_048_576),
-                )
-                .labelled_by(label.id)
-                .on_hover_text(
-                    "with ctx 0: the smallest context the agent needs; layers leave the GPU \
-                     before the context goes below it",
-                );
-                if let Some(note) = view.in_force.ctx_min_note(draft.ctx, draft.ctx_min) {
-                    ui.colored_label(Color32::from_rgb(200, 140, 20), note);
-                }
-            });
-            ui.end_row();
-            ui.label("");
-            ui.label(RichText::new(AGENT_CONTEXTS).weak().small());
-            ui.end_row();
-
-            let label = ui.label("chunk_tokens");
-            ui.horizontal(|ui| {
-                let measured = ui.checkbox(
-                    &mut draft.chunk_measured,
-                    "measured (about 0.25 s of reading)",
-                );
-                if measured.changed() && !draft.chunk_measured && view.in_force.chunk_tokens > 0 {
-                    // set by hand from the value in force, not a placeholder
-                    draft.chunk_tokens = view.in_force.chunk_tokens;
-                }
-                if draft.chunk_measured {
-                    ui.label(view.in_force.chunk_words());
-                } else {
-                    ui.add(egui::DragValue::new(&mut draft.chunk_tokens).range(64..=8192))
-                        .labelled_by(label.id)
-                        .on_hover_text(
-                            "the most prompt tokens one step reads: a long read may give way \
-                             between chunks, so smaller chunks answer short requests sooner",
-                        );
-                }
-            });
-            ui.end_row();
-
-            let label = ui.label("threads (0 = the physical cores)");
-            ui.add(egui::DragValue::new(&mut draft.threads).range(0..=1024))
-                .labelled_by(label.id)
-                .on_hover_text(
-                    "the engine's CPU threads (chosen by measurement: docs/BENCHMARKS.md)",
-                );
-            ui.end_row();
-
-            let label = ui.label("gpu_layers");
-            ui.horizontal(|ui| {
-                ui.checkbox(
-                    &mut draft.gpu_auto,
-                    "auto (as many as fit in free GPU memory)",
-                )
-                .on_hover_text(
-                    "llama.cpp fits layers, the KV pool and its buffers into the GPU's \
-                         free memory with a margin; 0 on a computer without a GPU",
-                );
-                if draft.gpu_auto {
-                    ui.label(view.in_force.gpu_layers_words());
-                } else {
-                    ui.add(egui::DragValue::new(&mut draft.gpu_layers).range(0..=1000))
-                        .labelled_by(label.id);
-                }
-            });
-            ui.end_row();
-
-            let label = ui.label("gpu_memory_limit MiB (0 = none)");
-            ui.add(
-                egui::DragValue::new(&mut draft.gpu_memory_limit_mib)
-                    .range(0..=1 << 20)
-                    .speed(64),
-            )
-            .labelled_by(label.id)
-            .on_hover_text(
-                "the most GPU memory the engine may take, to leave room for the desktop and \
-                 other programs; auto fits the layers into it",
-            );
-            ui.end_row();
-
-            ui.label("device");
-            ui.horizontal(|ui| {
-                device_ui(ui, &mut draft.device, &view.devices);
-                // in the device's row: one more row pushes the buttons below a small window
-                ui.label("cpu_code");
-                cpu_code_ui(ui, &mut draft.cpu_code, &view.cpu_variants);
-            });
-            ui.end_row();
-
-            ui.label("flash_attn");
-            ui.horizontal(|ui| {
-                for (value, label) in [
-                    (FlashAttn::Auto, "auto"),
-                    (FlashAttn::On, "on"),
-                    (FlashAttn::Off, "off"),
-                ] {
-                    ui.radio_value(&mut draft.flash_attn, value, label)
-                        .on_hover_text("flash attention: auto lets llama.cpp choose per device");
-                }
-            });
-            ui.end_row();
-
-            ui.label("kv_type");
-            ui.horizontal(|ui| {
-                ui.radio_value(&mut draft.kv_type, KvType::F16, "f16")
-                    .on_hover_text("the KV cache at full precision");
-                ui.radio_value(&mut draft.kv_type, KvType::Q8_0, "q8_0")
-                    .on_hover_text(
-                        "the KV cache in 8 bits: about half the memory, so twice the context",
-                    );
-                // in the KV cache's row: one more row pushes the buttons below a small window
-                ui.separator();
-                ui.checkbox(&mut draft.swa_full, "swa_full").on_hover_text(
-                    "sliding-window models (Gemma 3, gpt-oss): their window layers keep the \
-                     whole context, so a conversation continues from any token it shares, at \
-                     more memory and a slower decode; off, only a conversation the prompt \
-                     extends whole continues",
-                );
-            });
             ui.end_row();
         });
+}
 
-    let changed = *draft != in_force;
+/// The model: a path typed or picked, the default, a recent one.
+fn model_rows_ui(ui: &mut Ui, draft: &mut Draft, config: &Config, q: &mut CommandQueue) {
+    ui.label("Model");
+    ui.vertical(|ui| {
+        ui.horizontal(|ui| {
+            ui.add(
+                egui::TextEdit::singleline(&mut draft.model_path)
+                    .hint_text("default: SmolLM2-135M-Instruct, fetched on first use")
+                    .desired_width(360.0),
+            );
+            if ui
+                .button("Open GGUF...")
+                .on_hover_text("choose a model file (Ollama's blobs have no extension)")
+                .clicked()
+            {
+                q.send(Command::PickModel);
+            }
+            if ui
+                .button("Default model")
+                .on_hover_text("SmolLM2-135M-Instruct, fetched on first use")
+                .clicked()
+            {
+                draft.model_path.clear();
+            }
+        });
+        if !config.app.recent_models.is_empty() {
+            egui::ComboBox::from_label("Recent models")
+                .selected_text("choose...")
+                .show_ui(ui, |ui| {
+                    for model in &config.app.recent_models {
+                        let shown = model.display().to_string();
+                        if ui.selectable_label(false, &shown).clicked() {
+                            draft.model_path = shown;
+                        }
+                    }
+                });
+        }
+    });
+    ui.end_row();
+}
+
+/// Slots and the context: `parallel`, `ctx`, `ctx_min` (with the agents' needs).
+fn context_rows_ui(ui: &mut Ui, draft: &mut Draft, in_force: &InForce) {
+    let e = &mut draft.settings.engine;
+    let label = ui.label("parallel (slots)");
+    ui.add(egui::DragValue::new(&mut e.slots).range(1..=64))
+        .labelled_by(label.id)
+        .on_hover_text(
+            "1: solo mode (one stream at a time, preemption may pause it); 2 or more: \
+             batch mode (streams decode together, none is paused)",
+        );
+    ui.end_row();
+
+    let label = ui.label("ctx (tokens, 0 = the largest that fits)");
+    ui.add(egui::DragValue::new(&mut e.ctx_tokens).range(0..=1_048_576))
+        .labelled_by(label.id)
+        .on_hover_text(
+            "the longest conversation one request may hold; 0: the largest that fits \
+             in memory up to the model's trained context, not below ctx_min; set the \
+             agent's context window to match (docs/DEPLOYMENT.md, \"Context windows\")",
+        );
+    ui.end_row();
+
+    let label = ui.label("ctx_min (floor of a fitted ctx)");
+    // the note in the same row: one more row pushes the buttons below a small window
+    ui.horizontal(|ui| {
+        ui.add_enabled(
+            e.ctx_tokens == 0,
+            egui::DragValue::new(&mut e.ctx_min_tokens).range(256..=1_048_576),
+        )
+        .labelled_by(label.id)
+        .on_hover_text(
+            "with ctx 0: the smallest context the agent needs; layers leave the GPU \
+             before the context goes below it",
+        );
+        if let Some(note) = in_force.ctx_min_note(e.ctx_tokens, e.ctx_min_tokens) {
+            ui.colored_label(Color32::from_rgb(200, 140, 20), note);
+        }
+    });
+    ui.end_row();
+    ui.label("");
+    ui.label(RichText::new(AGENT_CONTEXTS).weak().small());
+    ui.end_row();
+}
+
+/// The read chunk, the threads and the GPU: `chunk_tokens`, `threads`, `gpu_layers`,
+/// `gpu_memory_limit`.
+fn engine_rows_ui(ui: &mut Ui, draft: &mut Draft, in_force: &InForce) {
+    let label = ui.label("chunk_tokens");
+    ui.horizontal(|ui| {
+        let measured = ui.checkbox(
+            &mut draft.chunk_measured,
+            "measured (about 0.25 s of reading)",
+        );
+        if measured.changed() && !draft.chunk_measured && in_force.chunk_tokens > 0 {
+            // set by hand from the value in force, not a placeholder
+            draft.chunk_tokens = in_force.chunk_tokens;
+        }
+        if draft.chunk_measured {
+            ui.label(in_force.chunk_words());
+        } else {
+            ui.add(egui::DragValue::new(&mut draft.chunk_tokens).range(64..=8192))
+                .labelled_by(label.id)
+                .on_hover_text(
+                    "the most prompt tokens one step reads: a long read may give way \
+                     between chunks, so smaller chunks answer short requests sooner",
+                );
+        }
+    });
+    ui.end_row();
+
+    let label = ui.label("threads (0 = the physical cores)");
+    ui.add(egui::DragValue::new(&mut draft.settings.engine.threads).range(0..=1024))
+        .labelled_by(label.id)
+        .on_hover_text("the engine's CPU threads (chosen by measurement: docs/BENCHMARKS.md)");
+    ui.end_row();
+
+    let label = ui.label("gpu_layers");
+    ui.horizontal(|ui| {
+        ui.checkbox(
+            &mut draft.gpu_auto,
+            "auto (as many as fit in free GPU memory)",
+        )
+        .on_hover_text(
+            "llama.cpp fits layers, the KV pool and its buffers into the GPU's \
+                 free memory with a margin; 0 on a computer without a GPU",
+        );
+        if draft.gpu_auto {
+            ui.label(in_force.gpu_layers_words());
+        } else {
+            ui.add(egui::DragValue::new(&mut draft.gpu_layers).range(0..=1000))
+                .labelled_by(label.id);
+        }
+    });
+    ui.end_row();
+
+    let label = ui.label("gpu_memory_limit MiB (0 = none)");
+    ui.add(
+        egui::DragValue::new(&mut draft.settings.engine.gpu_memory_limit.mib)
+            .range(0..=1 << 20)
+            .speed(64),
+    )
+    .labelled_by(label.id)
+    .on_hover_text(
+        "the most GPU memory the engine may take, to leave room for the desktop and \
+         other programs; auto fits the layers into it",
+    );
+    ui.end_row();
+}
+
+/// The device and the engine's kernels: `device`, `cpu_code`, `flash_attn`, `kv_type`,
+/// `swa_full`.
+fn device_rows_ui(ui: &mut Ui, draft: &mut Draft, devices: &[String], cpu_variants: &[String]) {
+    let e = &mut draft.settings.engine;
+    ui.label("device");
+    ui.horizontal(|ui| {
+        device_ui(ui, &mut e.device, devices);
+        // in the device's row: one more row pushes the buttons below a small window
+        ui.label("cpu_code");
+        cpu_code_ui(ui, &mut e.cpu_code, cpu_variants);
+    });
+    ui.end_row();
+
+    ui.label("flash_attn");
+    ui.horizontal(|ui| {
+        for (value, label) in [
+            (FlashAttn::Auto, "auto"),
+            (FlashAttn::On, "on"),
+            (FlashAttn::Off, "off"),
+        ] {
+            ui.radio_value(&mut e.flash_attn, value, label)
+                .on_hover_text("flash attention: auto lets llama.cpp choose per device");
+        }
+    });
+    ui.end_row();
+
+    ui.label("kv_type");
+    ui.horizontal(|ui| {
+        ui.radio_value(&mut e.kv_type, KvType::F16, "f16")
+            .on_hover_text("the KV cache at full precision");
+        ui.radio_value(&mut e.kv_type, KvType::Q8_0, "q8_0")
+            .on_hover_text("the KV cache in 8 bits: about half the memory, so twice the context");
+        // in the KV cache's row: one more row pushes the buttons below a small window
+        ui.separator();
+        ui.checkbox(&mut e.swa_full, "swa_full").on_hover_text(
+            "sliding-window models (Gemma 3, gpt-oss): their window layers keep the \
+             whole context, so a conversation continues from any token it shares, at \
+             more memory and a slower decode; off, only a conversation the prompt \
+             extends whole continues",
+        );
+    });
+    ui.end_row();
+}
+
+/// Apply and Revert (and, for `parallel` 2 or more with preemption on, the way that works),
+/// what applying does, and how the last apply ended.
+fn apply_ui(
+    ui: &mut Ui,
+    view: &mut SettingsView,
+    in_force: &Draft,
+    in_flight: usize,
+    q: &mut CommandQueue,
+) {
+    let Some(draft) = view.draft.as_mut() else {
+        return;
+    };
+    let changed = draft.settings() != in_force.settings();
     ui.horizontal(|ui| {
         let apply = ui
             .add_enabled(
@@ -422,7 +452,7 @@ pub fn settings_ui(
             view.last_result = None;
         }
         // parallel 2 or more is refused with preemption on: offer the way that works
-        if draft.parallel >= 2 && view.in_force.solo_priority && !view.applying {
+        if draft.settings.engine.slots >= 2 && view.in_force.solo_priority && !view.applying {
             ui.label("parallel 2 or more needs preemption off");
             if ui
                 .button("Turn preemption off and apply")
@@ -465,24 +495,6 @@ pub fn settings_ui(
         }
         None => {}
     }
-    // Last, below Apply: the lists grow when a scan or a listing arrives, and nothing above
-    // them moves under the pointer (a click after "Find models" hit another control).
-    ui.separator();
-    egui::Grid::new("settings-models")
-        .num_columns(2)
-        .spacing([12.0, 6.0])
-        .show(ui, |ui| {
-            ui.label("Models on this machine");
-            ui.vertical(|ui| found_models_ui(ui, &view.found, &mut view.scanning, draft, q));
-            ui.end_row();
-
-            ui.label("Models from the hub");
-            egui::CollapsingHeader::new("coding-agent models by card size, or any repository")
-                .show(ui, |ui| {
-                    super::hub::hub_ui(ui, &mut view.hub, &mut draft.model_path, q);
-                });
-            ui.end_row();
-        });
 }
 
 /// The models found in LM Studio's and Ollama's folders and the app's own, each pickable.

@@ -188,10 +188,9 @@ fn revert_clears_the_error_and_parallel_two_with_preemption_on_offers_to_turn_it
         },
         ..SettingsView::default()
     };
-    view.draft = Some(Draft {
-        parallel: 2,
-        ..Draft::of(&config)
-    });
+    let mut draft = Draft::of(&config);
+    draft.settings.engine.slots = 2;
+    view.draft = Some(draft);
     let mut queue = CommandQueue::default();
     let mut harness = Harness::new_ui(|ui| settings_ui(ui, &mut view, &config, 0, &mut queue));
     harness.run_ok();
@@ -203,7 +202,7 @@ fn revert_clears_the_error_and_parallel_two_with_preemption_on_offers_to_turn_it
     assert!(
         matches!(
             &queue.pending[..],
-            [Command::ApplyWithPreemptionOff(s)] if s.parallel >= 2
+            [Command::ApplyWithPreemptionOff(s)] if s.engine.slots >= 2
         ),
         "{:?}",
         queue.pending
@@ -213,10 +212,9 @@ fn revert_clears_the_error_and_parallel_two_with_preemption_on_offers_to_turn_it
         last_result: Some(Err("solo_priority with parallel 2".into())),
         ..SettingsView::default()
     };
-    view.draft = Some(Draft {
-        parallel: 2,
-        ..Draft::of(&config)
-    });
+    let mut draft = Draft::of(&config);
+    draft.settings.engine.slots = 2;
+    view.draft = Some(draft);
     let mut queue = CommandQueue::default();
     let mut harness = Harness::new_ui(|ui| settings_ui(ui, &mut view, &config, 0, &mut queue));
     harness.run_ok();

@@ -61,7 +61,7 @@ pub fn start_in_background(
         let started = (|| -> Result<(Running, SocketAddr), StartError> {
             let config = config?;
             let needs_default = config.app.engine == EngineKind::Llama
-                && config.app.model.is_none()
+                && config.app.engine_settings.model.is_none()
                 && !crate::models::default_model_present();
             if needs_default {
                 crate::models::ensure_default_model_reporting(&|stage| {

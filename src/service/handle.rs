@@ -153,10 +153,14 @@ pub enum ControlError {
     ShuttingDown,
 }
 
-/// The settings that change live (R12); `None` leaves one as it is.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+/// The settings that change live (R12), as a patch: `None` leaves one as it is. Serialized, it
+/// names the keys it changes (the config file's names), so the control plane saves them
+/// without naming any by hand.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
 pub struct SettingsChange {
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub solo_priority: Option<bool>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub give_way: Option<GiveWay>,
 }
 

@@ -64,11 +64,11 @@ async fn a_required_call_on_the_real_model_comes_back_as_a_call_in_every_forced_
         ToolCallFormat::Lfm2,
     ] {
         let server = server(Setup {
-            real: Some(WorkerOptions {
+            real: Some(WorkerOptions::of(strata_desk::protocol::EngineSettings {
                 ctx_tokens: 4096,
                 threads: 1,
-                ..WorkerOptions::for_model(model_path())
-            }),
+                ..strata_desk::protocol::EngineSettings::for_model(model_path())
+            })),
             app: AppSettings {
                 tool_call_format: format,
                 ..AppSettings::default()

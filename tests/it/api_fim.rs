@@ -447,11 +447,11 @@ async fn bad_autocomplete_bodies_are_400s_naming_the_field() {
 async fn the_test_model_has_no_fim_tokens_and_refuses_an_infill_by_name_but_completes_text() {
     let _serial = crate::support::real_model();
     let server = server(Setup {
-        real: Some(WorkerOptions {
+        real: Some(WorkerOptions::of(strata_desk::protocol::EngineSettings {
             ctx_tokens: 2048,
             threads: 1,
-            ..WorkerOptions::for_model(crate::support::model_path())
-        }),
+            ..strata_desk::protocol::EngineSettings::for_model(crate::support::model_path())
+        })),
         ..Setup::default()
     })
     .await;

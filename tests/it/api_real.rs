@@ -10,11 +10,11 @@ use strata_desk::scheduler::SchedulerSettings;
 use strata_desk::service::SlotStatus;
 
 fn real(ctx: u32) -> Option<WorkerOptions> {
-    Some(WorkerOptions {
+    Some(WorkerOptions::of(strata_desk::protocol::EngineSettings {
         ctx_tokens: ctx,
         threads: 1,
-        ..WorkerOptions::for_model(model_path())
-    })
+        ..strata_desk::protocol::EngineSettings::for_model(model_path())
+    }))
 }
 
 fn story(priority: i64, max_tokens: u32) -> Value {

@@ -135,10 +135,12 @@ fn fixture_tools(file: &str) -> Value {
 async fn agents_tool_sets_are_served_with_their_grammars_on_the_real_model() {
     let _serial = crate::support::real_model();
     let server = server(Setup {
-        real: Some(strata_desk::engine_worker::WorkerOptions {
-            ctx_tokens: 8192,
-            ..strata_desk::engine_worker::WorkerOptions::for_model(crate::support::model_path())
-        }),
+        real: Some(strata_desk::engine_worker::WorkerOptions::of(
+            strata_desk::protocol::EngineSettings {
+                ctx_tokens: 8192,
+                ..strata_desk::protocol::EngineSettings::for_model(crate::support::model_path())
+            },
+        )),
         ..Setup::default()
     })
     .await;

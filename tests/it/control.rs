@@ -69,9 +69,9 @@ async fn applying_a_new_model_keeps_the_listener_and_the_clients_that_only_watch
     });
 
     let mut settings = RestartSettings::of(&control.config());
-    settings.model = Some(other.clone());
-    settings.ctx = 4096;
-    let applied = control.apply(&settings).await.unwrap();
+    settings.engine.model = Some(other.clone());
+    settings.engine.ctx_tokens = 4096;
+    let applied = control.apply(&settings.patch()).await.unwrap();
     assert!(applied.not_saved.is_none(), "{:?}", applied.not_saved);
     until("the new engine is ready", || {
         control.service().snapshot().engine.status == EngineStatus::Ready
@@ -210,8 +210,8 @@ async fn an_apply_and_a_rollback_are_events_of_the_stream_that_serves_after_them
     let control = running.control.clone();
 
     let mut settings = RestartSettings::of(&control.config());
-    settings.ctx = 4096;
-    control.apply(&settings).await.unwrap();
+    settings.engine.ctx_tokens = 4096;
+    control.apply(&settings.patch()).await.unwrap();
     let changed = logged(&control, |event| match event {
         Observed::Applied { changed } => Some(changed.clone()),
         _ => None,
@@ -220,8 +220,12 @@ async fn an_apply_and_a_rollback_are_events_of_the_stream_that_serves_after_them
     assert_eq!(changed, json!({"ctx": 4096}).as_object().unwrap().clone());
 
     std::fs::remove_file(&script).unwrap();
-    settings.ctx = 8192;
-    let err = control.apply(&settings).await.unwrap_err().to_string();
+    settings.engine.ctx_tokens = 8192;
+    let err = control
+        .apply(&settings.patch())
+        .await
+        .unwrap_err()
+        .to_string();
     assert!(err.contains("previous settings run again"), "{err}");
     let (changed, reason) = logged(&control, |event| match event {
         Observed::ApplyFailed { changed, reason } => Some((changed.clone(), reason.clone())),
@@ -259,8 +263,8 @@ async fn request_ids_go_on_across_an_apply_and_never_repeat() {
     };
     let mut ids = vec![ask().await, ask().await];
     let mut settings = RestartSettings::of(&control.config());
-    settings.ctx = 4096;
-    control.apply(&settings).await.unwrap();
+    settings.engine.ctx_tokens = 4096;
+    control.apply(&settings.patch()).await.unwrap();
     until("the new engine is ready", || {
         control.service().snapshot().engine.status == EngineStatus::Ready
     })

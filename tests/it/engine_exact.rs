@@ -18,14 +18,14 @@ const TOTAL: usize = 48;
 async fn engine(threads: u32) -> EngineProcess {
     let launch = WorkerLaunch::new(
         worker_exe(),
-        WorkerOptions {
+        WorkerOptions::of(strata_desk::protocol::EngineSettings {
             ctx_tokens: 8192,
             slots: 1,
             kv_sequences: 16,
             threads,
             flash_attn: flash_attn(),
-            ..WorkerOptions::for_model(model_path())
-        },
+            ..strata_desk::protocol::EngineSettings::for_model(model_path())
+        }),
     );
     EngineProcess::start(&launch, 1).await.expect("starts")
 }

@@ -20,11 +20,11 @@ fn forced_call(text: &str) -> Value {
 
 /// The real engine with two slots, `change`d.
 async fn two_slots(change: impl FnOnce(&mut WorkerOptions)) -> Server {
-    let mut options = WorkerOptions {
+    let mut options = WorkerOptions::of(strata_desk::protocol::EngineSettings {
         ctx_tokens: 2048,
         slots: 2,
-        ..WorkerOptions::for_model(crate::support::model_path())
-    };
+        ..strata_desk::protocol::EngineSettings::for_model(crate::support::model_path())
+    });
     change(&mut options);
     server(Setup {
         real: Some(options),
@@ -248,12 +248,12 @@ async fn costliest_pattern_taken_beside_a_stream() {
 async fn a_stream_parked_to_host_ram_under_a_full_pool_resumes_unchanged_beside_hostile_patterns() {
     let _serial = crate::support::real_model();
     let server = server(Setup {
-        real: Some(WorkerOptions {
+        real: Some(WorkerOptions::of(strata_desk::protocol::EngineSettings {
             ctx_tokens: 640,
             slots: 1,
             threads: 1,
-            ..WorkerOptions::for_model(crate::support::model_path())
-        }),
+            ..strata_desk::protocol::EngineSettings::for_model(crate::support::model_path())
+        })),
         scheduler: SchedulerSettings {
             solo_priority: true,
             min_run_quantum_secs: 0.3,

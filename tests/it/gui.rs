@@ -313,7 +313,7 @@ fn applying_settings_starts_a_new_engine_on_the_same_address_keeps_the_live_swit
     );
     frames(&mut harness, &rt, 0.2);
 
-    assert_eq!(host.config().app.kv_type, KvType::Q8_0);
+    assert_eq!(host.config().app.engine_settings.kv_type, KvType::Q8_0);
     assert!(
         host.service().snapshot().solo_priority,
         "the live switch was lost"
@@ -383,8 +383,8 @@ fn settings_that_do_not_validate_stop_nothing_and_name_the_keys() {
             .await
             .unwrap();
         let mut settings = RestartSettings::of(&host.config());
-        settings.parallel = 2;
-        let err = host.apply(&settings).await.unwrap_err().to_string();
+        settings.engine.slots = 2;
+        let err = host.apply(&settings.patch()).await.unwrap_err().to_string();
         assert!(
             err.contains("solo_priority") && err.contains("parallel"),
             "{err}"
@@ -402,8 +402,8 @@ fn models_applied_become_recent_models_newest_first_without_repeats() {
     rt.block_on(async {
         for model in ["/models/a.gguf", "/models/b.gguf", "/models/a.gguf"] {
             let mut settings = RestartSettings::of(&host.config());
-            settings.model = Some(PathBuf::from(model));
-            host.apply(&settings).await.unwrap();
+            settings.engine.model = Some(PathBuf::from(model));
+            host.apply(&settings.patch()).await.unwrap();
             // the new service's stream says what replaced the engine
             let applied = service_event(&host.service(), |event| match event {
                 Observed::Applied { changed } => Some(changed.clone()),
@@ -456,8 +456,8 @@ fn settings_whose_model_fails_are_refused_or_rolled_back_and_not_saved() {
         ready().await;
         let missing = dir.join("missing.gguf");
         let mut settings = RestartSettings::of(&host.config());
-        settings.model = Some(missing.clone());
-        let err = host.apply(&settings).await.unwrap_err().to_string();
+        settings.engine.model = Some(missing.clone());
+        let err = host.apply(&settings.patch()).await.unwrap_err().to_string();
         assert!(
             err.contains("missing.gguf")
                 && err.contains("does not exist")
@@ -468,13 +468,16 @@ fn settings_whose_model_fails_are_refused_or_rolled_back_and_not_saved() {
         // a GGUF header with nothing after it: it reads as a GGUF, llama.cpp cannot load it
         let broken = dir.join("broken.gguf");
         std::fs::write(&broken, b"GGUF\x03\x00\x00\x00").unwrap();
-        settings.model = Some(broken);
-        let err = host.apply(&settings).await.unwrap_err().to_string();
+        settings.engine.model = Some(broken);
+        let err = host.apply(&settings.patch()).await.unwrap_err().to_string();
         assert!(
             err.contains("nothing was stopped") || err.contains("previous settings run again"),
             "{err}"
         );
-        assert_eq!(host.config().app.model.as_deref(), Some(model.as_path()));
+        assert_eq!(
+            host.config().app.engine_settings.model.as_deref(),
+            Some(model.as_path())
+        );
         ready().await;
         let answer = reqwest::Client::new()
             .post(format!("http://{}/v1/chat/completions", hosted.addr))

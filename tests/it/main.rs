@@ -55,5 +55,6 @@ mod rollback;
 mod room_real;
 #[cfg(target_os = "linux")]
 mod second_start;
+mod settings_every_key;
 mod sliding_window;
 mod support;

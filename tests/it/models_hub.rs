@@ -134,11 +134,11 @@ async fn a_second_real_gguf_gemma_3_reads_the_same_remotely_as_llama_cpp_reads_i
     let _one_at_a_time = real_model();
     let launch = strata_desk::engine::WorkerLaunch::new(
         worker_exe(),
-        strata_desk::protocol::WorkerOptions {
+        strata_desk::protocol::WorkerOptions::of(strata_desk::protocol::EngineSettings {
             ctx_tokens: 0,
             threads: 1,
-            ..strata_desk::protocol::WorkerOptions::for_model(gemma.clone())
-        },
+            ..strata_desk::protocol::EngineSettings::for_model(gemma.clone())
+        }),
     );
     let engine = strata_desk::engine::EngineProcess::start(&launch, 1)
         .await

@@ -15,11 +15,11 @@ const RESERVE: u32 = 32;
 
 async fn real_pool(ctx_tokens: u32, settings: SchedulerSettings) -> Server {
     server(Setup {
-        real: Some(WorkerOptions {
+        real: Some(WorkerOptions::of(strata_desk::protocol::EngineSettings {
             ctx_tokens,
             slots: 1,
-            ..WorkerOptions::for_model(model_path())
-        }),
+            ..strata_desk::protocol::EngineSettings::for_model(model_path())
+        })),
         scheduler: SchedulerSettings {
             output_reserve_tokens: RESERVE,
             ..settings

@@ -16,15 +16,15 @@ const CONTINUATION_TOKENS: usize = 16;
 async fn gemma(swa_full: bool) -> EngineProcess {
     let launch = WorkerLaunch::new(
         worker_exe(),
-        WorkerOptions {
+        WorkerOptions::of(strata_desk::protocol::EngineSettings {
             ctx_tokens: 4096,
             // the window layers' cache: 512 x 2 sequences + 512 cells, which a 2,000-token
             // read wraps around (with 16 sequences it would not before 8,704)
             kv_sequences: 2,
             threads: 2,
             swa_full,
-            ..WorkerOptions::for_model(gemma_path())
-        },
+            ..strata_desk::protocol::EngineSettings::for_model(gemma_path())
+        }),
     );
     EngineProcess::start(&launch, 1)
         .await

@@ -31,12 +31,12 @@ pub fn worker_exe() -> PathBuf {
 pub fn launch(slots: u32, threads: u32) -> WorkerLaunch {
     WorkerLaunch::new(
         worker_exe(),
-        WorkerOptions {
+        WorkerOptions::of(strata_desk::protocol::EngineSettings {
             ctx_tokens: 4096,
             slots,
             threads,
-            ..WorkerOptions::for_model(model_path())
-        },
+            ..strata_desk::protocol::EngineSettings::for_model(model_path())
+        }),
     )
 }
 

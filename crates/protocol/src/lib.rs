@@ -7,6 +7,8 @@
 //!   [`Reply`], the [`Handshake`], [`Sampling`] and [`Grammar`].
 //! - [`options`]: `strata-desk engine-worker`'s options ([`WorkerOptions`]) and the engine
 //!   settings the config file also names ([`FlashAttn`], [`KvType`]).
+//! - [`settings`]: the engine's settings as one struct ([`EngineSettings`]): the config file's
+//!   engine keys, the app's and the worker's flags, what `WorkerOptions` carries.
 //! - [`gpu`]: `gpu_layers` (`auto` or a count), the memory margin the fitting leaves, and the
 //!   device facts the handshake reports ([`DeviceFacts`]).
 //! - [`pool`]: the cells of the unified KV pool as the commands move them (prefix copies
@@ -21,6 +23,7 @@ pub mod ids;
 mod messages;
 pub mod options;
 pub mod pool;
+pub mod settings;
 
 pub use gpu::{DeviceFacts, GpuLayers, GpuMemoryLimit};
 pub use messages::*;
@@ -28,6 +31,7 @@ pub use options::{
     DEFAULT_CTX_MIN_TOKENS, DEFAULT_GRAMMAR_MS_PER_TOKEN, FakeOptions, FlashAttn, KvType,
     WorkerOptions,
 };
+pub use settings::{ENGINE_KEY_DOCS, EngineKeyDoc, EngineSettings};
 
 /// A sampled control token (llama.cpp's `CONTROL` attribute, not end-of-generation) comes with
 /// its text wrapped in [`OPEN`](control_text::OPEN) … [`CLOSE`](control_text::CLOSE), two

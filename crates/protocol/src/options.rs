@@ -1,6 +1,6 @@
 //! The worker's options: what the host passes to `strata-desk engine-worker` as one JSON
-//! object (`--options-json`), so a new engine setting is a field here and nowhere else on the
-//! way; the same options as flags for a person starting a worker by hand.
+//! object (`--options-json`): the engine's settings ([`EngineSettings`], the config file's keys)
+//! and the worker's own; the same options as flags for a person starting a worker by hand.
 
 use std::path::PathBuf;
 
@@ -27,92 +27,18 @@ pub enum KvType {
     Q8_0,
 }
 
-/// A grammar's work for one token at most, by default: well within the host's step deadline
-/// (10 s and up), and far above what a grammar costs (docs/BENCHMARKS.md, "Grammars").
-pub const DEFAULT_GRAMMAR_MS_PER_TOKEN: u64 = 2_000;
-
-/// The floor of a fitted context, by default: what Qwen Code, Codex CLI and OpenCode need to
-/// work and compact (docs/DEPLOYMENT.md, "Context windows"; Claude Code needs about 100K).
-pub const DEFAULT_CTX_MIN_TOKENS: u32 = 32_768;
-
-fn default_ctx_min_tokens() -> u32 {
-    DEFAULT_CTX_MIN_TOKENS
-}
-
-fn default_grammar_ms_per_token() -> u64 {
-    DEFAULT_GRAMMAR_MS_PER_TOKEN
-}
+pub use crate::settings::{DEFAULT_CTX_MIN_TOKENS, DEFAULT_GRAMMAR_MS_PER_TOKEN, EngineSettings};
 
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 #[cfg_attr(feature = "cli", derive(clap::Args))]
 pub struct WorkerOptions {
-    /// The GGUF model file (not needed with --fake or --options-json).
-    #[cfg_attr(
-        feature = "cli",
-        arg(long, required_unless_present_any = ["fake", "options_json"])
-    )]
-    pub model: Option<PathBuf>,
-    /// Context size in tokens (the unified KV pool); 0: the largest that fits in memory (GPU,
-    /// else RAM) up to the model's trained context, by llama.cpp's fitting, and not below
-    /// `ctx_min_tokens`.
-    #[cfg_attr(feature = "cli", arg(long = "ctx", default_value_t = 0))]
-    pub ctx_tokens: u32,
-    /// The floor of a fitted context (`ctx` 0): the fitting takes layers off the GPU before it
-    /// goes below it; the model's trained context when that is smaller.
-    #[cfg_attr(feature = "cli", arg(long = "ctx-min", default_value_t = DEFAULT_CTX_MIN_TOKENS))]
-    #[serde(default = "default_ctx_min_tokens")]
-    pub ctx_min_tokens: u32,
-    /// Slots: requests that read or decode together in one step.
-    #[cfg_attr(feature = "cli", arg(long, default_value_t = 1))]
-    pub slots: u32,
-    /// Sequences over the one KV pool (every live request and kept conversation has its
-    /// own); 0 takes max(16, slots + 1). At most 256.
-    #[cfg_attr(feature = "cli", arg(long, default_value_t = 0))]
-    pub kv_sequences: u32,
-    /// CPU threads for llama.cpp; 0 takes the physical cores (at most the CPUs this process
-    /// may use).
-    #[cfg_attr(feature = "cli", arg(long, default_value_t = 0))]
-    pub threads: u32,
-    /// Layers offloaded to the GPU: `auto` (as many as fit in free memory; 0 without a GPU)
-    /// or a count.
-    #[cfg_attr(feature = "cli", arg(long, default_value_t = crate::GpuLayers::Auto))]
-    pub gpu_layers: crate::GpuLayers,
-    /// The most GPU memory the engine may take, in MiB (or with a unit: `6GiB`); 0: none.
-    #[cfg_attr(feature = "cli", arg(long, default_value_t = crate::GpuMemoryLimit::default()))]
-    #[serde(default)]
-    pub gpu_memory_limit: crate::GpuMemoryLimit,
-    /// The device: `auto` (the GPU with the most free memory), `cpu`, or a name from
-    /// llama.cpp's device list (`Vulkan0`, or its description); empty: auto.
-    #[cfg_attr(feature = "cli", arg(long, default_value = "auto"))]
-    #[serde(default)]
-    pub device: String,
-    #[cfg_attr(feature = "cli", arg(long, value_enum, default_value_t = FlashAttn::Auto))]
-    pub flash_attn: FlashAttn,
-    #[cfg_attr(feature = "cli", arg(long, value_enum, default_value_t = KvType::F16))]
-    pub kv_type: KvType,
-    /// A sliding-window model's (Gemma 3, gpt-oss) window layers keep the whole context, not
-    /// only their window: a conversation may then continue from any token it shares, not only
-    /// when the prompt extends all of it, at a cost in memory and speed (Gemma 3 270M at 28K
-    /// tokens: decode 0.94-0.96x, prompt read 0.89-0.92x). Off is llama.cpp's servers' default.
-    #[cfg_attr(feature = "cli", arg(long, default_value_t = false))]
-    #[serde(default)]
-    pub swa_full: bool,
+    /// The engine's settings (the config file's keys and the app's flags of the same names).
+    #[cfg_attr(feature = "cli", command(flatten))]
+    #[serde(flatten)]
+    pub engine: EngineSettings,
     /// Most tokens a single llama.cpp decode call takes.
     #[cfg_attr(feature = "cli", arg(long, default_value_t = 2048))]
     pub n_batch: u32,
-    /// Bound of the host-RAM conversation cache, in MiB.
-    #[cfg_attr(feature = "cli", arg(long, default_value_t = 1024))]
-    pub conversation_cache_mib: u64,
-    /// Most milliseconds a request's grammar may spend choosing one token: past it that
-    /// request fails alone (the step and the other requests go on).
-    #[cfg_attr(feature = "cli", arg(long, default_value_t = DEFAULT_GRAMMAR_MS_PER_TOKEN))]
-    #[serde(default = "default_grammar_ms_per_token")]
-    pub grammar_ms_per_token: u64,
-    /// llama.cpp's CPU code (a build with its CPU variants as modules): `auto` (or empty) takes
-    /// the best this CPU runs, a variant's name (`zen4`, `haswell`) that one.
-    #[cfg_attr(feature = "cli", arg(long, default_value = "auto"))]
-    #[serde(default)]
-    pub cpu_code: String,
     /// CPU variants passed over, with why (the host's record of variants that crashed on this
     /// CPU): the handshake says them back (`DeviceFacts::cpu_variants_skipped`).
     #[cfg_attr(feature = "cli", arg(skip))]
@@ -175,23 +101,17 @@ pub struct FakeOptions {
 impl WorkerOptions {
     /// Options for a real model with every other setting at its default.
     pub fn for_model(model: PathBuf) -> Self {
-        Self {
+        Self::of(EngineSettings {
             model: Some(model),
-            ctx_tokens: 0,
-            ctx_min_tokens: DEFAULT_CTX_MIN_TOKENS,
-            slots: 1,
-            kv_sequences: 0,
-            threads: 0,
-            gpu_layers: crate::GpuLayers::Auto,
-            gpu_memory_limit: crate::GpuMemoryLimit::default(),
-            device: String::new(),
-            flash_attn: FlashAttn::Auto,
-            kv_type: KvType::F16,
-            swa_full: false,
+            ..EngineSettings::default()
+        })
+    }
+
+    /// Options for these engine settings, the worker's own at their defaults.
+    pub fn of(engine: EngineSettings) -> Self {
+        Self {
+            engine,
             n_batch: 2048,
-            conversation_cache_mib: 1024,
-            grammar_ms_per_token: DEFAULT_GRAMMAR_MS_PER_TOKEN,
-            cpu_code: String::new(),
             cpu_code_skipped: Vec::new(),
             fake: FakeOptions::default(),
         }
@@ -200,12 +120,11 @@ impl WorkerOptions {
     /// Options for the simulated engine.
     pub fn simulated(fake: FakeOptions) -> Self {
         Self {
-            model: None,
             fake: FakeOptions {
                 enabled: true,
                 ..fake
             },
-            ..Self::for_model(PathBuf::new())
+            ..Self::of(EngineSettings::default())
         }
     }
 
@@ -235,6 +154,21 @@ impl WorkerOptions {
             16.max(slots + 1)
         };
         asked.clamp(slots + 1, MAX_SEQUENCES)
+    }
+}
+
+/// The engine's settings read through the options (`options.ctx_tokens`): the worker's code
+/// reads them where they were fields of their own before [`EngineSettings`] was one struct.
+impl std::ops::Deref for WorkerOptions {
+    type Target = EngineSettings;
+    fn deref(&self) -> &EngineSettings {
+        &self.engine
+    }
+}
+
+impl std::ops::DerefMut for WorkerOptions {
+    fn deref_mut(&mut self) -> &mut EngineSettings {
+        &mut self.engine
     }
 }
 
@@ -278,10 +212,8 @@ mod tests {
 
     #[test]
     fn a_threads_option_wins_over_the_default() {
-        let options = WorkerOptions {
-            threads: 3,
-            ..WorkerOptions::for_model(PathBuf::new())
-        };
+        let mut options = WorkerOptions::for_model(PathBuf::new());
+        options.engine.threads = 3;
         assert_eq!(options.effective_threads(), 3);
     }
 }
