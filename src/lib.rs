@@ -69,6 +69,8 @@ pub mod service;
 pub mod tokenizer;
 
 #[cfg(test)]
+mod docs_facts;
+#[cfg(test)]
 mod layer_rules;
 
 // The two crates below are the layers a crate boundary can enforce; the app names them by

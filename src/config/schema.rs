@@ -1,8 +1,8 @@
 //! Every key of the config file, declared once: its part (the app's or the scheduler's), when a
 //! change takes effect, its command-line flag, what its default means and what values it takes.
 //! Defaults are not repeated here: they are the `Default` of `AppSettings` and
-//! `SchedulerSettings`, read through serde. From this table come `GET /v1/settings`, the
-//! settings view's notes and docs/DEPLOYMENT.md's key tables (a test fails when the file
+//! `SchedulerSettings`, read through serde. From this table come `GET /v1/settings`, how
+//! `PATCH /v1/settings` applies each key, and docs/DEPLOYMENT.md's key tables (a test fails when the file
 //! differs; `STRATA_UPDATE_DOCS=1` rewrites it), and tests check that every field has an entry
 //! and every flag named here exists.
 
