@@ -51,6 +51,12 @@ impl Config {
             a.port.to_string(),
         )?;
         bound(
+            "ubatch_tokens",
+            (64..=2048).contains(&e.ubatch_tokens),
+            "between 64 and 2048",
+            e.ubatch_tokens.to_string(),
+        )?;
+        bound(
             "conversation_cache_mib",
             e.conversation_cache_mib <= 1_048_576,
             "at most 1048576",

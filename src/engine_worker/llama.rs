@@ -32,6 +32,8 @@ pub(super) struct ContextPlan {
     pub(super) ctx_tokens: u32,
     sequences: u32,
     n_batch: u32,
+    /// llama.cpp's physical batch (`ubatch_tokens`), at most `n_batch`.
+    n_ubatch: u32,
     threads: u32,
     kv: KvCacheType,
     flash: llama_cpp_sys_2::llama_flash_attn_type,
@@ -49,14 +51,16 @@ impl ContextPlan {
         } else {
             options.effective_sequences()
         };
+        let n_batch = if ctx_tokens == 0 {
+            options.n_batch.max(64)
+        } else {
+            options.n_batch.clamp(64, ctx_tokens.max(64))
+        };
         Self {
             ctx_tokens,
             sequences,
-            n_batch: if ctx_tokens == 0 {
-                options.n_batch.max(64)
-            } else {
-                options.n_batch.clamp(64, ctx_tokens.max(64))
-            },
+            n_batch,
+            n_ubatch: options.ubatch_tokens.clamp(1, n_batch),
             threads: options.effective_threads(),
             kv: match options.kv_type {
                 KvType::F16 => KvCacheType::F16,
@@ -75,7 +79,7 @@ impl ContextPlan {
         LlamaContextParams::default()
             .with_n_ctx(NonZeroU32::new(self.ctx_tokens))
             .with_n_batch(self.n_batch)
-            .with_n_ubatch(self.n_batch.min(512))
+            .with_n_ubatch(self.n_ubatch)
             .with_n_seq_max(self.sequences)
             .with_kv_unified(true)
             .with_n_threads(self.threads as i32)

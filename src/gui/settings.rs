@@ -332,9 +332,20 @@ fn engine_rows_ui(ui: &mut Ui, draft: &mut Draft, in_force: &InForce) {
     ui.end_row();
 
     let label = ui.label("threads (0 = the physical cores)");
-    ui.add(egui::DragValue::new(&mut draft.settings.engine.threads).range(0..=1024))
-        .labelled_by(label.id)
-        .on_hover_text("the engine's CPU threads (chosen by measurement: docs/BENCHMARKS.md)");
+    // the physical batch in the same row: one more row pushes the buttons below a small window
+    ui.horizontal(|ui| {
+        let e = &mut draft.settings.engine;
+        ui.add(egui::DragValue::new(&mut e.threads).range(0..=1024))
+            .labelled_by(label.id)
+            .on_hover_text("the engine's CPU threads (chosen by measurement: docs/BENCHMARKS.md)");
+        let label = ui.label("ubatch_tokens");
+        ui.add(egui::DragValue::new(&mut e.ubatch_tokens).range(64..=2048))
+            .labelled_by(label.id)
+            .on_hover_text(
+                "prompt tokens llama.cpp computes in one pass: larger reads a long prompt \
+                 faster on a GPU, at more memory",
+            );
+    });
     ui.end_row();
 
     let label = ui.label("gpu_layers");

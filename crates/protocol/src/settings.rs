@@ -99,6 +99,14 @@ pub struct EngineSettings {
     /// variant's name (`zen4`; `--version` names the one auto takes).
     #[cfg_attr(feature = "cli", arg(long, default_value_t = EngineSettings::default().cpu_code))]
     pub cpu_code: String,
+    /// Prompt tokens llama.cpp computes in one pass (its physical batch, llama-server's
+    /// `--ubatch-size`): larger reads a long prompt faster on a GPU, at more compute-buffer
+    /// memory; at most the logical batch (2048).
+    #[cfg_attr(
+        feature = "cli",
+        arg(long, default_value_t = EngineSettings::default().ubatch_tokens)
+    )]
+    pub ubatch_tokens: u32,
     /// Bound of the host-RAM conversation cache, in MiB.
     #[cfg_attr(
         feature = "cli",
@@ -130,6 +138,7 @@ impl Default for EngineSettings {
             kv_type: KvType::F16,
             swa_full: false,
             cpu_code: "auto".to_owned(),
+            ubatch_tokens: 512,
             conversation_cache_mib: 1024,
             grammar_ms_per_token: DEFAULT_GRAMMAR_MS_PER_TOKEN,
         }
@@ -286,6 +295,14 @@ pub const ENGINE_KEY_DOCS: &[EngineKeyDoc] = &[
          name (`\"zen4\"`, `\"haswell\"`, `strata-desk --version` and `/health` list them): \
          that one, no fallback. An unknown name is refused with the list. `--cpu-code auto` \
          on the command line forgets the record",
+    ),
+    doc(
+        "ubatch_tokens",
+        Some("llama.cpp's default"),
+        "64-2048: prompt tokens llama.cpp computes in one pass (its physical batch, \
+         llama-server's `--ubatch-size`); larger reads a long prompt faster on a GPU at more \
+         compute-buffer memory; above the logical batch (2048, or `ctx` when smaller) the \
+         logical batch is used",
     ),
     doc(
         "conversation_cache_mib",
