@@ -140,7 +140,7 @@ fn request_id(raw: &str) -> Result<RequestId, ApiError> {
 }
 
 pub async fn restart_engine(State(state): State<ApiState>) -> Result<Json<Value>, ApiError> {
-    let report = state.service().restart_engine().await?;
+    let report = state.control.restart_engine().await?;
     Ok(Json(json!({
         "restarting": true,
         "failed_requests": report.failed_requests,

@@ -24,8 +24,8 @@ use crate::api::Prompts;
 use crate::config::{self, Config, ConfigError, EngineSettings, RECENT_MODELS_MAX, SettingsPatch};
 use crate::server::ServerError;
 use crate::service::{
-    EngineStatus, Observed, RequestIds, SchedulerSettings, ServiceHandle, ServiceOptions,
-    SettingsChange,
+    EngineStatus, GiveWay, Observed, RequestIds, RestartReport, SchedulerSettings, ServiceHandle,
+    ServiceOptions, SettingsChange,
 };
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, RwLock};
@@ -117,6 +117,9 @@ struct Inner {
     config_path: Option<PathBuf>,
     /// One writer of the config file at a time.
     file: Mutex<()>,
+    /// The `give_way` that turning giving way back on restores: the last one in force that
+    /// was not `off` (one memory for the window, the tray and every other entry point).
+    give_way_back: Mutex<GiveWay>,
 }
 
 /// A handle on the control plane; cheap to clone.
@@ -157,6 +160,10 @@ impl Control {
     /// A control plane over a unit started elsewhere (tests); without `exe` it cannot apply
     /// new engine settings, and without `config_path` it saves nothing.
     pub fn over(unit: Unit, exe: Option<PathBuf>, config_path: Option<PathBuf>) -> Self {
+        let give_way_back = match unit.config.scheduler.give_way {
+            GiveWay::Off => GiveWay::Left,
+            on => on,
+        };
         let unit = Arc::new(unit);
         let (units, _) = watch::channel(unit.clone());
         Self(Arc::new(Inner {
@@ -166,6 +173,7 @@ impl Control {
             exe,
             config_path,
             file: Mutex::new(()),
+            give_way_back: Mutex::new(give_way_back),
         }))
     }
 
@@ -228,6 +236,13 @@ impl Control {
     ) -> Result<LiveChanged, crate::service::ControlError> {
         let _one_change = self.0.changes.lock().await;
         let settings = self.service().change_settings_by(change, by).await?;
+        if settings.give_way != GiveWay::Off {
+            *self
+                .0
+                .give_way_back
+                .lock()
+                .unwrap_or_else(|e| e.into_inner()) = settings.give_way;
+        }
         // the keys the change named, with the values now in force
         let in_force = config::flat(&settings);
         let keys: SettingsPatch = config::flat(&change)
@@ -275,6 +290,37 @@ impl Control {
             }
         });
         Ok(self.remember(keys).err().map(|e| e.to_string()))
+    }
+
+    /// Turns long reads giving way on (the `give_way` last in force that was on; `left` at
+    /// first) or off, as the window's and the tray's switch do.
+    pub async fn set_giving_way(
+        &self,
+        on: bool,
+        by: &str,
+    ) -> Result<LiveChanged, crate::service::ControlError> {
+        let give_way = if on {
+            *self
+                .0
+                .give_way_back
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+        } else {
+            GiveWay::Off
+        };
+        let change = SettingsChange {
+            solo_priority: None,
+            give_way: Some(give_way),
+        };
+        self.change_live(change, by).await
+    }
+
+    /// Restarts the engine serving now (R10: running requests fail with "engine restarted",
+    /// waiting ones stay queued for it). Waits for an apply in progress, so a restart never
+    /// races a swap.
+    pub async fn restart_engine(&self) -> Result<RestartReport, crate::service::ControlError> {
+        let _one_change = self.0.changes.lock().await;
+        self.service().restart_engine().await
     }
 
     /// Replaces the config in force of the unit serving now (its service is unchanged).

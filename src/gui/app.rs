@@ -6,7 +6,6 @@ use super::controls;
 use super::earlier::Earlier;
 use super::history::{LogFilter, length_refusal_ui, scheduler_log_ui};
 use super::panels;
-use super::preemption::GiveWayMemory;
 use super::requests::RequestsView;
 use super::settings::{SettingsView, settings_ui};
 use super::timeline::Timeline;
@@ -74,9 +73,9 @@ const EARLIER_LINES_MAX: usize = 1000;
 #[derive(Debug)]
 pub struct Dashboard {
     service: ServiceHandle,
-    /// The control plane, when the dashboard runs the app's own server (the settings view
-    /// needs it), and the address it serves on.
-    control: Option<Control>,
+    /// The control plane every switch, restart and apply goes through, and the address it
+    /// serves on when the dashboard runs the app's own server (then with the settings view).
+    control: Control,
     addr: Option<SocketAddr>,
     /// Which of the control plane's engine units `service` is (a new one after each apply).
     generation: u64,
@@ -103,8 +102,6 @@ pub struct Dashboard {
     earlier_log: VecDeque<(bool, String)>,
     /// When the restart's question was asked (egui's clock), while it waits for an answer.
     confirm_restart: Option<f64>,
-    /// The `give_way` the give-way switch puts back.
-    give_way_memory: GiveWayMemory,
     requests_view: RequestsView,
     log_filter: LogFilter,
     /// The length refusal (its time) the user dismissed.
@@ -114,12 +111,13 @@ pub struct Dashboard {
 }
 
 impl Dashboard {
-    pub fn new(service: ServiceHandle, runtime: tokio::runtime::Handle) -> Self {
+    /// A dashboard over a control plane (its service's snapshots; its switches).
+    pub fn new(control: Control, runtime: tokio::runtime::Handle) -> Self {
         Self {
-            service,
-            control: None,
+            service: control.service(),
+            generation: control.unit().generation,
+            control,
             addr: None,
-            generation: 0,
             tray_host: TrayHost::Fixed(false),
             window: Window::default(),
             close_notice: None,
@@ -135,7 +133,6 @@ impl Dashboard {
             log: VecDeque::new(),
             earlier_log: VecDeque::new(),
             confirm_restart: None,
-            give_way_memory: GiveWayMemory::default(),
             requests_view: RequestsView::default(),
             log_filter: LogFilter::default(),
             refusal_dismissed_at: None,
@@ -150,9 +147,7 @@ impl Dashboard {
         addr: SocketAddr,
         runtime: tokio::runtime::Handle,
     ) -> Self {
-        let mut dashboard = Self::new(control.service(), runtime);
-        dashboard.generation = control.unit().generation;
-        dashboard.control = Some(control);
+        let mut dashboard = Self::new(control, runtime);
         dashboard.addr = Some(addr);
         dashboard
     }
@@ -185,10 +180,7 @@ impl Dashboard {
 
     /// What a close request does now, and its effect on the window.
     fn on_close_requested(&mut self, ctx: &egui::Context) {
-        let close_to_tray = self
-            .control
-            .as_ref()
-            .is_none_or(|c| c.config().app.close_to_tray);
+        let close_to_tray = self.control.config().app.close_to_tray;
         let action = close_action(
             self.tray_host.seen(),
             close_to_tray,
@@ -251,10 +243,8 @@ impl Dashboard {
     /// the timeline, update the tray, take the commands' outcomes. eframe calls it even while
     /// the window is hidden (when it draws nothing), so the tray stays current.
     pub fn tick(&mut self, ctx: &egui::Context) -> ServiceSnapshot {
-        let unit = self.control.as_ref().map(|c| c.unit());
-        if let Some(unit) = unit
-            && unit.generation != self.generation
-        {
+        let unit = self.control.unit();
+        if unit.generation != self.generation {
             // A new engine serves (an apply): keep the old one's log, samples and counters,
             // follow the new service; the window's clock runs on.
             let old = self.keep_earlier_log();
@@ -343,15 +333,13 @@ impl Dashboard {
         egui::Panel::top("engine").show(ui, |ui| {
             panels::engine_ui(ui, &s, &mut self.confirm_restart, &mut self.commands);
             // the setting in force (the unit's config, an Arc: nothing copied per frame)
-            let unit = self.control.as_ref().map(|c| c.unit());
-            let cpu_code = unit
-                .as_ref()
-                .map_or("auto", |u| u.config.app.engine_settings.cpu_code.as_str());
+            let unit = self.control.unit();
+            let cpu_code = unit.config.app.engine_settings.cpu_code.as_str();
             super::failure::engine_failure_ui(ui, &s, cpu_code, &mut self.commands);
             length_refusal_ui(ui, &s, &mut self.refusal_dismissed_at);
-            self.give_way_memory.observe(&s);
-            controls::controls_ui(ui, &s, self.give_way_memory, &mut self.commands);
-            if let Some(control) = &self.control {
+            controls::controls_ui(ui, &s, &mut self.commands);
+            if self.addr.is_some() {
+                let control = &self.control;
                 ui.horizontal(|ui| {
                     let settings =
                         egui::Button::new("Settings and model").selected(self.show_settings);
@@ -432,7 +420,7 @@ impl Dashboard {
             });
         });
         self.commands
-            .drain(&self.service, self.control.as_ref(), &self.runtime);
+            .drain(&self.service, &self.control, &self.runtime);
     }
 
     fn push(&mut self, at: f64, line: String) {

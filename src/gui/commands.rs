@@ -19,6 +19,10 @@ use std::sync::{Arc, mpsc};
 pub enum Command {
     /// The Preemption switch: `solo_priority` (the rollback switch).
     SetSoloPriority(bool),
+    /// The give-way switch: long reads give way (the `give_way` the control plane keeps to
+    /// put back) or not (`off`).
+    SetGivingWay(bool),
+    /// The expert `give_way` values.
     SetGiveWay(GiveWay),
     RestartEngine,
     Cancel(RequestId),
@@ -123,29 +127,24 @@ impl CommandQueue {
         self.pending.push(command);
     }
 
-    /// Sends the frame's commands to the control plane (or the service), each on its own
-    /// task, as the window's.
+    /// Sends the frame's commands to the control plane (a request's cancel or priority to
+    /// the service serving it), each on its own task, as the window's.
     pub fn drain(
         &mut self,
         service: &ServiceHandle,
-        control: Option<&Control>,
+        control: &Control,
         runtime: &tokio::runtime::Handle,
     ) {
         for command in self.pending.drain(..) {
             if let Some(hub) = super::hub_commands::HubJob::of(&command) {
                 // the listing's fit: for the floor the engine's context keeps, within the limit
-                let fit_for = control.map_or((crate::config::DEFAULT_CTX_MIN_TOKENS, 0), |c| {
-                    let a = c.config().app;
-                    (
-                        a.engine_settings.ctx_min_tokens,
-                        a.engine_settings.gpu_memory_limit.bytes(),
-                    )
-                });
+                let e = control.config().app.engine_settings;
+                let fit_for = (e.ctx_min_tokens, e.gpu_memory_limit.bytes());
                 runtime.spawn(hub.run(self.outcomes_tx.clone(), service.clone(), fit_for));
                 continue;
             }
             let service = service.clone();
-            let control = control.cloned();
+            let control = control.clone();
             let tx = self.outcomes_tx.clone();
             runtime.spawn(async move {
                 if let Some(outcome) = run(command, service, control, WINDOW).await {
@@ -169,16 +168,11 @@ pub const TRAY: &str = "the tray";
 pub(super) async fn run(
     command: Command,
     service: ServiceHandle,
-    control: Option<Control>,
+    control: Control,
     by: &str,
 ) -> Option<Outcome> {
     let line = match &command {
         Command::ApplySettings(settings) | Command::ApplyWithPreemptionOff(settings) => {
-            let Some(control) = control else {
-                return Some(Outcome::Applied(Err(
-                    "settings need the app's own server".to_owned()
-                )));
-            };
             if matches!(command, Command::ApplyWithPreemptionOff(_)) {
                 let off = SettingsChange {
                     solo_priority: Some(false),
@@ -252,16 +246,17 @@ pub(super) async fn run(
                 solo_priority: Some(*on),
                 give_way: None,
             };
-            set_live(change, &service, control.as_ref(), by).await
+            live_words(control.change_live(change, by).await)
         }
+        Command::SetGivingWay(on) => live_words(control.set_giving_way(*on, by).await),
         Command::SetGiveWay(g) => {
             let change = SettingsChange {
                 solo_priority: None,
                 give_way: Some(*g),
             };
-            set_live(change, &service, control.as_ref(), by).await
+            live_words(control.change_live(change, by).await)
         }
-        Command::RestartEngine => service
+        Command::RestartEngine => control
             .restart_engine()
             .await
             .map(|r| {
@@ -288,30 +283,12 @@ pub(super) async fn run(
     ))
 }
 
-/// A live switch (R12): through the control plane when there is one (kept for the next
-/// engine and saved to the config file), else straight to the service.
-async fn set_live(
-    change: SettingsChange,
-    service: &ServiceHandle,
-    control: Option<&Control>,
-    by: &str,
+/// A live switch's outcome (R12), as the log line says it.
+fn live_words(
+    changed: Result<crate::control::LiveChanged, crate::service::ControlError>,
 ) -> Result<String, String> {
-    let (settings, not_saved) = match control {
-        Some(control) => {
-            let changed = control
-                .change_live(change, by)
-                .await
-                .map_err(|e| e.to_string())?;
-            (changed.settings, changed.not_saved)
-        }
-        None => (
-            service
-                .change_settings_by(change, by)
-                .await
-                .map_err(|e| e.to_string())?,
-            None,
-        ),
-    };
+    let changed = changed.map_err(|e| e.to_string())?;
+    let (settings, not_saved) = (changed.settings, changed.not_saved);
     let saved = not_saved.map_or(String::new(), |why| format!(" (not saved: {why})"));
     Ok(format!(
         "solo_priority {}, give_way {}{saved}",

@@ -3,7 +3,7 @@
 
 use super::commands::{Command, CommandQueue};
 use super::preemption::{
-    BATCH_REASON, GIVE_WAY_LABEL, GIVE_WAY_TOOLTIP, GiveWayMemory, PREEMPTION_TOOLTIP, Preemption,
+    BATCH_REASON, GIVE_WAY_LABEL, GIVE_WAY_TOOLTIP, PREEMPTION_TOOLTIP, Preemption, give_way_click,
     preemption_click, preemption_label, preemption_of,
 };
 use crate::service::{GiveWay, ServiceSnapshot};
@@ -11,7 +11,7 @@ use egui::Ui;
 
 /// The rollback switch (Preemption: `solo_priority` itself) and the give-way switch beside it
 /// (R12), then the expert `give_way` values.
-pub fn controls_ui(ui: &mut Ui, s: &ServiceSnapshot, memory: GiveWayMemory, q: &mut CommandQueue) {
+pub fn controls_ui(ui: &mut Ui, s: &ServiceSnapshot, q: &mut CommandQueue) {
     ui.horizontal(|ui| {
         let state = preemption_of(s);
         let mut on = state == Preemption::On;
@@ -35,7 +35,7 @@ pub fn controls_ui(ui: &mut Ui, s: &ServiceSnapshot, memory: GiveWayMemory, q: &
             .on_hover_text(GIVE_WAY_TOOLTIP)
             .clicked()
         {
-            q.send(memory.click(s));
+            q.send(give_way_click(s));
         }
     });
     egui::CollapsingHeader::new("Expert switches")
@@ -94,7 +94,7 @@ mod tests {
     #[test]
     fn in_batch_mode_the_preemption_switch_is_disabled() {
         use super::super::commands::CommandQueue;
-        use super::super::preemption::{GiveWayMemory, PREEMPTION_BATCH};
+        use super::super::preemption::PREEMPTION_BATCH;
         use egui_kittest::Harness;
         use egui_kittest::kittest::NodeT as _;
         use egui_kittest::kittest::Queryable;
@@ -103,7 +103,7 @@ mod tests {
         s.engine.parallel = 2;
         let mut queue = CommandQueue::default();
         let mut harness = Harness::new_ui(|ui| {
-            super::controls_ui(ui, &s, GiveWayMemory::default(), &mut queue);
+            super::controls_ui(ui, &s, &mut queue);
         });
         let switch = harness.get_by_label(PREEMPTION_BATCH);
         assert!(switch.accesskit_node().is_disabled());

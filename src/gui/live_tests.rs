@@ -189,7 +189,7 @@ pub fn draw(s: &ServiceSnapshot, size: [f32; 2]) -> Drawn {
     let mut harness = Harness::builder().with_size(size).build_ui(|ui| {
         egui::Panel::top("engine").show(ui, |ui| {
             super::panels::engine_ui(ui, s, &mut confirm, &mut q);
-            super::controls::controls_ui(ui, s, Default::default(), &mut q);
+            super::controls::controls_ui(ui, s, &mut q);
             ui.horizontal(|ui| {
                 let _ = ui.button("Settings and model");
                 ui.label("serving on http://127.0.0.1:8080");

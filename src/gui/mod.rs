@@ -61,7 +61,7 @@ pub use commands::{Command, CommandQueue, Outcome, TRAY, WINDOW};
 pub use live::{LiveView, live_view_ui};
 pub use panels::percentiles;
 pub use preemption::{
-    GIVE_WAY_LABEL, GiveWayMemory, PREEMPTION_BATCH, PREEMPTION_OFF, PREEMPTION_ON, Preemption,
+    GIVE_WAY_LABEL, PREEMPTION_BATCH, PREEMPTION_OFF, PREEMPTION_ON, Preemption, give_way_click,
     preemption_click, preemption_of,
 };
 pub use requests::{RequestOrder, sorted_rows};

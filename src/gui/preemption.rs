@@ -38,35 +38,10 @@ pub fn preemption_click(s: &ServiceSnapshot) -> Option<Command> {
     }
 }
 
-/// The `give_way` the give-way switch puts back: the last one seen that was on.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct GiveWayMemory(GiveWay);
-
-impl Default for GiveWayMemory {
-    fn default() -> Self {
-        Self(GiveWay::Left)
-    }
-}
-
-impl GiveWayMemory {
-    pub fn observe(&mut self, s: &ServiceSnapshot) {
-        if s.give_way != GiveWay::Off {
-            self.0 = s.give_way;
-        }
-    }
-
-    pub fn restore(self) -> GiveWay {
-        self.0
-    }
-
-    /// What a click on the give-way switch sends.
-    pub fn click(self, s: &ServiceSnapshot) -> Command {
-        Command::SetGiveWay(if s.give_way == GiveWay::Off {
-            self.0
-        } else {
-            GiveWay::Off
-        })
-    }
+/// What a click on the give-way switch sends: giving way turned off, or back on (the control
+/// plane keeps which `give_way` that restores, for the window and the tray alike).
+pub fn give_way_click(s: &ServiceSnapshot) -> Command {
+    Command::SetGivingWay(s.give_way == GiveWay::Off)
 }
 
 /// The switch's label in each state.
@@ -134,22 +109,19 @@ mod tests {
         assert_eq!(preemption_click(&snapshot(false, GiveWay::Left, 2)), None);
     }
 
+    /// The switch asks the control plane to turn giving way on or off; which `give_way`
+    /// comes back is the control plane's (one memory for the window and the tray).
     #[test]
-    fn the_give_way_switch_turns_off_and_puts_the_last_value_back() {
-        let mut memory = GiveWayMemory::default();
+    fn the_give_way_switch_asks_for_giving_way_on_or_off() {
         assert_eq!(
-            memory.click(&snapshot(false, GiveWay::Off, 1)),
-            Command::SetGiveWay(GiveWay::Left)
+            give_way_click(&snapshot(false, GiveWay::Off, 1)),
+            Command::SetGivingWay(true)
         );
-        memory.observe(&snapshot(true, GiveWay::Whole, 1));
-        assert_eq!(
-            memory.click(&snapshot(true, GiveWay::Whole, 1)),
-            Command::SetGiveWay(GiveWay::Off)
-        );
-        memory.observe(&snapshot(false, GiveWay::Off, 1));
-        assert_eq!(
-            memory.click(&snapshot(false, GiveWay::Off, 1)),
-            Command::SetGiveWay(GiveWay::Whole)
-        );
+        for on in [GiveWay::Left, GiveWay::Whole] {
+            assert_eq!(
+                give_way_click(&snapshot(true, on, 1)),
+                Command::SetGivingWay(false)
+            );
+        }
     }
 }

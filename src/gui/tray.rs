@@ -13,12 +13,11 @@
 
 use super::commands::{self, Command, TRAY};
 use super::preemption::{
-    GIVE_WAY_LABEL, GiveWayMemory, Preemption, preemption_click, preemption_of,
+    GIVE_WAY_LABEL, Preemption, give_way_click, preemption_click, preemption_of,
 };
 use super::window::Window;
 use crate::control::Control;
 use crate::service::{EngineStatus, ServiceSnapshot};
-use std::sync::Arc;
 use tray_icon::menu::{CheckMenuItem, Menu, MenuEvent, MenuItem, PredefinedMenuItem};
 use tray_icon::{Icon, TrayIcon, TrayIconBuilder};
 
@@ -28,16 +27,9 @@ const PREEMPTION_ITEM: &str = "Preemption (short requests may interrupt long one
 /// The tray's two switches apart from their menu (which needs a tray host): the check marks
 /// they show and the commands a click sends, the same as the window's.
 #[derive(Debug, Clone, Copy, Default)]
-pub struct PreemptionItem {
-    /// The `give_way` the give-way item puts back (seen in the snapshots observed).
-    memory: GiveWayMemory,
-}
+pub struct PreemptionItem;
 
 impl PreemptionItem {
-    pub fn observe(&mut self, s: &ServiceSnapshot) {
-        self.memory.observe(s);
-    }
-
     /// Checked when `solo_priority` is on.
     pub fn checked(s: &ServiceSnapshot) -> bool {
         preemption_of(s) == Preemption::On
@@ -50,14 +42,14 @@ impl PreemptionItem {
 
     /// The give-way item's click.
     pub fn give_way_click(&self, s: &ServiceSnapshot) -> Command {
-        self.memory.click(s)
+        give_way_click(s)
     }
 }
 
 /// Runs a command of the tray's menu through the control plane, as made by the tray.
 pub async fn tray_command(command: Command, control: Control) -> Option<commands::Outcome> {
     let service = control.service();
-    commands::run(command, service, Some(control), TRAY).await
+    commands::run(command, service, control, TRAY).await
 }
 
 /// The state the icon shows.
@@ -126,7 +118,6 @@ pub struct Tray {
     give_way: CheckMenuItem,
     preemption: CheckMenuItem,
     /// Observes the snapshots `update` gets; the menu's handler asks it what a click sends.
-    item: Arc<std::sync::Mutex<PreemptionItem>>,
     shown: Option<(TrayState, bool, bool)>,
 }
 
@@ -181,18 +172,13 @@ impl Tray {
         let (show_id, give_way_id, quit_id) =
             (show.id().clone(), give_way.id().clone(), quit.id().clone());
         let preemption_id = preemption.id().clone();
-        let item = Arc::new(std::sync::Mutex::new(PreemptionItem::default()));
-        let observed = item.clone();
         MenuEvent::set_event_handler(Some(move |event: MenuEvent| {
             let service = control.service();
             let s = service.snapshot();
-            let seen = observed
-                .lock()
-                .map_or_else(|_| PreemptionItem::default(), |i| *i);
             let command = if event.id == preemption_id {
-                seen.click(&s)
+                PreemptionItem.click(&s)
             } else if event.id == give_way_id {
-                Some(seen.give_way_click(&s))
+                Some(PreemptionItem.give_way_click(&s))
             } else {
                 None
             };
@@ -214,7 +200,6 @@ impl Tray {
             icon,
             give_way,
             preemption,
-            item,
             shown: None,
         })
     }
@@ -222,9 +207,6 @@ impl Tray {
     /// Shows the snapshot's state (only what changed).
     pub fn update(&mut self, s: &ServiceSnapshot) {
         let state = TrayState::of(s);
-        if let Ok(mut item) = self.item.lock() {
-            item.observe(s);
-        }
         // the menu flips its own check marks on a click the service may refuse
         let preemption_on = PreemptionItem::checked(s);
         if self.preemption.is_checked() != preemption_on {

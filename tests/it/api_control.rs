@@ -488,3 +488,23 @@ async fn a_conversation_too_big_for_the_engines_cache_is_read_again_not_restored
     assert_eq!(after.conversation_cache.entries, 0);
     assert_eq!(after.conversation_cache.bytes, 0);
 }
+
+/// One memory of the `give_way` to put back, in the control plane: giving way turned off from
+/// the tray comes back from the window as it was (it was kept twice, in the window and the
+/// tray, each seeing only its own snapshots).
+#[tokio::test]
+async fn giving_way_comes_back_as_it_was_whoever_turned_it_off() {
+    use strata_desk::service::{GiveWay, SettingsChange};
+    let server = server(Setup::default()).await;
+    let control = &server.control;
+    let whole = SettingsChange {
+        solo_priority: None,
+        give_way: Some(GiveWay::Whole),
+    };
+    control.change_live(whole, "HTTP (loopback)").await.unwrap();
+    let off = control.set_giving_way(false, "the tray").await.unwrap();
+    assert_eq!(off.settings.give_way, GiveWay::Off);
+    let back = control.set_giving_way(true, "the window").await.unwrap();
+    assert_eq!(back.settings.give_way, GiveWay::Whole);
+    assert_eq!(server.service.snapshot().settings.give_way, GiveWay::Whole);
+}

@@ -16,6 +16,8 @@ use strata_desk::tokenizer::Tokenizer;
 pub struct Server {
     pub base: String,
     pub service: ServiceHandle,
+    /// The control plane over `service` (it cannot start another engine: no binary given).
+    pub control: Control,
     client: reqwest::Client,
     stop: Option<tokio::sync::oneshot::Sender<()>>,
 }
@@ -92,7 +94,7 @@ pub async fn server(setup: Setup) -> Server {
         None,
         None,
     );
-    let state = ApiState::new(control);
+    let state = ApiState::new(control.clone());
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let base = format!("http://{}", listener.local_addr().unwrap());
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
@@ -114,6 +116,7 @@ pub async fn server(setup: Setup) -> Server {
     Server {
         base,
         service,
+        control,
         client: reqwest::Client::new(),
         stop: Some(stop),
     }

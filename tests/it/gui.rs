@@ -43,7 +43,7 @@ pub(crate) fn frames(harness: &mut Harness<'_>, rt: &tokio::runtime::Runtime, se
 fn clicking_the_switches_by_their_labels_changes_the_service_settings() {
     let rt = runtime();
     let server = rt.block_on(server(Setup::default()));
-    let mut dashboard = Dashboard::new(server.service.clone(), rt.handle().clone());
+    let mut dashboard = Dashboard::new(server.control.clone(), rt.handle().clone());
     let mut harness = Harness::new_ui(|ui| dashboard.ui(ui));
     harness.run_ok();
     assert!(!server.service.snapshot().solo_priority);
@@ -70,7 +70,7 @@ fn restart_restarts_the_engine_and_asks_first_when_requests_are_in_flight() {
         },
         ..Setup::default()
     }));
-    let mut dashboard = Dashboard::new(server.service.clone(), rt.handle().clone());
+    let mut dashboard = Dashboard::new(server.control.clone(), rt.handle().clone());
     let mut harness = Harness::new_ui(|ui| dashboard.ui(ui));
     harness.run_ok();
     // Idle: one click restarts.
@@ -122,7 +122,7 @@ fn parked_and_waiting_rows_render_a_starving_request_is_highlighted_and_cancel_w
         },
         ..Setup::default()
     }));
-    let mut dashboard = Dashboard::new(server.service.clone(), rt.handle().clone());
+    let mut dashboard = Dashboard::new(server.control.clone(), rt.handle().clone());
     dashboard.starving_secs = 0.5;
     // the window's default size: the rows' buttons are where a user sees them
     let mut harness = Harness::builder()
@@ -495,7 +495,7 @@ fn settings_whose_model_fails_are_refused_or_rolled_back_and_not_saved() {
 fn a_finished_request_shows_as_a_kept_conversation_with_its_sequence() {
     let rt = runtime();
     let server = rt.block_on(server(Setup::default()));
-    let mut dashboard = Dashboard::new(server.service.clone(), rt.handle().clone());
+    let mut dashboard = Dashboard::new(server.control.clone(), rt.handle().clone());
     let mut harness = Harness::new_ui(|ui| dashboard.ui(ui));
     harness.run_ok();
     assert!(harness.query_by_label("none kept yet").is_some());
@@ -528,7 +528,7 @@ fn a_prompt_too_long_shows_a_banner_with_what_to_do_and_the_log_names_the_ids() 
         },
         ..Setup::default()
     }));
-    let mut dashboard = Dashboard::new(server.service.clone(), rt.handle().clone());
+    let mut dashboard = Dashboard::new(server.control.clone(), rt.handle().clone());
     let mut harness = Harness::new_ui(|ui| dashboard.ui(ui));
     harness.run_ok();
     let refused = rt.block_on(

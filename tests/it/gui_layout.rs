@@ -147,7 +147,7 @@ fn a_crowded_table_is_neither_cut_nor_drawn_over_at_the_default_size_and_full_hd
         .unwrap();
 
     for size in [[1100.0, 720.0], [1920.0, 1080.0]] {
-        let mut dashboard = Dashboard::new(server.service.clone(), rt.handle().clone());
+        let mut dashboard = Dashboard::new(server.control.clone(), rt.handle().clone());
         let mut harness = Harness::builder()
             .with_size(size)
             .build_ui(|ui| dashboard.ui(ui));

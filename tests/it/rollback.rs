@@ -253,8 +253,7 @@ fn the_window_s_rollback_from_every_state_turns_solo_priority_off_keeps_give_way
 fn the_tray_s_rollback_from_every_state_turns_solo_priority_off_keeps_give_way_and_loses_nothing() {
     rollback_from_every_state("tray", "the tray", |rt, hosted, state| {
         let s = hosted.snapshot();
-        let mut item = PreemptionItem::default();
-        item.observe(&s);
+        let item = PreemptionItem;
         assert_eq!(PreemptionItem::checked(&s), state.0, "the check mark lies");
         if PreemptionItem::checked(&s) {
             let click = item.click(&s).expect("a click in solo mode");
