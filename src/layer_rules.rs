@@ -1,7 +1,8 @@
 //! The dependency rules of docs/ARCHITECTURE.md that no crate boundary can express, checked
 //! over the source text. (The scheduler and the protocol are crates of their own: Cargo keeps
 //! their rules.) A rule names a part of `src/` and the paths its code must not mention; a
-//! comment line does not count.
+//! comment line does not count. The floors as a whole (no import runs up one, no cycle across
+//! folders) are counted beside these rules, in `layer_counts`.
 
 use std::path::{Path, PathBuf};
 
@@ -55,8 +56,10 @@ const RULES: &[Rule] = &[
             "crate::chat",
             "crate::tokenizer",
             "crate::metrics",
+            "crate::models",
+            "crate::control",
         ],
-        why: "config imports only the scheduler's settings, the protocol's engine settings and models::project_dirs",
+        why: "config imports only the scheduler's settings, the protocol's engine settings and machine::project_dirs",
     },
     Rule {
         part: "bench",
@@ -86,8 +89,47 @@ const RULES: &[Rule] = &[
     },
     Rule {
         part: "control",
-        forbidden: &["crate::gui", "llama_cpp"],
-        why: "the control plane is below the window: the window, the tray and the HTTP routes call it",
+        forbidden: &["crate::gui", "crate::server", "crate::api", "llama_cpp"],
+        why: "the control plane is below the window, the server and the HTTP routes, which call \
+              it; it makes the engine unit itself (control::making)",
+    },
+    Rule {
+        part: "models",
+        forbidden: &[
+            "crate::gui",
+            "crate::server",
+            "crate::api",
+            "crate::control",
+            "crate::service",
+        ],
+        why: "models (files, the hub, the fit) are below the control plane that loads them",
+    },
+    Rule {
+        part: "engine_worker",
+        forbidden: &[
+            "crate::api",
+            "crate::gui",
+            "crate::server",
+            "crate::control",
+            "crate::service",
+            "crate::tokenizer",
+        ],
+        why: "the worker runs inference; the machine's facts and llama.cpp's start are machine's",
+    },
+    Rule {
+        part: "tokenizer",
+        forbidden: &[
+            "crate::engine",
+            "crate::models",
+            "crate::service",
+            "crate::api",
+        ],
+        why: "the tokenizer is below the worker and the models: llama.cpp's start is machine's",
+    },
+    Rule {
+        part: "machine",
+        forbidden: &["crate::", "strata_"],
+        why: "machine is the lowest floor: everything asks it, it asks nothing of the app",
     },
     Rule {
         part: "engine",
@@ -96,9 +138,11 @@ const RULES: &[Rule] = &[
             "crate::gui",
             "crate::service",
             "crate::scheduler",
+            "crate::models",
+            "crate::engine_worker",
             "llama_cpp",
         ],
-        why: "the engine host spawns and talks to the worker; it decides nothing",
+        why: "the engine host spawns and talks to the worker (over the protocol); it decides nothing",
     },
 ];
 
@@ -173,7 +217,13 @@ fn every_module_imports_only_what_the_architecture_allows() {
 
 #[test]
 fn inference_and_llama_cpp_stay_in_the_worker_the_tokenizer_and_the_grammar() {
-    let allowed = ["engine_worker", "tokenizer.rs", "grammar", "layer_rules.rs"];
+    let allowed = [
+        "engine_worker",
+        "tokenizer.rs",
+        "grammar",
+        "machine",
+        "layer_rules.rs",
+    ];
     let mut broken = Vec::new();
     for name in parts() {
         if allowed.contains(&name.as_str()) {

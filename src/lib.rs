@@ -62,6 +62,7 @@ pub mod engine_worker;
 pub mod generate;
 pub mod grammar;
 pub mod gui;
+pub mod machine;
 pub mod metrics;
 pub mod models;
 pub mod server;

@@ -1,30 +1,20 @@
-//! The server: config → the model's prompts and the engine launch (what the control plane
-//! starts), the HTTP server over a control plane, and how it stops. Both the window and
-//! `--headless` ([`run_headless`], until a signal) run it through [`start_on`].
+//! The server: the control plane (which makes the engine unit: `control::making`) and the
+//! HTTP server over it, and how it stops. Both the window and `--headless` ([`run_headless`],
+//! until a signal) run it through [`start_on`].
 
-use crate::api::{ApiState, Prompts};
-use crate::config::{Config, ConfigError, EngineKind, EngineSettings};
-use crate::control::Control;
-use crate::engine::WorkerLaunch;
-use crate::engine_worker::{FakeOptions, WorkerOptions};
-use crate::models::{ModelFetchError, ensure_default_model};
-use crate::tokenizer::{Tokenizer, TokenizerError};
+use crate::api::ApiState;
+use crate::config::{Config, EngineKind};
+use crate::control::{Control, MakingError};
 use std::path::PathBuf;
+
+// The making's old home: kept so that callers of `server::prepare_prompts` still find it.
+pub use crate::control::{prepare_prompts, worker_launch};
 
 #[derive(Debug, thiserror::Error)]
 pub enum ServerError {
+    /// The engine unit could not be made (the control plane's making).
     #[error(transparent)]
-    Config(#[from] ConfigError),
-    #[error(transparent)]
-    Model(#[from] ModelFetchError),
-    #[error(transparent)]
-    ModelPath(#[from] crate::models::ModelPathError),
-    #[error(transparent)]
-    Settings(#[from] crate::service::SettingsError),
-    #[error(transparent)]
-    Tokenizer(#[from] TokenizerError),
-    #[error("the model's chat template: {0}")]
-    Template(#[from] crate::chat::TemplateError),
+    Making(#[from] MakingError),
     #[error(
         "cannot listen on {addr}: {source} (is another server using it? choose another port with --port)"
     )]
@@ -34,83 +24,6 @@ pub enum ServerError {
     },
     #[error("the HTTP server stopped: {0}")]
     Serve(std::io::Error),
-}
-
-/// The model a config names: its file, or the default model (fetched on first use); checked
-/// to be a readable GGUF.
-fn model_of(config: &Config) -> Result<PathBuf, ServerError> {
-    let model = match &config.app.engine_settings.model {
-        Some(path) => path.clone(),
-        None => ensure_default_model()?,
-    };
-    crate::models::check_model_path(&model)?;
-    Ok(model)
-}
-
-/// The model's prompts for a config: its tokenizer (the GGUF loaded vocabulary-only), chat
-/// template and tool-call format; the simulated engine's byte vocabulary.
-pub fn prepare_prompts(config: &Config) -> Result<Prompts, ServerError> {
-    let tokenizer = match config.app.engine {
-        EngineKind::Llama => {
-            let model = model_of(config)?;
-            let tokenizer = Tokenizer::load(&model)?;
-            if tokenizer.chat_template().is_none() {
-                // said at load: otherwise only the window's model list would say it
-                tracing::warn!(
-                    "{} has no chat template: prompts use ChatML (<|im_start|>), which this \
-                     model may not know; its answers may be poor and tool calls unparsed",
-                    model.display()
-                );
-            }
-            tokenizer
-        }
-        EngineKind::Sim => Tokenizer::simulated(),
-    };
-    Ok(Prompts::new(tokenizer)?.with_tool_call_format(config.app.tool_call_format))
-}
-
-/// How to start a config's engine worker.
-pub fn worker_launch(config: &Config, exe: PathBuf) -> Result<WorkerLaunch, ServerError> {
-    let a = &config.app;
-    let e = &a.engine_settings;
-    // `cpu_code` names one of the build's variants (the config itself does not know them)
-    if a.engine == EngineKind::Llama && !crate::engine_worker::modules::is_auto(&e.cpu_code) {
-        let carried = crate::engine_worker::modules::carried_cpu_variants();
-        if !carried.iter().any(|v| v == e.cpu_code.trim()) {
-            return Err(ConfigError::UnknownCpuCode {
-                value: e.cpu_code.clone(),
-                variants: carried.join(", "),
-            }
-            .into());
-        }
-    }
-    let options = match a.engine {
-        EngineKind::Llama => WorkerOptions::of(EngineSettings {
-            model: Some(model_of(config)?),
-            ..e.clone()
-        }),
-        EngineKind::Sim => WorkerOptions {
-            engine: e.clone(),
-            ..WorkerOptions::simulated(FakeOptions {
-                enabled: true,
-                kv_cells: if e.ctx_tokens > 0 {
-                    e.ctx_tokens
-                } else {
-                    16_384
-                },
-                prompt_tokens_per_sec: 2_000.0,
-                decode_steps_per_sec: 50.0,
-                script: config.sim_script.clone(),
-                faults: config.sim_faults.clone(),
-                load_secs: 0.0,
-                non_trimmable: false,
-                generation: 1,
-            })
-        },
-    };
-    let mut launch = WorkerLaunch::new(exe, options);
-    launch.cpu_record = crate::engine::cpu_code::default_record_path();
-    Ok(launch)
 }
 
 /// A server that runs: the control plane (and the engine it serves) and the HTTP server's

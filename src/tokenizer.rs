@@ -14,7 +14,6 @@ use llama_cpp_2::model::LlamaModel;
 use llama_cpp_2::model::params::LlamaModelParams;
 use llama_cpp_2::token::LlamaToken;
 use std::path::Path;
-use std::sync::OnceLock;
 
 #[derive(Debug, thiserror::Error)]
 pub enum TokenizerError {
@@ -24,18 +23,9 @@ pub enum TokenizerError {
     Load { path: String, message: String },
 }
 
-/// llama.cpp's backend may be initialised once per process.
-pub(crate) fn backend() -> Result<&'static LlamaBackend, TokenizerError> {
-    static BACKEND: OnceLock<Result<LlamaBackend, String>> = OnceLock::new();
-    BACKEND
-        .get_or_init(|| {
-            llama_cpp_2::send_logs_to_tracing(llama_cpp_2::LogOptions::default());
-            crate::engine_worker::modules::load()?;
-            let backend = LlamaBackend::init().map_err(|e| e.to_string())?;
-            Ok(backend)
-        })
-        .as_ref()
-        .map_err(|e| TokenizerError::Backend(e.clone()))
+/// llama.cpp's backend, started once in this process ([`crate::machine::backend`]).
+fn backend() -> Result<&'static LlamaBackend, TokenizerError> {
+    crate::machine::backend().map_err(TokenizerError::Backend)
 }
 
 /// A model's fill-in-the-middle tokens: prefix, suffix and middle always; the repository and

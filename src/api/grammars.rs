@@ -13,42 +13,12 @@ use super::ApiError;
 use super::tools::{OutputPlan, OutputSpec, Wanted};
 use crate::chat::ToolFormat;
 use crate::config::AppSettings;
+pub use crate::control::GrammarCache;
 use crate::grammar::{self, CallForm, JsonForm, PairForm, ToolSpec};
 use crate::service::Grammar;
 use crate::tokenizer::Tokenizer;
 use serde_json::Value;
 use sha2::{Digest, Sha256};
-use std::collections::VecDeque;
-use std::sync::Mutex;
-
-/// Built grammars kept per model.
-const CACHE_ENTRIES: usize = 32;
-
-/// The grammars built for recent requests, most recently used last. Hand-written rather than
-/// an LRU crate: 32 entries of a 32-byte key, a linear scan is all it needs.
-#[derive(Debug, Default)]
-pub struct GrammarCache {
-    entries: Mutex<VecDeque<([u8; 32], Grammar)>>,
-}
-
-impl GrammarCache {
-    fn get(&self, key: &[u8; 32]) -> Option<Grammar> {
-        let mut entries = self.entries.lock().unwrap_or_else(|e| e.into_inner());
-        let at = entries.iter().position(|(k, _)| k == key)?;
-        let entry = entries.remove(at)?;
-        let grammar = entry.1.clone();
-        entries.push_back(entry);
-        Some(grammar)
-    }
-
-    fn put(&self, key: [u8; 32], grammar: Grammar) {
-        let mut entries = self.entries.lock().unwrap_or_else(|e| e.into_inner());
-        if entries.len() >= CACHE_ENTRIES {
-            entries.pop_front();
-        }
-        entries.push_back((key, grammar));
-    }
-}
 
 /// How a request's grammar came to be.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

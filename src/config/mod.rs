@@ -384,7 +384,7 @@ pub struct Overrides {
 
 /// The default config file path (it need not exist).
 pub fn default_path() -> Option<PathBuf> {
-    crate::models::project_dirs().map(|d| d.config_dir().join("config.json"))
+    crate::machine::project_dirs().map(|d| d.config_dir().join("config.json"))
 }
 
 impl Config {

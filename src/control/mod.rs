@@ -17,12 +17,14 @@
 //! - **The instance lock** ([`lock_instance`]): one app per config file.
 
 mod lock;
+mod making;
+mod prompts;
 
 pub use lock::{InstanceLock, LockError, lock_instance};
+pub use making::{MakingError, prepare_prompts, worker_launch};
+pub use prompts::{GrammarCache, Prompt, PromptError, Prompts};
 
-use crate::api::Prompts;
 use crate::config::{self, Config, ConfigError, EngineSettings, RECENT_MODELS_MAX, SettingsPatch};
-use crate::server::ServerError;
 use crate::service::{
     EngineStatus, GiveWay, Observed, RequestIds, RestartReport, SchedulerSettings, ServiceHandle,
     ServiceOptions, SettingsChange,
@@ -78,7 +80,7 @@ pub enum ApplyError {
     /// The new settings could not be prepared (the model file, its tokenizer or template);
     /// nothing was stopped.
     #[error("{0}; nothing was stopped")]
-    NotStarted(ServerError),
+    NotStarted(MakingError),
     /// The new engine failed while loading; the previous settings run again.
     #[error("the new engine failed: {reason}; the previous settings run again")]
     EngineFailed { reason: String },
@@ -142,8 +144,8 @@ impl Control {
         config: Config,
         config_path: Option<PathBuf>,
         exe: PathBuf,
-    ) -> Result<Self, ServerError> {
-        let prompts = Arc::new(crate::server::prepare_prompts(&config)?);
+    ) -> Result<Self, MakingError> {
+        let prompts = Arc::new(prepare_prompts(&config)?);
         let service = spawn_service(&config, exe.clone(), RequestIds::default())?;
         Ok(Self::over(
             Unit {
@@ -380,9 +382,9 @@ impl Control {
         next.validate()?;
         let prepared = {
             let next = next.clone();
-            tokio::task::spawn_blocking(move || crate::server::prepare_prompts(&next))
+            tokio::task::spawn_blocking(move || prepare_prompts(&next))
                 .await
-                .unwrap_or_else(|e| Err(ServerError::Serve(std::io::Error::other(e))))
+                .unwrap_or_else(|e| Err(MakingError::Stopped(std::io::Error::other(e))))
         };
         let prompts = Arc::new(prepared.map_err(ApplyError::NotStarted)?);
         before.service.shutdown().await;
@@ -447,8 +449,8 @@ fn spawn_service(
     config: &Config,
     exe: PathBuf,
     ids: RequestIds,
-) -> Result<ServiceHandle, ServerError> {
-    let launch = crate::server::worker_launch(config, exe)?;
+) -> Result<ServiceHandle, MakingError> {
+    let launch = worker_launch(config, exe)?;
     Ok(crate::service::spawn(ServiceOptions {
         launch,
         settings: config.scheduler.clone(),

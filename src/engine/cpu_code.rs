@@ -16,7 +16,7 @@
 //! nothing is recorded.
 
 use super::{EngineError, EngineProcess, WorkerExit, WorkerLaunch};
-use crate::engine_worker::modules;
+use crate::machine::modules;
 use crate::protocol::gpu::SkippedCpuCode;
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
@@ -29,7 +29,7 @@ pub const FIRST_STEPS: u64 = 8;
 
 /// The record's path on this machine (`~/.local/share/strata-desk/cpu-code.json`).
 pub fn default_record_path() -> Option<PathBuf> {
-    crate::models::project_dirs().map(|d| d.data_dir().join(RECORD_FILE))
+    crate::machine::project_dirs().map(|d| d.data_dir().join(RECORD_FILE))
 }
 
 /// What a worker's end says about its CPU code: `Some(words)` for a CPU fault (an illegal

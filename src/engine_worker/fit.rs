@@ -130,7 +130,7 @@ pub(super) fn fit(
     let (params, margin) = match target {
         Target::Cpu => {
             let total = cpu_memory_total_bytes();
-            let margin = host_margin_bytes(total, crate::models::machine::ram_available_bytes());
+            let margin = host_margin_bytes(total, crate::machine::ram_available_bytes());
             // no device: llama.cpp measures the host's memory
             let params = LlamaModelParams::default()
                 .with_devices(&[])

@@ -4,12 +4,13 @@
 
 use super::fit::{ContextChoice, Target, fit, set, unfitted};
 use super::{WorkerError, WorkerOptions};
+use crate::machine::gpus;
 use crate::protocol::gpu::{low_on_memory, within_limit};
 use crate::protocol::{DeviceFacts, GpuLayers};
+use llama_cpp_2::LlamaBackendDevice;
 use llama_cpp_2::llama_backend::LlamaBackend;
 use llama_cpp_2::model::LlamaModel;
 use llama_cpp_2::model::params::LlamaModelParams;
-use llama_cpp_2::{LlamaBackendDevice, LlamaBackendDeviceType, list_llama_ggml_backend_devices};
 
 /// A loaded model, the facts of the device it runs on (the handshake's `device`) and the
 /// context to make for it.
@@ -219,19 +220,6 @@ fn does_not_fit(
         },
         fitted.margin_bytes >> 20
     )
-}
-
-/// The GPUs llama.cpp sees (none on a CPU-only build).
-pub(crate) fn gpus() -> Vec<LlamaBackendDevice> {
-    list_llama_ggml_backend_devices()
-        .into_iter()
-        .filter(|d| {
-            matches!(
-                d.device_type,
-                LlamaBackendDeviceType::Gpu | LlamaBackendDeviceType::IntegratedGpu
-            )
-        })
-        .collect()
 }
 
 /// The device the model runs on, after loading; its memory is read once the context is made

@@ -20,7 +20,6 @@ mod fit;
 mod llama;
 mod load;
 pub mod model_size;
-pub mod modules;
 #[cfg(test)]
 mod pattern_fuzz_tests;
 mod sampler;
@@ -31,25 +30,13 @@ mod step_ahead_tests;
 pub mod variant_check;
 mod worker;
 
+pub use crate::machine::modules;
 pub use crate::protocol::{
     DEFAULT_GRAMMAR_MS_PER_TOKEN, FakeOptions, FlashAttn, KvType, WorkerOptions,
 };
 pub use backend::{Backend, Fault};
 pub use fake::{FakeEngine, FakeRule, FakeScript, FakeSetupError};
 pub use worker::Worker;
-
-/// The GPUs llama.cpp sees in this process, as (description, total bytes, free bytes); none
-/// on a CPU-only build. For the fit estimate of models not loaded yet.
-pub fn gpu_memory() -> Vec<(String, u64, u64)> {
-    // ggml registers its devices with the backend
-    if crate::tokenizer::backend().is_err() {
-        return Vec::new();
-    }
-    load::gpus()
-        .into_iter()
-        .map(|g| (g.description, g.memory_total as u64, g.memory_free as u64))
-        .collect()
-}
 
 use crate::protocol::{Command, CommandLine, ErrorKind, Reply, ReplyLine, salvage_id};
 use std::io::{BufRead, Write};

@@ -24,7 +24,7 @@ pub(super) fn model() -> &'static LlamaModel {
             Some(path) => path.into(),
             None => crate::models::ensure_default_model().expect("the default model"),
         };
-        let backend = crate::tokenizer::backend().expect("backend");
+        let backend = crate::machine::backend().expect("backend");
         LlamaModel::load_from_file(backend, path, &LlamaModelParams::default()).expect("model")
     })
 }
@@ -34,7 +34,7 @@ fn context() -> LlamaContext<'static> {
         .with_n_ctx(NonZeroU32::new(1024))
         .with_n_threads(2)
         .with_n_threads_batch(2);
-    let backend = crate::tokenizer::backend().expect("backend");
+    let backend = crate::machine::backend().expect("backend");
     model().new_context(backend, params).expect("context")
 }
 

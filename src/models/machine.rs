@@ -1,5 +1,5 @@
 //! This machine's memory for the fit estimate: the first GPU llama.cpp sees, and the RAM
-//! available now (Linux: `MemAvailable` of /proc/meminfo; Windows: `GlobalMemoryStatusEx`).
+//! available now, as [`crate::machine`] reads them.
 
 use super::fit::{GpuMemory, Machine};
 
@@ -40,57 +40,27 @@ pub fn machine_beside_engine(
     };
     Machine {
         gpu: Some(gpu),
-        ram_available_bytes: ram_available_bytes().unwrap_or(0),
+        ram_available_bytes: crate::machine::ram_available_bytes().unwrap_or(0),
     }
 }
 
 /// The first GPU llama.cpp sees and the RAM available; `limit_bytes`: `gpu_memory_limit`
 /// (0: none).
 pub fn this_machine(limit_bytes: u64) -> Machine {
-    let gpu = crate::engine_worker::gpu_memory().into_iter().next().map(
-        |(name, total_bytes, free_bytes)| GpuMemory {
-            name,
-            total_bytes,
-            free_bytes,
-            limit_bytes,
-        },
-    );
+    let gpu =
+        crate::machine::gpu_memory()
+            .into_iter()
+            .next()
+            .map(|(name, total_bytes, free_bytes)| GpuMemory {
+                name,
+                total_bytes,
+                free_bytes,
+                limit_bytes,
+            });
     Machine {
         gpu,
-        ram_available_bytes: ram_available_bytes().unwrap_or(0),
+        ram_available_bytes: crate::machine::ram_available_bytes().unwrap_or(0),
     }
-}
-
-#[cfg(target_os = "linux")]
-pub fn ram_available_bytes() -> Option<u64> {
-    let meminfo = std::fs::read_to_string("/proc/meminfo").ok()?;
-    meminfo_available(&meminfo)
-}
-
-#[cfg(windows)]
-#[allow(unsafe_code)]
-pub fn ram_available_bytes() -> Option<u64> {
-    use windows_sys::Win32::System::SystemInformation::{GlobalMemoryStatusEx, MEMORYSTATUSEX};
-    let mut status = MEMORYSTATUSEX {
-        dwLength: std::mem::size_of::<MEMORYSTATUSEX>() as u32,
-        ..unsafe { std::mem::zeroed() }
-    };
-    // SAFETY: a MEMORYSTATUSEX with its dwLength set, as the call requires
-    let ok = unsafe { GlobalMemoryStatusEx(&mut status) };
-    (ok != 0).then_some(status.ullAvailPhys)
-}
-
-#[cfg(not(any(target_os = "linux", windows)))]
-pub fn ram_available_bytes() -> Option<u64> {
-    None
-}
-
-/// `MemAvailable: 12345 kB` of /proc/meminfo, in bytes.
-#[cfg_attr(not(target_os = "linux"), allow(dead_code))]
-fn meminfo_available(meminfo: &str) -> Option<u64> {
-    let line = meminfo.lines().find(|l| l.starts_with("MemAvailable:"))?;
-    let kb: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
-    Some(kb * 1024)
 }
 
 #[cfg(test)]
@@ -151,13 +121,5 @@ mod tests {
             ..card
         };
         assert_eq!(limited.usable_bytes(), 300 << 20);
-    }
-
-    #[test]
-    fn available_memory_is_read_from_meminfo_in_bytes() {
-        let meminfo =
-            "MemTotal:       24576000 kB\nMemFree:         1000 kB\nMemAvailable:   20000000 kB\n";
-        assert_eq!(meminfo_available(meminfo), Some(20_480_000_000));
-        assert_eq!(meminfo_available("MemTotal: 1 kB\n"), None);
     }
 }

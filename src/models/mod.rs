@@ -76,10 +76,7 @@ fn io(context: impl Into<String>) -> impl FnOnce(std::io::Error) -> ModelFetchEr
     move |source| ModelFetchError::Io { context, source }
 }
 
-/// The project's directories (config, data) on this platform.
-pub fn project_dirs() -> Option<directories::ProjectDirs> {
-    directories::ProjectDirs::from("dev", "strata", "strata-desk")
-}
+pub use crate::machine::project_dirs;
 
 /// Where the default model lives once fetched.
 pub fn default_model_path() -> Result<PathBuf, ModelFetchError> {
