@@ -72,6 +72,8 @@ pub mod tokenizer;
 #[cfg(test)]
 mod docs_facts;
 #[cfg(test)]
+mod layer_counts;
+#[cfg(test)]
 mod layer_rules;
 
 // The two crates below are the layers a crate boundary can enforce; the app names them by
