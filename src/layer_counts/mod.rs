@@ -6,6 +6,9 @@
 //! Read by hand rather than with `syn`: the counts need only comments, string literals and
 //! braces told apart, and a lexer of that much is shorter than a parser's dependency.
 
+mod code;
+
+use code::{code_only, ident, matching_brace, without_test_blocks};
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
@@ -46,181 +49,6 @@ const LONG_FN_LINES: usize = 80;
 /// The floor of a part (0 is the top).
 fn floor_of(part: &str) -> Option<usize> {
     FLOORS.iter().position(|floor| floor.contains(&part))
-}
-
-/// The text with every comment and the inside of every string and character literal made
-/// spaces (newlines kept, so lines keep their numbers): what is left is code.
-pub(crate) fn code_only(text: &str) -> String {
-    let c: Vec<char> = text.chars().collect();
-    let mut out = String::with_capacity(text.len());
-    let mut i = 0;
-    while i < c.len() {
-        // a literal may start here only where an identifier does not go on (`r#"`, not `for"`)
-        let starts = i == 0 || !ident(c[i - 1]) || (c[i - 1] == 'b' && (i < 2 || !ident(c[i - 2])));
-        i = match c[i] {
-            '/' if c.get(i + 1) == Some(&'/') => line_comment(&c, i, &mut out),
-            '/' if c.get(i + 1) == Some(&'*') => block_comment(&c, i, &mut out),
-            'r' if starts && matches!(c.get(i + 1), Some('"' | '#')) => raw_string(&c, i, &mut out),
-            '"' => string(&c, i, &mut out),
-            '\'' if starts => char_literal(&c, i, &mut out),
-            other => {
-                out.push(other);
-                i + 1
-            }
-        };
-    }
-    out
-}
-
-fn ident(ch: char) -> bool {
-    ch.is_alphanumeric() || ch == '_'
-}
-
-fn blank(ch: char) -> char {
-    if ch == '\n' { '\n' } else { ' ' }
-}
-
-/// `// ...` to the end of its line; the index after it.
-fn line_comment(c: &[char], mut i: usize, out: &mut String) -> usize {
-    while i < c.len() && c[i] != '\n' {
-        out.push(' ');
-        i += 1;
-    }
-    i
-}
-
-/// `/* ... */`, nested as Rust nests them.
-fn block_comment(c: &[char], mut i: usize, out: &mut String) -> usize {
-    let mut depth = 0;
-    while i < c.len() {
-        if c[i] == '/' && c.get(i + 1) == Some(&'*') {
-            depth += 1;
-            out.push_str("  ");
-            i += 2;
-        } else if c[i] == '*' && c.get(i + 1) == Some(&'/') {
-            depth -= 1;
-            out.push_str("  ");
-            i += 2;
-            if depth == 0 {
-                break;
-            }
-        } else {
-            out.push(blank(c[i]));
-            i += 1;
-        }
-    }
-    i
-}
-
-/// `r"..."` or `r#"..."#` (any number of `#`); an `r` that starts none is itself.
-fn raw_string(c: &[char], i: usize, out: &mut String) -> usize {
-    let mut j = i + 1;
-    while c.get(j) == Some(&'#') {
-        j += 1;
-    }
-    if c.get(j) != Some(&'"') {
-        out.push(c[i]);
-        return i + 1;
-    }
-    let hashes = j - i - 1;
-    out.extend(&c[i..=j]);
-    let mut i = j + 1;
-    while i < c.len() {
-        if c[i] == '"' && (1..=hashes).all(|k| c.get(i + k) == Some(&'#')) {
-            out.extend(&c[i..=i + hashes]);
-            return i + hashes + 1;
-        }
-        out.push(blank(c[i]));
-        i += 1;
-    }
-    i
-}
-
-/// `"..."` with its escapes.
-fn string(c: &[char], mut i: usize, out: &mut String) -> usize {
-    out.push('"');
-    i += 1;
-    while i < c.len() && c[i] != '"' {
-        if c[i] == '\\' {
-            out.push(' ');
-            i += 1;
-        }
-        if i < c.len() {
-            out.push(blank(c[i]));
-            i += 1;
-        }
-    }
-    out.push('"');
-    i + 1
-}
-
-/// A character literal (`'x'`, `'\n'`, `'\u{1F600}'`), else the `'` of a lifetime or a label.
-fn char_literal(c: &[char], i: usize, out: &mut String) -> usize {
-    let end = if c.get(i + 1) == Some(&'\\') {
-        (i + 3..c.len()).find(|&j| c[j] == '\'')
-    } else {
-        (c.get(i + 2) == Some(&'\'')).then_some(i + 2)
-    };
-    out.push('\'');
-    match end {
-        Some(end) => {
-            out.extend(std::iter::repeat_n(' ', end - i - 1));
-            out.push('\'');
-            end + 1
-        }
-        None => i + 1,
-    }
-}
-
-/// The code with every test-only module block (`#[cfg(test)] mod name { ... }`) made spaces.
-/// Test code may use what lies above its part, as a crate's dev-dependencies may: it is not in
-/// the program's graph. (Test-only files, `#[cfg(test)] mod name;`, are left out by
-/// [`program_files`].)
-fn without_test_blocks(code: &str) -> String {
-    let mut out: Vec<char> = code.chars().collect();
-    let text: String = out.iter().collect();
-    let mut from = 0;
-    while let Some(at) = text[from..].find("#[cfg(test)]").map(|p| p + from) {
-        from = at + 1;
-        let rest = text[at + "#[cfg(test)]".len()..].trim_start();
-        if !rest.starts_with("mod ") {
-            continue;
-        }
-        let (Some(open), Some(semi)) = (text[at..].find('{'), text[at..].find(';')) else {
-            continue;
-        };
-        if semi < open {
-            continue;
-        }
-        let chars_before = text[..at + open].chars().count();
-        if let Some(close) = matching_brace(&out, chars_before) {
-            let start = text[..at].chars().count();
-            for ch in &mut out[start..=close] {
-                if *ch != '\n' {
-                    *ch = ' ';
-                }
-            }
-        }
-    }
-    out.into_iter().collect()
-}
-
-/// The index of the `}` that closes the `{` at `open`.
-fn matching_brace(c: &[char], open: usize) -> Option<usize> {
-    let mut depth = 0usize;
-    for (j, &ch) in c.iter().enumerate().skip(open) {
-        match ch {
-            '{' => depth += 1,
-            '}' => {
-                depth -= 1;
-                if depth == 0 {
-                    return Some(j);
-                }
-            }
-            _ => {}
-        }
-    }
-    None
 }
 
 /// The parts of the crate a piece of code mentions, by line (1-based): `crate::x`, and each
@@ -432,8 +260,44 @@ fn root() -> &'static Path {
     Path::new(env!("CARGO_MANIFEST_DIR"))
 }
 
+/// Where the test-only modules a file declares are (`#[cfg(test)]`, then `mod name;` or
+/// `#[path = "..."] mod name;`): each as its file and its folder.
+fn test_modules(file: &Path, text: &str) -> Vec<PathBuf> {
+    let dir = file.parent().unwrap();
+    let stem = file.file_stem().unwrap();
+    // a module's children are in its own folder unless it is a folder's `mod.rs` (or the root)
+    let children = if ["mod", "lib", "main"].iter().any(|n| stem == *n) {
+        dir.to_path_buf()
+    } else {
+        dir.join(stem)
+    };
+    let lines: Vec<&str> = text.lines().map(str::trim).collect();
+    let mut found = Vec::new();
+    for (n, line) in lines.iter().enumerate() {
+        if *line != "#[cfg(test)]" {
+            continue;
+        }
+        let next = lines.get(n + 1).copied().unwrap_or("");
+        if let Some(path) = next.strip_prefix("#[path = \"") {
+            found.push(dir.join(path.trim_end_matches("\"]")));
+            continue;
+        }
+        let declared = next
+            .trim_start_matches("pub(crate) ")
+            .trim_start_matches("pub ");
+        if let Some(name) = declared
+            .strip_prefix("mod ")
+            .and_then(|d| d.strip_suffix(';'))
+        {
+            found.push(children.join(format!("{name}.rs")));
+            found.push(children.join(name));
+        }
+    }
+    found
+}
+
 /// The files of `src/` that are in the program (not a test-only file: one its parent declares
-/// `#[cfg(test)] mod name;`), each with its top-level part.
+/// `#[cfg(test)] mod name;`, or one in such a module's folder), each with its top-level part.
 fn program_files() -> Vec<Source> {
     let src = root().join("src");
     let mut files = Vec::new();
@@ -445,28 +309,13 @@ fn program_files() -> Vec<Source> {
             (f, text)
         })
         .collect();
-    // the test-only modules, as (folder, name)
-    let mut test_only = BTreeSet::new();
-    for (file, text) in &texts {
-        let code = code_only(text);
-        let lines: Vec<&str> = code.lines().map(str::trim).collect();
-        for pair in lines.windows(2) {
-            let declared = pair[1]
-                .strip_prefix("mod ")
-                .or(pair[1].strip_prefix("pub mod "));
-            if pair[0] == "#[cfg(test)]"
-                && let Some(name) = declared.and_then(|d| d.strip_suffix(';'))
-            {
-                test_only.insert((file.parent().unwrap().to_path_buf(), name.to_owned()));
-            }
-        }
-    }
+    let test_only: BTreeSet<PathBuf> = texts
+        .iter()
+        .flat_map(|(file, text)| test_modules(file, text))
+        .collect();
     texts
         .into_iter()
-        .filter(|(file, _)| {
-            let name = file.file_stem().unwrap().to_string_lossy().into_owned();
-            !test_only.contains(&(file.parent().unwrap().to_path_buf(), name))
-        })
+        .filter(|(file, _)| !file.ancestors().any(|p| test_only.contains(p)))
         .map(|(file, text)| {
             let relative = file.strip_prefix(&src).unwrap();
             let first = relative.components().next().unwrap().as_os_str();
@@ -588,4 +437,41 @@ fn the_counter_measures_a_function_from_its_fn_line_to_its_closing_brace() {
     // 1 line of `fn`, 80 of body, the tail expression and the closing brace
     assert_eq!(long_fns("x.rs", &text), [("x.rs:3 long".to_owned(), 83)]);
     assert!(long_fns("x.rs", "fn fine() {\n}\n").is_empty());
+}
+
+#[test]
+fn architecture_md_s_floor_table_is_floors() {
+    let text = std::fs::read_to_string(root().join("docs/ARCHITECTURE.md")).unwrap();
+    let start = text
+        .find("## Floors")
+        .expect("docs/ARCHITECTURE.md has a Floors section");
+    let rows: Vec<Vec<String>> = text[start..]
+        .lines()
+        .skip_while(|l| !l.starts_with("| floor |"))
+        .skip(2)
+        .take_while(|l| l.starts_with('|'))
+        .map(|row| {
+            let parts = row.splitn(3, '|').nth(2).unwrap_or("");
+            let mut names: Vec<String> = parts
+                .split('`')
+                .skip(1)
+                .step_by(2)
+                .map(str::to_owned)
+                .collect();
+            names.sort();
+            names
+        })
+        .collect();
+    let floors: Vec<Vec<String>> = FLOORS
+        .iter()
+        .map(|floor| {
+            let mut names: Vec<String> = floor.iter().map(|p| (*p).to_owned()).collect();
+            names.sort();
+            names
+        })
+        .collect();
+    assert_eq!(
+        rows, floors,
+        "docs/ARCHITECTURE.md's floors differ from FLOORS"
+    );
 }
