@@ -13,7 +13,7 @@ use super::ApiError;
 use super::tools::{OutputPlan, OutputSpec, Wanted};
 use crate::chat::ToolFormat;
 use crate::config::AppSettings;
-pub use crate::control::GrammarCache;
+use crate::control::GrammarCache;
 use crate::grammar::{self, CallForm, JsonForm, PairForm, ToolSpec};
 use crate::service::Grammar;
 use crate::tokenizer::Tokenizer;
