@@ -24,7 +24,7 @@ use crate::api::Prompts;
 use crate::config::{self, Config, ConfigError, EngineSettings, RECENT_MODELS_MAX, SettingsPatch};
 use crate::server::ServerError;
 use crate::service::{
-    EngineStatus, GiveWay, Observed, RequestIds, RestartReport, SchedulerSettings, ServiceHandle,
+    EngineStatus, GiveWay, Observation, Observed, RestartReport, SchedulerSettings, ServiceHandle,
     ServiceOptions, SettingsChange,
 };
 use std::path::PathBuf;
@@ -144,7 +144,8 @@ impl Control {
         exe: PathBuf,
     ) -> Result<Self, ServerError> {
         let prompts = Arc::new(crate::server::prepare_prompts(&config)?);
-        let service = spawn_service(&config, exe.clone(), RequestIds::default())?;
+        // made once for the app's run: every unit after this one continues it
+        let service = spawn_service(&config, exe.clone(), Observation::default())?;
         Ok(Self::over(
             Unit {
                 service,
@@ -387,8 +388,8 @@ impl Control {
         let prompts = Arc::new(prepared.map_err(ApplyError::NotStarted)?);
         before.service.shutdown().await;
         let generation = before.generation + 1;
-        // the ids go on where the service before left them
-        let ids = before.service.ids();
+        // the clock, ids, events, ended requests and metrics go on from the service before
+        let ids = before.service.observation();
         let started =
             spawn_service(&next, exe.clone(), ids.clone()).map_err(ApplyError::NotStarted);
         let failure = match started {
@@ -446,13 +447,13 @@ impl Control {
 fn spawn_service(
     config: &Config,
     exe: PathBuf,
-    ids: RequestIds,
+    observation: Observation,
 ) -> Result<ServiceHandle, ServerError> {
     let launch = crate::server::worker_launch(config, exe)?;
     Ok(crate::service::spawn(ServiceOptions {
         launch,
         settings: config.scheduler.clone(),
-        ids,
+        observation,
     })?)
 }
 
