@@ -116,39 +116,51 @@ impl Follow {
         Some(events)
     }
 
-    /// The entries `from..=shown`, in order, as the stream sent them; an entry the stream
-    /// did not bring (this client fell behind, or it was logged just before the client came)
-    /// is taken from the snapshot's log.
+    /// The entries `from..=shown`: those the stream brought since, and the log's for any it
+    /// did not.
     fn entries_up_to(&mut self, from: u64, shown: u64, log: &[LogEntry]) -> Vec<LogEntry> {
         loop {
             match self.entries.try_recv() {
                 Ok(entry) => self.pending.push_back(entry),
-                // some were missed: the log fills the gap below
+                // some were missed: the log fills the gap
                 Err(broadcast::error::TryRecvError::Lagged(_)) => {}
                 Err(_) => break,
             }
         }
-        let from_log = |from: u64, to: u64| {
-            log.iter()
-                .filter(move |e| e.seq >= from && e.seq < to)
-                .cloned()
-        };
-        let mut out = Vec::new();
-        let mut next = from;
-        while self.pending.front().is_some_and(|e| e.seq <= shown) {
-            let Some(entry) = self.pending.pop_front() else {
-                break;
-            };
-            if entry.seq < next {
-                continue; // sent already, or in the first snapshot's log
-            }
-            out.extend(from_log(next, entry.seq));
-            next = entry.seq + 1;
-            out.push(entry);
-        }
-        out.extend(from_log(next, shown + 1));
-        out
+        entries_between(&mut self.pending, from, shown, log)
     }
+}
+
+/// The entries `from..=shown`, in order, taken from `pending` (what the stream sent, in
+/// order); an entry it lacks (the client fell behind, or it was logged just before the client
+/// came) is taken from the snapshot's log. Entries after `shown` stay pending.
+fn entries_between(
+    pending: &mut VecDeque<LogEntry>,
+    from: u64,
+    shown: u64,
+    log: &[LogEntry],
+) -> Vec<LogEntry> {
+    let from_log = |from: u64, to: u64| {
+        log.iter()
+            .filter(move |e| e.seq >= from && e.seq < to)
+            .cloned()
+    };
+    let mut out = Vec::new();
+    let mut next = from;
+    while let Some(entry) = pending.pop_front() {
+        if entry.seq > shown {
+            pending.push_front(entry);
+            break;
+        }
+        if entry.seq < next {
+            continue; // sent already, or in the first snapshot's log
+        }
+        out.extend(from_log(next, entry.seq));
+        next = entry.seq + 1;
+        out.push(entry);
+    }
+    out.extend(from_log(next, shown + 1));
+    out
 }
 
 fn json_event(name: &str, data: &impl serde::Serialize) -> Event {
@@ -164,4 +176,43 @@ pub async fn metrics(State(state): State<ApiState>) -> Response {
         state.service().metrics().encode(),
     )
         .into_response()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::service::{LogKind, Observed};
+
+    fn entry(seq: u64) -> LogEntry {
+        LogEntry {
+            at_secs: seq as f64,
+            kind: LogKind::Resumed,
+            request_id: None,
+            client_id: None,
+            text: String::new(),
+            seq,
+            event: Observed::Resumed,
+        }
+    }
+
+    fn seqs(entries: &[LogEntry]) -> Vec<u64> {
+        entries.iter().map(|e| e.seq).collect()
+    }
+
+    #[test]
+    fn the_stream_s_entries_go_out_once_in_order_up_to_the_snapshot_and_a_gap_comes_from_the_log() {
+        let log: Vec<LogEntry> = (0..=6).map(entry).collect();
+        // 2 was in the first snapshot; 4 was missed (the client fell behind); 7 is not shown yet
+        let mut pending: VecDeque<LogEntry> = [2, 3, 5, 6, 7].into_iter().map(entry).collect();
+        let sent = entries_between(&mut pending, 3, 6, &log);
+        assert_eq!(seqs(&sent), [3, 4, 5, 6]);
+        assert_eq!(
+            seqs(pending.make_contiguous()),
+            [7],
+            "kept for its snapshot"
+        );
+        // nothing came on the stream: the snapshot's log says what is new
+        let mut none = VecDeque::new();
+        assert_eq!(seqs(&entries_between(&mut none, 5, 6, &log)), [5, 6]);
+    }
 }

@@ -63,3 +63,6 @@ pub use snapshot::{
     ConversationCacheView, CountersView, EngineStatus, EngineView, ServiceSnapshot, SlotView,
     TtftSample, chosen_by_words, context_words, cpu_code_words, mode_for,
 };
+
+#[cfg(test)]
+mod observation_tests;
