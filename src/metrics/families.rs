@@ -120,9 +120,9 @@ pub(super) fn register_levels(r: &mut Registry, f: &Families) {
     }
 }
 
-/// The counters (prometheus-client appends `_total`), the plain ones first, then those by a
-/// reason or a state.
-pub(super) fn register_counters(r: &mut Registry, f: &Families) {
+/// The scheduler's counters (prometheus-client appends `_total`): what interrupted, was read
+/// again or restarted, and the cancellations by state.
+pub(super) fn register_scheduler_counters(r: &mut Registry, f: &Families) {
     let plain = [
         (
             "strata_preemptions",
@@ -146,6 +146,25 @@ pub(super) fn register_counters(r: &mut Registry, f: &Families) {
              (0 when healthy; logged, never an engine restart)",
             &f.kv_pool_mismatches,
         ),
+    ];
+    for (name, help, counter) in plain {
+        r.register(name, help, counter.clone());
+    }
+    r.register(
+        "strata_give_ways",
+        "Prompt reads that gave way at a chunk boundary, by reason",
+        f.give_ways.clone(),
+    );
+    r.register(
+        "strata_cancellations",
+        "Requests cancelled, by the state they were in",
+        f.cancellations.clone(),
+    );
+}
+
+/// The requests' counters: how they ended, their tokens, the cache and their grammars.
+pub(super) fn register_request_counters(r: &mut Registry, f: &Families) {
+    let plain = [
         (
             "strata_requests_failed",
             "Admitted requests that failed (engine death, restart)",
@@ -200,25 +219,10 @@ pub(super) fn register_counters(r: &mut Registry, f: &Families) {
     for (name, help, counter) in plain {
         r.register(name, help, counter.clone());
     }
-    let by_reason = [
-        (
-            "strata_give_ways",
-            "Prompt reads that gave way at a chunk boundary, by reason",
-            &f.give_ways,
-        ),
-        (
-            "strata_requests_finished",
-            "Requests that ended normally, by finish reason",
-            &f.finished,
-        ),
-    ];
-    for (name, help, family) in by_reason {
-        r.register(name, help, family.clone());
-    }
     r.register(
-        "strata_cancellations",
-        "Requests cancelled, by the state they were in",
-        f.cancellations.clone(),
+        "strata_requests_finished",
+        "Requests that ended normally, by finish reason",
+        f.finished.clone(),
     );
 }
 

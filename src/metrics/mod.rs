@@ -155,7 +155,8 @@ impl Metrics {
         let mut r = Registry::default();
         families::register_histograms(&mut r, [&ttft, &queue_time, &parked_time, &pauses]);
         families::register_levels(&mut r, &f);
-        families::register_counters(&mut r, &f);
+        families::register_scheduler_counters(&mut r, &f);
+        families::register_request_counters(&mut r, &f);
         families::register_vllm(&mut r, &f, &vllm_ttft);
         Self {
             registry: r,
@@ -457,6 +458,81 @@ mod tests {
             "strata_request_pauses_sum{priority=\"normal\"} 1.0\n",
         ] {
             assert!(text.contains(line), "{line} is not in {text}");
+        }
+    }
+
+    #[test]
+    fn every_metric_is_registered_once_under_its_name() {
+        // a family shows once it has a label set: one fact of each kind
+        let m = Metrics::new();
+        let levels = Levels {
+            model: "m".into(),
+            ..Levels::default()
+        };
+        let counters = Counters::default();
+        m.record(&Fact::Totals {
+            counters: &counters,
+            levels: &levels,
+        });
+        m.record(&Fact::FirstToken {
+            priority: 0,
+            ttft_secs: 0.1,
+        });
+        m.record(&Fact::Ended {
+            priority: 0,
+            finish_reason: Some(FinishReason::Stop),
+            prompt_tokens_read: 1,
+            prompt_tokens_held: 0,
+            output_tokens: 1,
+            queue_wait_secs: Some(0.1),
+            parked_secs: 0.0,
+            pauses: 0,
+        });
+        let text = m.encode();
+        let names = [
+            "strata_time_to_first_token_seconds",
+            "strata_request_queue_time_seconds",
+            "strata_request_parked_seconds",
+            "strata_request_pauses",
+            "strata_num_requests_waiting",
+            "strata_num_requests_running",
+            "strata_num_requests_parked",
+            "strata_kv_cells_used",
+            "strata_kv_cells_capacity",
+            "strata_conversation_cache_entries",
+            "strata_conversation_cache_bytes",
+            "strata_engine_up",
+            "strata_preemptions",
+            "strata_give_ways",
+            "strata_resumes",
+            "strata_processed_prefix_losses",
+            "strata_cancellations",
+            "strata_engine_restarts",
+            "strata_kv_pool_mismatches",
+            "strata_requests_finished",
+            "strata_requests_failed",
+            "strata_requests_refused",
+            "strata_prompt_tokens",
+            "strata_prompt_tokens_cached",
+            "strata_generation_tokens",
+            "strata_conversation_cache_hits",
+            "strata_conversation_cache_misses",
+            "strata_output_cap_cuts",
+            "strata_grammars_built",
+            "strata_grammar_cache_hits",
+            "vllm:num_requests_waiting",
+            "vllm:num_requests_running",
+            "vllm:time_to_first_token_seconds",
+            "vllm:num_preemptions",
+        ];
+        let typed: Vec<&str> = text
+            .lines()
+            .filter_map(|l| l.strip_prefix("# TYPE "))
+            .filter_map(|l| l.split(' ').next())
+            .collect();
+        assert_eq!(typed.len(), names.len(), "{typed:?}");
+        for name in names {
+            assert!(typed.contains(&name), "{name} is not registered: {typed:?}");
         }
     }
 }
