@@ -26,7 +26,7 @@ pub use prompts::{GrammarCache, Prompt, PromptError, Prompts};
 
 use crate::config::{self, Config, ConfigError, EngineSettings, RECENT_MODELS_MAX, SettingsPatch};
 use crate::service::{
-    EngineStatus, GiveWay, Observed, RequestIds, RestartReport, SchedulerSettings, ServiceHandle,
+    EngineStatus, GiveWay, Observation, Observed, RestartReport, SchedulerSettings, ServiceHandle,
     ServiceOptions, SettingsChange,
 };
 use std::path::PathBuf;
@@ -146,7 +146,8 @@ impl Control {
         exe: PathBuf,
     ) -> Result<Self, MakingError> {
         let prompts = Arc::new(prepare_prompts(&config)?);
-        let service = spawn_service(&config, exe.clone(), RequestIds::default())?;
+        // made once for the app's run: every unit after this one continues it
+        let service = spawn_service(&config, exe.clone(), Observation::default())?;
         Ok(Self::over(
             Unit {
                 service,
@@ -389,10 +390,10 @@ impl Control {
         let prompts = Arc::new(prepared.map_err(ApplyError::NotStarted)?);
         before.service.shutdown().await;
         let generation = before.generation + 1;
-        // the ids go on where the service before left them
-        let ids = before.service.ids();
+        // the clock, ids, events, ended requests and metrics go on from the service before
+        let observation = before.service.observation();
         let started =
-            spawn_service(&next, exe.clone(), ids.clone()).map_err(ApplyError::NotStarted);
+            spawn_service(&next, exe.clone(), observation.clone()).map_err(ApplyError::NotStarted);
         let failure = match started {
             Ok(service) => {
                 self.install(Arc::new(Unit {
@@ -419,7 +420,7 @@ impl Control {
             Err(error) => error,
         };
         // the previous settings again, with their prompts
-        if let Ok(service) = spawn_service(&previous, exe, ids) {
+        if let Ok(service) = spawn_service(&previous, exe, observation) {
             service.note_control(Observed::ApplyFailed {
                 changed,
                 reason: match &failure {
@@ -448,13 +449,13 @@ impl Control {
 fn spawn_service(
     config: &Config,
     exe: PathBuf,
-    ids: RequestIds,
+    observation: Observation,
 ) -> Result<ServiceHandle, MakingError> {
     let launch = worker_launch(config, exe)?;
     Ok(crate::service::spawn(ServiceOptions {
         launch,
         settings: config.scheduler.clone(),
-        ids,
+        observation,
     })?)
 }
 

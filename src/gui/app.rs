@@ -3,7 +3,6 @@
 
 use super::commands::{CommandQueue, Outcome};
 use super::controls;
-use super::earlier::Earlier;
 use super::history::{LogFilter, length_refusal_ui, scheduler_log_ui};
 use super::panels;
 use super::requests::RequestsView;
@@ -67,8 +66,6 @@ impl TrayHost {
 }
 
 const LOG_LINES_MAX: usize = 200;
-/// Lines kept from the engines an apply replaced.
-const EARLIER_LINES_MAX: usize = 1000;
 
 #[derive(Debug)]
 pub struct Dashboard {
@@ -91,15 +88,10 @@ pub struct Dashboard {
     settings: SettingsView,
     show_settings: bool,
     timeline: Timeline,
-    /// What the window keeps of the engines an apply replaced (samples, counters, clock).
-    earlier: Earlier,
     tray: Option<Tray>,
     runtime: tokio::runtime::Handle,
     commands: CommandQueue,
     log: VecDeque<(f64, String)>,
-    /// The log lines of the engines an apply replaced, oldest first, each with whether it
-    /// is an interruption (the filter's "interruptions only").
-    earlier_log: VecDeque<(bool, String)>,
     /// When the restart's question was asked (egui's clock), while it waits for an answer.
     confirm_restart: Option<f64>,
     requests_view: RequestsView,
@@ -126,12 +118,10 @@ impl Dashboard {
             settings: SettingsView::default(),
             show_settings: false,
             timeline: Timeline::default(),
-            earlier: Earlier::default(),
             tray: None,
             runtime,
             commands: CommandQueue::default(),
             log: VecDeque::new(),
-            earlier_log: VecDeque::new(),
             confirm_restart: None,
             requests_view: RequestsView::default(),
             log_filter: LogFilter::default(),
@@ -245,16 +235,15 @@ impl Dashboard {
     pub fn tick(&mut self, ctx: &egui::Context) -> ServiceSnapshot {
         let unit = self.control.unit();
         if unit.generation != self.generation {
-            // A new engine serves (an apply): keep the old one's log, samples and counters,
-            // follow the new service; the window's clock runs on.
-            let old = self.keep_earlier_log();
-            self.earlier.replaced(&old);
-            self.timeline.mark_restart(self.earlier.offset_secs);
+            // A new engine serves (an apply): follow the new service and mark the restart.
+            // The log, samples, counters and clock are the app's run's and go on.
+            let old = self.service.snapshot();
+            self.timeline.mark_restart(old.uptime_secs);
             self.generation = unit.generation;
             self.service = unit.service.clone();
         }
         let s = self.service.snapshot();
-        self.timeline.record_at(&s, self.earlier.now_secs(&s));
+        self.timeline.record(&s);
         if let Some(tray) = &mut self.tray {
             tray.update(&s);
         }
@@ -391,7 +380,7 @@ impl Dashboard {
             .default_size(190.0)
             .size_range(90.0..=700.0)
             .show(ui, |ui| {
-                scheduler_log_ui(ui, &s, &mut self.log_filter, &self.log, &self.earlier_log);
+                scheduler_log_ui(ui, &s, &mut self.log_filter, &self.log);
             });
         // the totals at the side, as wide as the user drags them; the live view has the rest
         egui::Panel::right("totals")
@@ -402,7 +391,7 @@ impl Dashboard {
                 egui::ScrollArea::vertical()
                     .id_salt("totals")
                     .show(ui, |ui| {
-                        panels::counters_ui(ui, &s, &self.earlier);
+                        panels::counters_ui(ui, &s);
                         ui.separator();
                         panels::conversations_ui(ui, &s);
                     });
@@ -412,7 +401,6 @@ impl Dashboard {
                 // the live sections first, the requests table, then the history (#62)
                 let live = super::live::LiveView {
                     snapshot: &s,
-                    earlier: &self.earlier,
                     timeline: &self.timeline,
                     starving_secs: self.starving_secs,
                 };
@@ -428,33 +416,6 @@ impl Dashboard {
             self.log.pop_front();
         }
         self.log.push_back((at, line));
-    }
-
-    /// An apply replaced the engine: the old service's log and the window's lines of its
-    /// time move to the earlier lines, closed by a marker (the new service's clock starts at 0).
-    fn keep_earlier_log(&mut self) -> ServiceSnapshot {
-        let old = self.service.snapshot();
-        let everything = LogFilter::default();
-        let lines = super::history::merged_lines(old.log.as_slice(), &self.log, &everything);
-        let interruptions = LogFilter {
-            interruptions_only: true,
-            ..LogFilter::default()
-        };
-        let flagged = super::history::merged_lines(old.log.as_slice(), &self.log, &interruptions);
-        self.log.clear();
-        let marker = format!(
-            "-- the engine restarted with the settings applied after {:.1} s: the lines above \
-             are the previous engine's; the log's times and the counters' \"now\" start again --",
-            old.uptime_secs
-        );
-        let flagged_lines = lines.into_iter().map(|l| (flagged.contains(&l), l));
-        for line in flagged_lines.chain([(true, marker)]) {
-            if self.earlier_log.len() == EARLIER_LINES_MAX {
-                self.earlier_log.pop_front();
-            }
-            self.earlier_log.push_back(line);
-        }
-        old
     }
 
     /// The event log, oldest first.

@@ -59,14 +59,13 @@ pub fn merged_lines(
         .collect()
 }
 
-/// The log, newest at the bottom, with its filter: `earlier` holds the lines of engines an
-/// apply replaced, each run closed by a marker line.
+/// The log, newest at the bottom, with its filter (the service's log is the app's run's: an
+/// apply that restarts the engine keeps it).
 pub fn scheduler_log_ui(
     ui: &mut Ui,
     s: &ServiceSnapshot,
     filter: &mut LogFilter,
     window: &VecDeque<(f64, String)>,
-    earlier: &VecDeque<(bool, String)>,
 ) {
     ui.horizontal(|ui| {
         ui.heading("Log").on_hover_text(
@@ -97,14 +96,6 @@ pub fn scheduler_log_ui(
         .show(ui, |ui| {
             // not justified: a wrapped line keeps its word spacing
             ui.vertical(|ui| {
-                let text = filter.text.trim();
-                let shown = earlier.iter().filter(|(interruption, l)| {
-                    (!filter.interruptions_only || *interruption)
-                        && (text.is_empty() || l.contains(text))
-                });
-                for (_, l) in shown {
-                    ui.weak(l);
-                }
                 for l in merged_lines(s.log.as_slice(), window, filter) {
                     ui.label(l);
                 }
@@ -240,10 +231,10 @@ mod tests {
             .collect();
         for height in [97.0, 130.0, 191.0, 233.0] {
             let mut filter = LogFilter::default();
-            let (window, earlier) = (VecDeque::new(), VecDeque::new());
+            let window = VecDeque::new();
             let mut harness = Harness::builder()
                 .with_size(egui::vec2(900.0, height))
-                .build_ui(|ui| scheduler_log_ui(ui, &s, &mut filter, &window, &earlier));
+                .build_ui(|ui| scheduler_log_ui(ui, &s, &mut filter, &window));
             harness.run_ok();
             let heading = harness.get_by_label("interruptions only").rect();
             // the scroll area starts a spacing below the heading's row

@@ -4,7 +4,6 @@
 //! that the history, however long, never pushes the live view below the fold.
 
 use super::commands::CommandQueue;
-use super::earlier::Earlier;
 use super::panels::{parked_ui, slots_ui, waiting_ui};
 use super::requests::{RequestsView, requests_ui};
 use super::timeline::{Timeline, timeline_ui};
@@ -30,11 +29,10 @@ fn side_by_side(ui: &mut Ui, n: usize, mut column: impl FnMut(usize, &mut Ui)) {
     });
 }
 
-/// What the middle of the window reads: the snapshot, what replaced engines left, the
-/// timeline's samples, and the wait past which a request starves.
+/// What the middle of the window reads: the snapshot, the timeline's samples (and where an
+/// apply started a new engine), and the wait past which a request starves.
 pub struct LiveView<'a> {
     pub snapshot: &'a ServiceSnapshot,
-    pub earlier: &'a Earlier,
     pub timeline: &'a Timeline,
     pub starving_secs: f64,
 }
@@ -56,7 +54,10 @@ pub fn live_view_ui(
     });
     ui.separator();
     side_by_side(ui, 2, |i, ui| match i {
-        0 => super::ttft::ttft_ui(ui, s, live.earlier),
+        0 => {
+            let restarts: Vec<f64> = live.timeline.restarts_at_secs().collect();
+            super::ttft::ttft_ui(ui, s, &restarts);
+        }
         _ => timeline_ui(ui, live.timeline),
     });
     let live_rect = egui::Rect::from_min_max(

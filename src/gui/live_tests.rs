@@ -4,7 +4,6 @@
 //! timeline) is above the fold whatever the history holds, and no text is cut.
 
 use super::commands::CommandQueue;
-use super::earlier::Earlier;
 use super::history::{LogFilter, scheduler_log_ui};
 use super::live::{LiveView, live_view_ui};
 use super::requests::RequestsView;
@@ -178,7 +177,6 @@ pub fn draw(s: &ServiceSnapshot, size: [f32; 2]) -> Drawn {
     for at in [150.0, 170.0, 200.0] {
         timeline.record_at(s, at);
     }
-    let earlier = Earlier::default();
     let found = std::cell::Cell::new((Rect::NOTHING, 0.0, 0.0));
     let (mut view, mut q, mut filter) = (
         RequestsView::default(),
@@ -199,13 +197,13 @@ pub fn draw(s: &ServiceSnapshot, size: [f32; 2]) -> Drawn {
         egui::Panel::bottom("events")
             .exact_size(190.0)
             .show(ui, |ui| {
-                scheduler_log_ui(ui, s, &mut filter, &VecDeque::new(), &VecDeque::new());
+                scheduler_log_ui(ui, s, &mut filter, &VecDeque::new());
             });
         egui::Panel::right("totals")
             .resizable(true)
             .default_size(250.0)
             .size_range(200.0..=700.0)
-            .show(ui, |ui| super::panels::counters_ui(ui, s, &earlier));
+            .show(ui, |ui| super::panels::counters_ui(ui, s));
         egui::CentralPanel::default().show(ui, |ui| {
             let (fold, right) = (ui.max_rect().bottom(), ui.max_rect().right());
             eprintln!(
@@ -216,7 +214,6 @@ pub fn draw(s: &ServiceSnapshot, size: [f32; 2]) -> Drawn {
             egui::ScrollArea::vertical().show(ui, |ui| {
                 let live = LiveView {
                     snapshot: s,
-                    earlier: &earlier,
                     timeline: &timeline,
                     starving_secs: 30.0,
                 };

@@ -33,7 +33,6 @@ mod app;
 mod commands;
 mod controls;
 mod cost;
-mod earlier;
 mod failure;
 mod history;
 mod hub;

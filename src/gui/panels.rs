@@ -277,37 +277,17 @@ pub fn counter_rows(s: &ServiceSnapshot) -> [(&'static str, u64, &'static str); 
     ]
 }
 
-/// Totals since this engine started and, once an apply replaced one, with the replaced
-/// engines' added (an apply starts the service's counters again).
-pub fn counters_ui(ui: &mut Ui, s: &ServiceSnapshot, earlier: &super::earlier::Earlier) {
-    let replaced = earlier.restarts_at_secs.len();
-    ui.heading("Counters").on_hover_text(if replaced == 0 {
-        "totals since the engine started"
-    } else {
-        "totals since the engine started, and with the engines an apply replaced"
+/// Totals since the app started (an apply that restarts the engine keeps counting).
+pub fn counters_ui(ui: &mut Ui, s: &ServiceSnapshot) {
+    ui.heading("Counters")
+        .on_hover_text("totals since the app started, across the engines an apply started");
+    egui::Grid::new("counters").num_columns(2).show(ui, |ui| {
+        for (name, value, tip) in counter_rows(s) {
+            ui.label(name).on_hover_text(tip);
+            ui.label(value.to_string()).on_hover_text(tip);
+            ui.end_row();
+        }
     });
-    let columns = if replaced == 0 { 2 } else { 3 };
-    egui::Grid::new("counters")
-        .num_columns(columns)
-        .show(ui, |ui| {
-            if replaced > 0 {
-                ui.label("");
-                ui.weak("now");
-                ui.weak("all").on_hover_text(format!(
-                    "with the {replaced} engine{} an apply replaced",
-                    if replaced == 1 { "" } else { "s" }
-                ));
-                ui.end_row();
-            }
-            for (name, value, tip) in counter_rows(s) {
-                ui.label(name).on_hover_text(tip);
-                ui.label(value.to_string()).on_hover_text(tip);
-                if replaced > 0 {
-                    ui.label((value + earlier.counter(name)).to_string());
-                }
-                ui.end_row();
-            }
-        });
 }
 
 /// p50 and p95 of some TTFT samples (nearest rank).

@@ -173,15 +173,14 @@ impl Timeline {
         self.marks.iter()
     }
 
-    /// An apply replaced the engine at `at_secs` (the window's clock): every holder's segment
-    /// ends there (the new engine's request ids start again) and a line marks it.
+    /// An apply replaced the engine at `at_secs`: every holder's segment ends there (its
+    /// requests ended with the old engine) and a line marks it. The clock and the stream's
+    /// `seq` run on across engines.
     pub fn mark_restart(&mut self, at_secs: f64) {
         for row in &mut self.rows {
             row.open = false;
         }
         self.restarts_at_secs.push_back(at_secs);
-        // the new service numbers its stream from 0
-        self.next_seq = 0;
     }
 
     pub fn restarts_at_secs(&self) -> impl Iterator<Item = f64> + '_ {

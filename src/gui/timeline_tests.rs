@@ -136,13 +136,13 @@ fn an_idle_sample_between_two_turns_of_one_request_splits_its_segment() {
 #[test]
 fn an_engine_replaced_by_an_apply_keeps_the_earlier_segments_and_marks_the_restart() {
     let mut t = Timeline::default();
-    t.record_at(&at(1.0, slot(SlotStatus::Decoding, Some(1), false)), 1.0);
-    t.record_at(&at(4.0, slot(SlotStatus::Decoding, Some(1), false)), 4.0);
+    t.record(&at(1.0, slot(SlotStatus::Decoding, Some(1), false)));
+    t.record(&at(4.0, slot(SlotStatus::Decoding, Some(1), false)));
     t.mark_restart(4.5);
-    // the new engine's clock starts at 0 and its ids again at 1: on the window's clock
-    // (4.5 s on) its request 1 is a segment of its own
-    t.record_at(&at(0.5, slot(SlotStatus::Decoding, Some(1), false)), 5.0);
-    t.record_at(&at(1.5, slot(SlotStatus::Decoding, Some(1), false)), 6.0);
+    // the clock and the ids run on across engines: the new engine's request 2 is a segment
+    // of its own, and request 1's ended at the restart
+    t.record(&at(5.0, slot(SlotStatus::Decoding, Some(2), false)));
+    t.record(&at(6.0, slot(SlotStatus::Decoding, Some(2), false)));
     let spans: Vec<_> = t.rows()[1]
         .segments
         .iter()
@@ -183,12 +183,12 @@ fn the_streams_interruptions_are_marked_once_at_their_time_on_the_windows_clock(
     t.record_at(&s, 12.5);
     let marks: Vec<(f64, LogKind)> = t.marks().map(|m| (m.at_secs, m.kind)).collect();
     assert_eq!(marks, [(11.2, LogKind::Paused)], "once, at its own time");
-    // a new service after an apply numbers its stream from 0 again
+    // a new service after an apply continues the stream's numbers and its clock
     t.mark_restart(13.0);
-    s.uptime_secs = 1.0;
+    s.uptime_secs = 4.0;
     s.log = vec![entry(
-        0,
-        0.8,
+        2,
+        3.8,
         LogKind::Cancelled,
         "chatcmpl-3 was cancelled",
     )]

@@ -2,7 +2,6 @@
 //! its request on hover, p50/p95 per client above the plot, and a sentence instead of an empty
 //! grid before the first answer. The mouse wheel scrolls the page, not the plot.
 
-use super::earlier::Earlier;
 use super::panels::percentiles;
 use crate::service::{ServiceSnapshot, TtftSample};
 use egui::{Color32, Ui};
@@ -128,14 +127,14 @@ fn decades(input: egui_plot::GridInput) -> Vec<egui_plot::GridMark> {
 
 /// The panel.
 ///
-/// The replaced engines' samples stay (an apply starts the service's again), on the window's
-/// clock, with a line where each replacement happened.
-pub fn ttft_ui(ui: &mut Ui, s: &ServiceSnapshot, earlier: &Earlier) {
+/// The samples are the app's run's (an apply keeps them), with a line where each engine an
+/// apply started took over (`restarts_at_secs`).
+pub fn ttft_ui(ui: &mut Ui, s: &ServiceSnapshot, restarts_at_secs: &[f64]) {
     ui.heading("Time to first token").on_hover_text(
         "seconds from arrival to the first token of each recent request, per client (the API \
          key's name, else the User-Agent's product); point at a dot for its request",
     );
-    let samples = earlier.ttft_with(s);
+    let samples = &s.ttft;
     if samples.is_empty() {
         ui.weak(
             "no request has had its first token yet: each one will show here as a dot, \
@@ -190,7 +189,7 @@ pub fn ttft_ui(ui: &mut Ui, s: &ServiceSnapshot, earlier: &Earlier) {
                         .radius(3.0),
                 );
             }
-            for at in &earlier.restarts_at_secs {
+            for at in restarts_at_secs {
                 plot.vline(egui_plot::VLine::new("engine restarted", *at).color(Color32::WHITE));
             }
         });
@@ -218,7 +217,7 @@ mod tests {
     #[test]
     fn an_idle_window_says_what_the_plot_will_show_instead_of_an_empty_grid() {
         let s = ServiceSnapshot::starting(SchedulerSettings::default(), 1, true);
-        let harness = Harness::new_ui(|ui| ttft_ui(ui, &s, &Earlier::default()));
+        let harness = Harness::new_ui(|ui| ttft_ui(ui, &s, &[]));
         harness.get_by_label_contains("no request has had its first token yet");
         assert!(harness.query_by_label("TTFT, s").is_none());
     }
@@ -251,12 +250,12 @@ mod tests {
 
         let mut s = ServiceSnapshot::starting(SchedulerSettings::default(), 1, true);
         s.ttft = samples.clone().into();
-        let harness = Harness::new_ui(|ui| ttft_ui(ui, &s, &Earlier::default()));
+        let harness = Harness::new_ui(|ui| ttft_ui(ui, &s, &[]));
         harness.get_by_label("claude-cli: p50 0.20 s, p95 0.40 s (2 requests)");
         harness.get_by_label("other clients: p50 0.10 s, p95 1.50 s (2 requests)");
         drop(harness);
         s.ttft = samples[..1].to_vec().into();
-        let harness = Harness::new_ui(|ui| ttft_ui(ui, &s, &Earlier::default()));
+        let harness = Harness::new_ui(|ui| ttft_ui(ui, &s, &[]));
         harness.get_by_label("claude-cli: p50 0.20 s, p95 0.20 s (1 request)");
     }
 
@@ -285,7 +284,7 @@ mod tests {
         let mut harness = Harness::builder().with_size([600.0, 300.0]).build_ui(|ui| {
             egui::ScrollArea::vertical().show(ui, |ui| {
                 ui.label("above the plot");
-                ttft_ui(ui, &s, &Earlier::default());
+                ttft_ui(ui, &s, &[]);
                 ui.add_space(800.0);
             });
         });

@@ -1,7 +1,10 @@
 //! Prometheus metrics through `prometheus-client` (OpenMetrics text): the `strata_` family and
-//! the vLLM names dashboards already read. The service actor records events (time to first
-//! token, queue time, tokens) as they happen and copies the scheduler's totals and the queue
-//! sizes in after every change ([`Metrics::sync`]); `/metrics` encodes the registry.
+//! the vLLM names dashboards already read. Every metric is fed through one input,
+//! [`Metrics::record`], by the service's observation stream: each [`Fact`] is an event of it
+//! (an admission, a first token, an end, a grammar, a pool mismatch) or the totals and levels
+//! published after every change; `/metrics` encodes the registry. The control plane makes one
+//! registry for the app's run and hands it to every engine it starts, so an apply resets no
+//! counter.
 //!
 //! Priority labels are bounded: the class `low` (< 0), `normal` (0) or `high` (> 0) of the
 //! clamped priority, never a raw client integer. prometheus-client appends `_total` to
@@ -15,6 +18,10 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Registry;
 use std::sync::Mutex;
+
+mod families;
+
+use families::Families;
 
 /// The content type of [`Metrics::encode`]'s output.
 pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
@@ -71,37 +78,36 @@ pub struct Levels {
 /// A histogram family with the latency buckets.
 type Histograms<S> = Family<S, Histogram, fn() -> Histogram>;
 
-#[derive(Default)]
-struct Families {
-    waiting: Gauge,
-    running: Gauge,
-    parked: Gauge,
-    kv_cells_used: Gauge,
-    kv_cells_total: Gauge,
-    cache_entries: Gauge,
-    cache_bytes: Gauge,
-    engine_up: Gauge,
-    preemptions: Counter,
-    give_ways: Family<ReasonLabel, Counter>,
-    resumes: Counter,
-    prefix_losses: Counter,
-    cancellations: Family<StateLabel, Counter>,
-    engine_restarts: Counter,
-    kv_pool_mismatches: Counter,
-    finished: Family<ReasonLabel, Counter>,
-    failed: Counter,
-    refused: Counter,
-    prompt_tokens_read: Counter,
-    prompt_tokens_cached: Counter,
-    generation_tokens: Counter,
-    cache_hits: Counter,
-    cache_misses: Counter,
-    grammars_built: Counter,
-    output_cap_cuts: Counter,
-    grammar_cache_hits: Counter,
-    vllm_waiting: Family<ModelLabel, Gauge>,
-    vllm_running: Family<ModelLabel, Gauge>,
-    vllm_preemptions: Family<ModelLabel, Counter>,
+/// What the metrics are fed: each an event of the service's observation stream, or the
+/// scheduler's totals and the levels published after a change (the totals are the scheduler's
+/// own counts, which several of its counters have no event for, so they come whole and the
+/// counters move by the difference).
+#[derive(Debug, Clone, Copy)]
+pub enum Fact<'a> {
+    /// A request got its first slot, `prompt_tokens_held` of its prompt already held.
+    Admitted { prompt_tokens_held: u32 },
+    /// A request's first token went out.
+    FirstToken { priority: i32, ttft_secs: f64 },
+    /// A request ended (`finish_reason` `None`: it failed), with its figures.
+    Ended {
+        priority: i32,
+        finish_reason: Option<FinishReason>,
+        prompt_tokens_read: u32,
+        prompt_tokens_held: u32,
+        output_tokens: u32,
+        queue_wait_secs: Option<f64>,
+        parked_secs: f64,
+        pauses: u32,
+    },
+    /// A request's output grammar was taken from the cache (`cached`) or built.
+    Grammar { cached: bool },
+    /// The engine's KV pool held other cells than the scheduler counted after a step.
+    PoolMismatch,
+    /// The scheduler's totals for the app's run and the levels now.
+    Totals {
+        counters: &'a Counters,
+        levels: &'a Levels,
+    },
 }
 
 /// Every metric, and the scheduler totals last copied in (counters move by the difference).
@@ -138,6 +144,7 @@ impl Default for Metrics {
 }
 
 impl Metrics {
+    /// One registry with every metric at zero.
     pub fn new() -> Self {
         let f = Families::default();
         let ttft: Histograms<PriorityLabel> = Family::new_with_constructor(histogram);
@@ -146,177 +153,11 @@ impl Metrics {
         let pauses: Histograms<PriorityLabel> = Family::new_with_constructor(pause_histogram);
         let vllm_ttft: Histograms<ModelLabel> = Family::new_with_constructor(histogram);
         let mut r = Registry::default();
-        r.register(
-            "strata_time_to_first_token_seconds",
-            "Arrival to the first token sent, by priority class",
-            ttft.clone(),
-        );
-        r.register(
-            "strata_request_queue_time_seconds",
-            "Arrival to the first slot, by priority class",
-            queue_time.clone(),
-        );
-        r.register(
-            "strata_request_parked_seconds",
-            "Time one request spent parked (paused, gave way, pool full) in all, by priority class",
-            parked_time.clone(),
-        );
-        r.register(
-            "strata_request_pauses",
-            "Times one request's decode was paused for a higher priority, by priority class",
-            pauses.clone(),
-        );
-        r.register(
-            "strata_num_requests_waiting",
-            "Requests waiting for a slot",
-            f.waiting.clone(),
-        );
-        r.register(
-            "strata_num_requests_running",
-            "Requests holding a slot (reading or decoding)",
-            f.running.clone(),
-        );
-        r.register(
-            "strata_num_requests_parked",
-            "Requests parked (paused decodes and reads that gave way)",
-            f.parked.clone(),
-        );
-        r.register(
-            "strata_kv_cells_used",
-            "KV cells the scheduler counts as used",
-            f.kv_cells_used.clone(),
-        );
-        r.register(
-            "strata_kv_cells_capacity",
-            "KV cells of the engine's unified pool",
-            f.kv_cells_total.clone(),
-        );
-        r.register(
-            "strata_conversation_cache_entries",
-            "Conversations in the host-RAM cache",
-            f.cache_entries.clone(),
-        );
-        r.register(
-            "strata_conversation_cache_bytes",
-            "Bytes of the host-RAM conversation cache",
-            f.cache_bytes.clone(),
-        );
-        r.register(
-            "strata_engine_up",
-            "1 while the engine is ready",
-            f.engine_up.clone(),
-        );
-        r.register(
-            "strata_preemptions",
-            "Decoding requests paused for a higher priority (R7)",
-            f.preemptions.clone(),
-        );
-        r.register(
-            "strata_give_ways",
-            "Prompt reads that gave way at a chunk boundary, by reason",
-            f.give_ways.clone(),
-        );
-        r.register(
-            "strata_resumes",
-            "Paused decodes resumed",
-            f.resumes.clone(),
-        );
-        r.register(
-            "strata_processed_prefix_losses",
-            "Prompt tokens read a second time (0 when healthy)",
-            f.prefix_losses.clone(),
-        );
-        r.register(
-            "strata_cancellations",
-            "Requests cancelled, by the state they were in",
-            f.cancellations.clone(),
-        );
-        r.register(
-            "strata_engine_restarts",
-            "Times an engine came up again after a death or a restart",
-            f.engine_restarts.clone(),
-        );
-        r.register(
-            "strata_kv_pool_mismatches",
-            "Steps after which the engine's KV pool held other cells than the scheduler counted \
-             (0 when healthy; logged, never an engine restart)",
-            f.kv_pool_mismatches.clone(),
-        );
-        r.register(
-            "strata_requests_finished",
-            "Requests that ended normally, by finish reason",
-            f.finished.clone(),
-        );
-        r.register(
-            "strata_requests_failed",
-            "Admitted requests that failed (engine death, restart)",
-            f.failed.clone(),
-        );
-        r.register(
-            "strata_requests_refused",
-            "Requests refused at arrival (queue full, too long)",
-            f.refused.clone(),
-        );
-        r.register(
-            "strata_prompt_tokens",
-            "Prompt tokens read by the engine",
-            f.prompt_tokens_read.clone(),
-        );
-        r.register(
-            "strata_prompt_tokens_cached",
-            "Prompt tokens served from held or cached conversations",
-            f.prompt_tokens_cached.clone(),
-        );
-        r.register(
-            "strata_generation_tokens",
-            "Output tokens sent",
-            f.generation_tokens.clone(),
-        );
-        r.register(
-            "strata_conversation_cache_hits",
-            "Requests that reused a held or cached conversation prefix",
-            f.cache_hits.clone(),
-        );
-        r.register(
-            "strata_conversation_cache_misses",
-            "Requests that read their whole prompt",
-            f.cache_misses.clone(),
-        );
-        r.register(
-            "strata_output_cap_cuts",
-            "Requests that ended at a limit max_output_tokens_cap had lowered",
-            f.output_cap_cuts.clone(),
-        );
-        r.register(
-            "strata_grammars_built",
-            "Output grammars built from a request's tools or schema",
-            f.grammars_built.clone(),
-        );
-        r.register(
-            "strata_grammar_cache_hits",
-            "Output grammars taken from the cache (the same tools as an earlier request)",
-            f.grammar_cache_hits.clone(),
-        );
-        r.register(
-            "vllm:num_requests_waiting",
-            "Requests waiting (vLLM name)",
-            f.vllm_waiting.clone(),
-        );
-        r.register(
-            "vllm:num_requests_running",
-            "Requests running (vLLM name)",
-            f.vllm_running.clone(),
-        );
-        r.register(
-            "vllm:time_to_first_token_seconds",
-            "Time to first token (vLLM name)",
-            vllm_ttft.clone(),
-        );
-        r.register(
-            "vllm:num_preemptions",
-            "Preemptions (vLLM name)",
-            f.vllm_preemptions.clone(),
-        );
+        families::register_histograms(&mut r, [&ttft, &queue_time, &parked_time, &pauses]);
+        families::register_levels(&mut r, &f);
+        families::register_scheduler_counters(&mut r, &f);
+        families::register_request_counters(&mut r, &f);
+        families::register_vllm(&mut r, &f, &vllm_ttft);
         Self {
             registry: r,
             f,
@@ -329,6 +170,32 @@ impl Metrics {
         }
     }
 
+    /// The one input: a fact of the observation stream.
+    pub fn record(&self, fact: &Fact<'_>) {
+        match *fact {
+            Fact::Admitted { prompt_tokens_held } => self.admitted(prompt_tokens_held),
+            Fact::FirstToken {
+                priority,
+                ttft_secs,
+            } => self.first_token(priority, ttft_secs),
+            Fact::Ended { .. } => self.ended(fact),
+            Fact::Grammar { cached: true } => {
+                self.f.grammar_cache_hits.inc();
+            }
+            Fact::Grammar { cached: false } => {
+                self.f.grammars_built.inc();
+            }
+            Fact::PoolMismatch => {
+                self.f.kv_pool_mismatches.inc();
+            }
+            Fact::Totals { counters, levels } => {
+                let named = self.name_model(levels);
+                self.move_counters(counters, named.as_ref());
+                self.set_levels(levels, named.as_ref());
+            }
+        }
+    }
+
     fn model(&self) -> ModelLabel {
         let last = self.last.lock().unwrap_or_else(|e| e.into_inner());
         ModelLabel {
@@ -336,21 +203,7 @@ impl Metrics {
         }
     }
 
-    /// The engine's pool differed from the scheduler's after a step.
-    pub fn note_pool_mismatch(&self) {
-        self.f.kv_pool_mismatches.inc();
-    }
-
-    /// A request's output grammar was taken from the cache (`cached`) or built.
-    pub fn note_grammar(&self, cached: bool) {
-        if cached {
-            self.f.grammar_cache_hits.inc();
-        } else {
-            self.f.grammars_built.inc();
-        }
-    }
-
-    pub fn observe_ttft(&self, priority: i32, secs: f64) {
+    fn first_token(&self, priority: i32, secs: f64) {
         let label = PriorityLabel {
             priority: priority_class(priority),
         };
@@ -358,34 +211,29 @@ impl Metrics {
         self.vllm_ttft.get_or_create(&self.model()).observe(secs);
     }
 
-    pub fn observe_queue_time(&self, priority: i32, secs: f64) {
-        let label = PriorityLabel {
-            priority: priority_class(priority),
+    /// A request ended: its tokens, how it ended, its queue time, time parked and pauses.
+    fn ended(&self, fact: &Fact<'_>) {
+        let Fact::Ended {
+            priority,
+            finish_reason,
+            prompt_tokens_read,
+            prompt_tokens_held,
+            output_tokens,
+            queue_wait_secs,
+            parked_secs,
+            pauses,
+        } = *fact
+        else {
+            return;
         };
-        self.queue_time.get_or_create(&label).observe(secs);
-    }
-
-    /// An ended request's time parked in all and its pauses.
-    pub fn observe_request_cost(&self, priority: i32, parked_secs: f64, pauses: u32) {
-        let label = PriorityLabel {
-            priority: priority_class(priority),
-        };
-        self.parked_time.get_or_create(&label).observe(parked_secs);
-        self.pauses.get_or_create(&label).observe(f64::from(pauses));
-    }
-
-    /// A request ended: its tokens and how it ended.
-    pub fn request_ended(
-        &self,
-        reason: Option<FinishReason>,
-        prompt_read: u32,
-        prompt_cached: u32,
-        output: u32,
-    ) {
-        self.f.prompt_tokens_read.inc_by(u64::from(prompt_read));
-        self.f.prompt_tokens_cached.inc_by(u64::from(prompt_cached));
-        self.f.generation_tokens.inc_by(u64::from(output));
-        if let Some(reason) = reason {
+        self.f
+            .prompt_tokens_read
+            .inc_by(u64::from(prompt_tokens_read));
+        self.f
+            .prompt_tokens_cached
+            .inc_by(u64::from(prompt_tokens_held));
+        self.f.generation_tokens.inc_by(u64::from(output_tokens));
+        if let Some(reason) = finish_reason {
             let reason = match reason {
                 FinishReason::Stop => "stop",
                 FinishReason::Length => "length",
@@ -393,10 +241,17 @@ impl Metrics {
             };
             self.f.finished.get_or_create(&ReasonLabel { reason }).inc();
         }
+        let label = PriorityLabel {
+            priority: priority_class(priority),
+        };
+        if let Some(wait) = queue_wait_secs {
+            self.queue_time.get_or_create(&label).observe(wait);
+        }
+        self.parked_time.get_or_create(&label).observe(parked_secs);
+        self.pauses.get_or_create(&label).observe(f64::from(pauses));
     }
 
-    /// A request got its first slot, reusing `kept_tokens` of a held conversation.
-    pub fn admitted(&self, kept_tokens: u32) {
+    fn admitted(&self, kept_tokens: u32) {
         if kept_tokens > 0 {
             self.f.cache_hits.inc();
         } else {
@@ -404,59 +259,66 @@ impl Metrics {
         }
     }
 
-    /// Copies the scheduler's totals (by difference) and the current levels in.
-    pub fn sync(&self, counters: &Counters, levels: &Levels) {
+    /// The vLLM names' label for the levels' model (none before the first handshake): a new
+    /// model clears the old one's gauges.
+    fn name_model(&self, levels: &Levels) -> Option<ModelLabel> {
         let mut last = self.last.lock().unwrap_or_else(|e| e.into_inner());
         if last.1 != levels.model {
             self.f.vllm_waiting.clear();
             self.f.vllm_running.clear();
             last.1 = levels.model.clone();
         }
-        let model = ModelLabel {
+        (!levels.model.is_empty()).then(|| ModelLabel {
             model_name: levels.model.clone(),
-        };
+        })
+    }
+
+    /// Moves every counter by the difference between the scheduler's totals and the last ones.
+    fn move_counters(&self, counters: &Counters, model: Option<&ModelLabel>) {
+        let mut last = self.last.lock().unwrap_or_else(|e| e.into_inner());
         let old = &last.0;
         let up = |counter: &Counter, new: u64, old: u64| {
             counter.inc_by(new.saturating_sub(old));
         };
-        up(&self.f.preemptions, counters.pauses, old.pauses);
-        // The vLLM names carry the model: none before the first handshake.
-        let named = !levels.model.is_empty();
-        if named {
-            up(
-                &self.f.vllm_preemptions.get_or_create(&model),
-                counters.pauses,
-                old.pauses,
-            );
+        if let Some(model) = model {
+            let vllm = self.f.vllm_preemptions.get_or_create(model);
+            up(&vllm, counters.pauses, old.pauses);
         }
-        up(&self.f.resumes, counters.resumes, old.resumes);
-        up(
-            &self.f.prefix_losses,
-            counters.processed_prefix_losses,
-            old.processed_prefix_losses,
-        );
-        up(
-            &self.f.engine_restarts,
-            counters.engine_restarts,
-            old.engine_restarts,
-        );
-        up(&self.f.failed, counters.failed, old.failed);
-        up(&self.f.refused, counters.refusals, old.refusals);
-        up(
-            &self.f.output_cap_cuts,
-            counters.output_cap_cuts,
-            old.output_cap_cuts,
-        );
+        let (c, o) = (counters, old);
+        let plain = [
+            (&self.f.preemptions, c.pauses, o.pauses),
+            (&self.f.resumes, c.resumes, o.resumes),
+            (
+                &self.f.prefix_losses,
+                c.processed_prefix_losses,
+                o.processed_prefix_losses,
+            ),
+            (
+                &self.f.engine_restarts,
+                c.engine_restarts,
+                o.engine_restarts,
+            ),
+            (&self.f.failed, c.failed, o.failed),
+            (&self.f.refused, c.refusals, o.refusals),
+            (
+                &self.f.output_cap_cuts,
+                c.output_cap_cuts,
+                o.output_cap_cuts,
+            ),
+        ];
+        for (counter, new, old) in plain {
+            up(counter, new, old);
+        }
         let give_ways = [
             (
                 "higher_priority",
-                counters.give_ways_higher_priority,
-                old.give_ways_higher_priority,
+                c.give_ways_higher_priority,
+                o.give_ways_higher_priority,
             ),
             (
                 "shorter_left",
-                counters.give_ways_shorter_left,
-                old.give_ways_shorter_left,
+                c.give_ways_shorter_left,
+                o.give_ways_shorter_left,
             ),
         ];
         for (reason, new, old) in give_ways {
@@ -466,7 +328,7 @@ impl Metrics {
                 old,
             );
         }
-        let (c, o) = (&counters.cancellations, &old.cancellations);
+        let (c, o) = (&c.cancellations, &o.cancellations);
         let cancellations = [
             ("waiting", c.waiting, o.waiting),
             ("reading", c.reading, o.reading),
@@ -481,29 +343,25 @@ impl Metrics {
             );
         }
         last.0 = counters.clone();
+    }
+
+    /// Sets the gauges to the levels now.
+    fn set_levels(&self, levels: &Levels, model: Option<&ModelLabel>) {
         let gauge = |g: &Gauge, v: u64| {
             g.set(i64::try_from(v).unwrap_or(i64::MAX));
         };
-        gauge(&self.f.waiting, levels.waiting as u64);
-        gauge(&self.f.running, levels.running as u64);
-        gauge(&self.f.parked, levels.parked as u64);
-        gauge(&self.f.kv_cells_used, levels.kv_cells_used);
-        gauge(&self.f.kv_cells_total, levels.kv_cells_total);
-        gauge(
-            &self.f.cache_entries,
-            levels.conversation_cache_entries as u64,
-        );
-        gauge(&self.f.cache_bytes, levels.conversation_cache_bytes);
-        gauge(&self.f.engine_up, u64::from(levels.engine_up));
-        if named {
-            gauge(
-                &self.f.vllm_waiting.get_or_create(&model),
-                levels.waiting as u64,
-            );
-            gauge(
-                &self.f.vllm_running.get_or_create(&model),
-                levels.running as u64,
-            );
+        let f = &self.f;
+        gauge(&f.waiting, levels.waiting as u64);
+        gauge(&f.running, levels.running as u64);
+        gauge(&f.parked, levels.parked as u64);
+        gauge(&f.kv_cells_used, levels.kv_cells_used);
+        gauge(&f.kv_cells_total, levels.kv_cells_total);
+        gauge(&f.cache_entries, levels.conversation_cache_entries as u64);
+        gauge(&f.cache_bytes, levels.conversation_cache_bytes);
+        gauge(&f.engine_up, u64::from(levels.engine_up));
+        if let Some(model) = model {
+            gauge(&f.vllm_waiting.get_or_create(model), levels.waiting as u64);
+            gauge(&f.vllm_running.get_or_create(model), levels.running as u64);
         }
     }
 
@@ -531,12 +389,22 @@ mod tests {
             model: "m".into(),
             ..Levels::default()
         };
-        m.sync(&c, &levels);
+        m.record(&Fact::Totals {
+            counters: &c,
+            levels: &levels,
+        });
         c.pauses = 5;
         c.cancellations.parked = 1;
-        m.sync(&c, &levels);
-        m.observe_ttft(-40, 0.3);
-        m.observe_ttft(7, 0.1);
+        m.record(&Fact::Totals {
+            counters: &c,
+            levels: &levels,
+        });
+        for (priority, ttft_secs) in [(-40, 0.3), (7, 0.1)] {
+            m.record(&Fact::FirstToken {
+                priority,
+                ttft_secs,
+            });
+        }
         let text = m.encode();
         assert!(text.contains("strata_preemptions_total 5\n"), "{text}");
         assert!(text.contains("strata_cancellations_total{state=\"parked\"} 1\n"));
@@ -551,5 +419,120 @@ mod tests {
         assert_eq!(priority_class(-1), "low");
         assert_eq!(priority_class(0), "normal");
         assert_eq!(priority_class(100), "high");
+    }
+
+    #[test]
+    fn each_fact_of_the_stream_moves_its_metrics() {
+        let m = Metrics::new();
+        m.record(&Fact::Admitted {
+            prompt_tokens_held: 12,
+        });
+        m.record(&Fact::Admitted {
+            prompt_tokens_held: 0,
+        });
+        m.record(&Fact::Grammar { cached: false });
+        m.record(&Fact::Grammar { cached: true });
+        m.record(&Fact::PoolMismatch);
+        m.record(&Fact::Ended {
+            priority: 0,
+            finish_reason: Some(FinishReason::Length),
+            prompt_tokens_read: 30,
+            prompt_tokens_held: 12,
+            output_tokens: 7,
+            queue_wait_secs: Some(0.5),
+            parked_secs: 1.0,
+            pauses: 1,
+        });
+        let text = m.encode();
+        for line in [
+            "strata_conversation_cache_hits_total 1\n",
+            "strata_conversation_cache_misses_total 1\n",
+            "strata_grammars_built_total 1\n",
+            "strata_grammar_cache_hits_total 1\n",
+            "strata_kv_pool_mismatches_total 1\n",
+            "strata_prompt_tokens_total 30\n",
+            "strata_prompt_tokens_cached_total 12\n",
+            "strata_generation_tokens_total 7\n",
+            "strata_requests_finished_total{reason=\"length\"} 1\n",
+            "strata_request_queue_time_seconds_count{priority=\"normal\"} 1\n",
+            "strata_request_pauses_sum{priority=\"normal\"} 1.0\n",
+        ] {
+            assert!(text.contains(line), "{line} is not in {text}");
+        }
+    }
+
+    #[test]
+    fn every_metric_is_registered_once_under_its_name() {
+        // a family shows once it has a label set: one fact of each kind
+        let m = Metrics::new();
+        let levels = Levels {
+            model: "m".into(),
+            ..Levels::default()
+        };
+        let counters = Counters::default();
+        m.record(&Fact::Totals {
+            counters: &counters,
+            levels: &levels,
+        });
+        m.record(&Fact::FirstToken {
+            priority: 0,
+            ttft_secs: 0.1,
+        });
+        m.record(&Fact::Ended {
+            priority: 0,
+            finish_reason: Some(FinishReason::Stop),
+            prompt_tokens_read: 1,
+            prompt_tokens_held: 0,
+            output_tokens: 1,
+            queue_wait_secs: Some(0.1),
+            parked_secs: 0.0,
+            pauses: 0,
+        });
+        let text = m.encode();
+        let names = [
+            "strata_time_to_first_token_seconds",
+            "strata_request_queue_time_seconds",
+            "strata_request_parked_seconds",
+            "strata_request_pauses",
+            "strata_num_requests_waiting",
+            "strata_num_requests_running",
+            "strata_num_requests_parked",
+            "strata_kv_cells_used",
+            "strata_kv_cells_capacity",
+            "strata_conversation_cache_entries",
+            "strata_conversation_cache_bytes",
+            "strata_engine_up",
+            "strata_preemptions",
+            "strata_give_ways",
+            "strata_resumes",
+            "strata_processed_prefix_losses",
+            "strata_cancellations",
+            "strata_engine_restarts",
+            "strata_kv_pool_mismatches",
+            "strata_requests_finished",
+            "strata_requests_failed",
+            "strata_requests_refused",
+            "strata_prompt_tokens",
+            "strata_prompt_tokens_cached",
+            "strata_generation_tokens",
+            "strata_conversation_cache_hits",
+            "strata_conversation_cache_misses",
+            "strata_output_cap_cuts",
+            "strata_grammars_built",
+            "strata_grammar_cache_hits",
+            "vllm:num_requests_waiting",
+            "vllm:num_requests_running",
+            "vllm:time_to_first_token_seconds",
+            "vllm:num_preemptions",
+        ];
+        let typed: Vec<&str> = text
+            .lines()
+            .filter_map(|l| l.strip_prefix("# TYPE "))
+            .filter_map(|l| l.split(' ').next())
+            .collect();
+        assert_eq!(typed.len(), names.len(), "{typed:?}");
+        for name in names {
+            assert!(typed.contains(&name), "{name} is not registered: {typed:?}");
+        }
     }
 }

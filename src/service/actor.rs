@@ -18,7 +18,6 @@ use super::snapshot::ServiceSnapshot;
 use super::streams::Streams;
 use crate::engine::WorkerLaunch;
 use crate::ids::RequestId;
-use crate::metrics::Metrics;
 use crate::protocol::Handshake;
 use crate::scheduler::{
     Action, ConfigError, EngineFacts, Event, NewRequest, Refusal, Refused, RequestStatus,
@@ -34,9 +33,10 @@ use tokio::sync::{mpsc, oneshot, watch};
 pub struct ServiceOptions {
     pub launch: WorkerLaunch,
     pub settings: SchedulerSettings,
-    /// Where request ids come from: the control plane hands each new service the counter of
-    /// the one before, so ids never repeat within a run of the app.
-    pub ids: RequestIds,
+    /// What goes on across services (the clock, request ids, the event stream and its `seq`,
+    /// the ended requests, the metrics): the control plane makes one for the app's run and
+    /// hands it to every service it starts, so an apply resets none of them.
+    pub observation: super::Observation,
 }
 
 /// Request ids for a run of the app, one counter across every service the control plane
@@ -52,7 +52,7 @@ impl Default for RequestIds {
 }
 
 impl RequestIds {
-    fn next(&self) -> RequestId {
+    pub(super) fn next(&self) -> RequestId {
         RequestId(self.0.fetch_add(1, std::sync::atomic::Ordering::Relaxed))
     }
 }
@@ -71,8 +71,9 @@ pub fn spawn(options: ServiceOptions) -> Result<ServiceHandle, ConfigError> {
         slots,
         options.launch.options.fake.enabled,
     ));
-    let metrics = Arc::new(Metrics::new());
-    let epoch = Instant::now();
+    let observation = options.observation;
+    let epoch = observation.epoch();
+    let totals_before = observation.lock().totals_before.clone();
     let (mut engine, started_rx) = EngineLink::new(options.launch.clone());
     // The first start (attempt 1) is the caller's, as `Scheduler::starting` says.
     engine.start(Duration::ZERO);
@@ -84,15 +85,14 @@ pub fn spawn(options: ServiceOptions) -> Result<ServiceHandle, ConfigError> {
         scheduler,
         engine,
         started_rx,
-        streams: Streams::new(epoch, metrics.clone()),
+        streams: Streams::new(observation.clone()),
         queue: VecDeque::new(),
-        ids: options.ids.clone(),
         shutting_down: None,
-        metrics: metrics.clone(),
+        observation: observation.clone(),
+        totals_before,
         last_failure: None,
         start_failures: 0,
         expected_read: None,
-        log: super::event_log::EventLog::default(),
         last_length_refusal: None,
         pool_mismatches: 0,
         diagnostics: 0,
@@ -103,8 +103,7 @@ pub fn spawn(options: ServiceOptions) -> Result<ServiceHandle, ConfigError> {
     Ok(ServiceHandle {
         commands,
         snapshots,
-        metrics,
-        ids: options.ids,
+        observation,
     })
 }
 
@@ -120,17 +119,17 @@ pub(super) struct Actor {
     pub(super) streams: Streams,
     /// Actions not executed yet, in order.
     pub(super) queue: VecDeque<Action>,
-    ids: RequestIds,
     shutting_down: Option<oneshot::Sender<()>>,
-    pub(super) metrics: Arc<Metrics>,
+    /// The observation kept for the app's run (the log, the ended requests, the metrics).
+    pub(super) observation: super::Observation,
+    /// The scheduler totals of the services before this one (this one's are added to them).
+    pub(super) totals_before: crate::scheduler::Counters,
     /// Why the engine last failed to start or died (shown while it is down).
     pub(super) last_failure: Option<String>,
     /// Failed engine starts in a row (the log's attempt number).
     start_failures: u32,
     /// The outstanding step's chunk: its request and the tokens its sequence must then hold.
     pub(super) expected_read: Option<(RequestId, u32)>,
-    /// The history with request ids (the snapshot's `log[]`).
-    pub(super) log: super::event_log::EventLog,
     pub(super) last_length_refusal: Option<super::event_log::LengthRefusal>,
     /// Steps after which the engine's pool differed from the scheduler's.
     pub(super) pool_mismatches: u64,
@@ -316,7 +315,7 @@ impl Actor {
             Result<(RequestId, mpsc::UnboundedReceiver<StreamEvent>), SubmitError>,
         >,
     ) {
-        let id = self.ids.next();
+        let id = self.observation.ids().next();
         let new = NewRequest {
             id,
             prompt: submission.prompt.clone(),
@@ -479,7 +478,7 @@ impl Actor {
             return;
         }
         self.pool_mismatches += 1;
-        self.metrics.note_pool_mismatch();
+        self.observation.record(&crate::metrics::Fact::PoolMismatch);
         let message = format!(
             "the engine holds {reported} KV cells after the step, the scheduler counts \
              {expected}: they disagree (a bug; the engine keeps running)"
@@ -505,9 +504,14 @@ impl Actor {
         self.feed(Event::EngineDied);
     }
 
+    /// Ends every stream, stops the engine, and leaves this scheduler's totals to the
+    /// service that takes its place.
     async fn stop_everything(&mut self) {
         self.streams.shut_down();
         self.engine.shutdown().await;
+        let counters = self.scheduler.snapshot(self.now()).counters;
+        let mut kept = self.observation.lock();
+        kept.totals_before = super::observation::add(&self.totals_before, &counters);
     }
 }
 

@@ -59,7 +59,8 @@ impl LogKind {
 /// One line of the log.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct LogEntry {
-    /// Seconds since the service started (the clock of `uptime_secs`).
+    /// Seconds since the app's service started (the clock of `uptime_secs`, which runs on
+    /// across engines).
     pub at_secs: f64,
     pub kind: LogKind,
     /// The request it is about (none for engine restarts and refusals before an id).
@@ -68,8 +69,9 @@ pub struct LogEntry {
     pub client_id: Option<String>,
     /// The line in words, naming requests by their client ids (the event's words).
     pub text: String,
-    /// Its place in the service's stream, from 0 (a client that follows
-    /// `/v1/scheduler/events` knows what it has seen).
+    /// Its place in the stream, from 0 for the app's run: an apply that starts a new engine
+    /// does not number again (a client that follows `/v1/scheduler/events` knows what it has
+    /// seen).
     pub seq: u64,
     /// What happened, typed: `{"type": "paused", "paused_for": {...}, ...}`.
     pub event: Observed,
@@ -108,11 +110,12 @@ impl Default for EventLog {
 }
 
 impl EventLog {
-    /// Adds an event as a line (its `seq` is given here).
-    pub fn push(&mut self, mut entry: LogEntry) {
+    /// Adds an event as a line (its `seq` is given here); the line as logged.
+    pub fn push(&mut self, mut entry: LogEntry) -> LogEntry {
         entry.seq = self.next_seq;
         self.next_seq += 1;
-        self.entries.push(entry);
+        self.entries.push(entry.clone());
+        entry
     }
 
     /// The entries, oldest first.

@@ -119,7 +119,6 @@ impl Actor {
                         lost_tokens: keep_tokens.saturating_sub(kept),
                     });
                 }
-                self.streams.admitted(request, kept);
             }
             Action::Release {
                 request,

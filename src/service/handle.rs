@@ -1,11 +1,9 @@
 //! The cloneable handle to the service actor, and what flows through it.
 
 use crate::ids::{RequestId, TokenId};
-use crate::metrics::Metrics;
 use crate::protocol::Sampling;
 use crate::scheduler::{FinishReason, GiveWay, SchedulerSettings};
 use serde::Serialize;
-use std::sync::Arc;
 use tokio::sync::{mpsc, oneshot, watch};
 
 use super::ServiceSnapshot;
@@ -216,8 +214,7 @@ pub(super) enum ServiceCommand {
 pub struct ServiceHandle {
     pub(super) commands: mpsc::UnboundedSender<ServiceCommand>,
     pub(super) snapshots: watch::Receiver<ServiceSnapshot>,
-    pub(super) metrics: Arc<Metrics>,
-    pub(super) ids: super::actor::RequestIds,
+    pub(super) observation: super::Observation,
 }
 
 impl std::fmt::Debug for ServiceHandle {
@@ -227,10 +224,21 @@ impl std::fmt::Debug for ServiceHandle {
 }
 
 impl ServiceHandle {
-    /// Its request ids' counter, for the service that takes its place (ids never repeat
-    /// within a run of the app).
-    pub fn ids(&self) -> super::actor::RequestIds {
-        self.ids.clone()
+    /// The observation it continues (the clock, request ids, the event stream, the ended
+    /// requests, the metrics), for the service that takes its place: an apply resets none.
+    pub fn observation(&self) -> super::Observation {
+        self.observation.clone()
+    }
+
+    /// The log as it is now and every entry logged after it, in `seq` order, across the
+    /// services that take this one's place.
+    pub fn events(
+        &self,
+    ) -> (
+        super::SharedLog,
+        tokio::sync::broadcast::Receiver<super::LogEntry>,
+    ) {
+        self.observation.subscribe()
     }
 
     /// Submits a request; its events arrive on the returned stream. Dropping the stream
@@ -323,9 +331,10 @@ impl ServiceHandle {
         answer.await.map_err(|_| ControlError::ShuttingDown)?
     }
 
-    /// The service's Prometheus metrics.
-    pub fn metrics(&self) -> &Metrics {
-        &self.metrics
+    /// The app's Prometheus metrics: their text, and the one fact the API adds (a grammar
+    /// built or taken from the cache).
+    pub fn metrics(&self) -> &super::Observation {
+        &self.observation
     }
 
     /// The latest snapshot.

@@ -17,27 +17,10 @@ impl Actor {
             .client_id(id)
     }
 
-    /// The one place an event is emitted: its line in the log, and the views taken from it
-    /// (an ended request's record for `finished[]` and the `cost` sums, and its per-request
-    /// metrics).
+    /// The one place an event is emitted: its line in the log of the app's run, which takes
+    /// the views from it (an ended request's record for `finished[]` and the `cost` sums, the
+    /// cache's hits) and feeds the metrics.
     pub(super) fn emit(&mut self, request: Option<RequestId>, event: Observed) {
-        if let Observed::Ended { figures, .. } = &event {
-            self.metrics.request_ended(
-                figures.finish_reason(),
-                figures.prompt_tokens_read,
-                figures.prompt_tokens_held,
-                figures.output_tokens,
-            );
-            if let Some(wait) = figures.queue_wait_secs {
-                self.metrics.observe_queue_time(figures.priority, wait);
-            }
-            self.metrics.observe_request_cost(
-                figures.priority,
-                figures.parked_secs,
-                figures.pauses,
-            );
-            self.streams.keep_finished(figures.clone());
-        }
         let client_id = request.map(|id| self.client_id(id));
         let entry = LogEntry {
             at_secs: self.now().as_secs_f64(),
@@ -48,7 +31,7 @@ impl Actor {
             seq: 0,
             event,
         };
-        self.log.push(entry);
+        self.observation.emit(entry);
     }
 
     /// A live switch changed, and who changed it (one event per change).

@@ -24,8 +24,6 @@ pub(super) struct Live {
     sent_at: VecDeque<Instant>,
     tokens_sent: u64,
     first_token_at: Option<Instant>,
-    /// Whether it got a slot yet (the first assign counts a cache hit or miss).
-    pub admitted: bool,
     /// What parks cost it and what its pauses of others saved it.
     pub cost: super::cost::Ledger,
 }
@@ -44,7 +42,6 @@ impl Live {
             sent_at: VecDeque::new(),
             tokens_sent: 0,
             first_token_at: None,
-            admitted: false,
             cost: super::cost::Ledger::default(),
         }
     }

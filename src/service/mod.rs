@@ -12,12 +12,16 @@
 //!   measures;
 //! - `observed` and `event_log`: the one observation stream (typed events with client ids,
 //!   emitted once by `history`) and the log of it that the snapshot carries;
+//! - `observation` and `ended`: what goes on across engines, made once by the control plane
+//!   (the clock, ids, the stream's `seq` and log, the ended requests, the metrics, which the
+//!   stream alone feeds);
 //! - `cost`: what parks cost each request and what pauses saved, per request and summed;
 //! - `publish` and `snapshot`: what the API and the GUI see (stable field names, no prompt
 //!   text), and the Prometheus levels; `shared`: the lists a snapshot shares with the last.
 
 mod actor;
 mod cost;
+mod ended;
 mod engine_link;
 mod event_log;
 mod execute;
@@ -25,6 +29,7 @@ mod failure_words;
 mod handle;
 mod history;
 mod live;
+mod observation;
 mod observed;
 mod publish;
 mod requests;
@@ -38,6 +43,7 @@ pub use handle::{
     Route, ServiceHandle, SettingsChange, StreamEvent, Submission, SubmitError, Usage,
     user_agent_product,
 };
+pub use observation::Observation;
 // The value types the service's callers name in what they send and receive: the scheduler's
 // and the protocol's, re-exported so that `api` and `gui` depend on the service alone (the
 // layer rule `src/layer_rules.rs` checks).
@@ -57,3 +63,6 @@ pub use snapshot::{
     ConversationCacheView, CountersView, EngineStatus, EngineView, ServiceSnapshot, SlotView,
     TtftSample, chosen_by_words, context_words, cpu_code_words, mode_for,
 };
+
+#[cfg(test)]
+mod observation_tests;

@@ -1,10 +1,10 @@
 //! What the actor shows: the snapshot for `/v1/scheduler`, its event stream and the dashboard
 //! (replaced every turn, watchers woken only when something besides the clock changed), the
-//! engine's status in words, and the Prometheus levels.
+//! engine's status in words, and the totals and levels the metrics are fed after each change.
 
 use super::actor::Actor;
 use super::snapshot::{EngineStatus, ServiceSnapshot};
-use crate::metrics::Levels;
+use crate::metrics::{Fact, Levels};
 use crate::scheduler::EngineCondition;
 use std::time::Instant;
 
@@ -60,6 +60,36 @@ impl Actor {
             .map(|h| h.model.ctx_chosen_by.clone())
             .unwrap_or_default();
         snapshot.engine.prompt_tokens_per_sec = handshake.map_or(0.0, |h| h.prompt_tokens_per_sec);
+        self.model_facts(&mut snapshot, worker_rss_bytes);
+        snapshot.engine.generation = self.engine.generation();
+        (
+            snapshot.engine.steps_ahead_taken,
+            snapshot.engine.steps_ahead_rewound,
+            snapshot.engine.steps_ahead_not_run,
+        ) = self.engine.steps_ahead();
+        snapshot.engine.kv_cells_engine = self.engine.cells_used();
+        snapshot.engine.kv_pool_mismatches = self.pool_mismatches;
+        snapshot.engine.scheduler_diagnostics = self.diagnostics;
+        if self.scheduler.ever_ready() {
+            let streams = &self.streams;
+            snapshot.set_scheduler(&scheduled, |id| streams.tokens_per_sec(id, wall));
+        }
+        // the app's run's totals: this scheduler's on top of those before it
+        let totals = super::observation::add(&self.totals_before, &scheduled.counters);
+        snapshot.counters = super::snapshot::CountersView::from(&totals);
+        snapshot.engine.restarts = totals.engine_restarts;
+        self.observed_views(&mut snapshot, wall);
+        self.record_totals(&snapshot, &totals);
+        self.snapshot_tx.send_if_modified(|current| {
+            let changed = !ticked || current.without_clock() != snapshot.without_clock();
+            *current = snapshot;
+            changed
+        });
+    }
+
+    /// The loaded model's file, size and device, from the handshake.
+    fn model_facts(&mut self, snapshot: &mut ServiceSnapshot, worker_rss_bytes: Option<u64>) {
+        let handshake = self.engine.handshake();
         let model_path = handshake.map_or("", |h| h.model.path.as_str());
         if model_path != self.model_file.0 {
             // a new model: its file's name and size, read once (publishing runs per token)
@@ -90,23 +120,24 @@ impl Actor {
             .map(|d| d.cpu_variants_skipped.clone())
             .unwrap_or_default();
         snapshot.engine.cpu_code_words = device.map(super::cpu_code_words).unwrap_or_default();
-        snapshot.engine.generation = self.engine.generation();
-        (
-            snapshot.engine.steps_ahead_taken,
-            snapshot.engine.steps_ahead_rewound,
-            snapshot.engine.steps_ahead_not_run,
-        ) = self.engine.steps_ahead();
-        snapshot.engine.kv_cells_engine = self.engine.cells_used();
-        snapshot.engine.kv_pool_mismatches = self.pool_mismatches;
-        snapshot.engine.scheduler_diagnostics = self.diagnostics;
-        if self.scheduler.ever_ready() {
-            let streams = &self.streams;
-            snapshot.set_scheduler(&scheduled, |id| streams.tokens_per_sec(id, wall));
+    }
+
+    /// What the observation of the app's run shows: the ended requests (before the rows: a
+    /// why names an ended request by the id its client saw), the cost sums, the cache's hits,
+    /// the first-token samples and the log.
+    fn observed_views(&mut self, snapshot: &mut ServiceSnapshot, wall: Instant) {
+        {
+            let mut kept = self.observation.lock();
+            snapshot.finished = kept.ended.finished();
+            snapshot.cost = kept.ended.cost(wall);
+            (
+                snapshot.conversation_cache.hits,
+                snapshot.conversation_cache.misses,
+            ) = kept.ended.cache_hits();
+            snapshot.ttft = kept.ended.ttft();
+            snapshot.log = kept.log.entries();
         }
-        // before the rows: a why names an ended request by the id its client saw
-        snapshot.finished = self.streams.finished();
-        snapshot.cost = self.streams.cost(wall);
-        snapshot.requests = super::requests::request_rows(&snapshot, |id| {
+        snapshot.requests = super::requests::request_rows(snapshot, |id| {
             let live = self.streams.get(id)?;
             Some(super::requests::LiveFacts {
                 origin: live.submission.origin.clone(),
@@ -117,36 +148,31 @@ impl Actor {
                 parked_secs: live.cost.parked_secs(wall),
             })
         });
-        let (hits, misses) = self.streams.cache_hits();
         snapshot.conversation_cache.bytes = self.engine.cached_bytes();
-        snapshot.conversation_cache.hits = hits;
-        snapshot.conversation_cache.misses = misses;
-        snapshot.ttft = self.streams.ttft();
-        snapshot.log = self.log.entries();
         snapshot.last_length_refusal = self.last_length_refusal.clone();
+    }
+
+    /// The totals and levels after this change, to the metrics.
+    fn record_totals(&self, snapshot: &ServiceSnapshot, totals: &crate::scheduler::Counters) {
         let running = snapshot
             .slots
             .iter()
             .filter(|s| s.request_id.is_some())
             .count();
-        self.metrics.sync(
-            &scheduled.counters,
-            &Levels {
-                waiting: snapshot.waiting.len(),
-                running,
-                parked: snapshot.parked.len(),
-                kv_cells_used: snapshot.engine.kv_cells_used,
-                kv_cells_total: u64::from(snapshot.engine.kv_cells_total),
-                conversation_cache_entries: snapshot.conversation_cache.entries,
-                conversation_cache_bytes: snapshot.conversation_cache.bytes,
-                engine_up: snapshot.engine.status == EngineStatus::Ready,
-                model: snapshot.engine.model.clone(),
-            },
-        );
-        self.snapshot_tx.send_if_modified(|current| {
-            let changed = !ticked || current.without_clock() != snapshot.without_clock();
-            *current = snapshot;
-            changed
+        let levels = Levels {
+            waiting: snapshot.waiting.len(),
+            running,
+            parked: snapshot.parked.len(),
+            kv_cells_used: snapshot.engine.kv_cells_used,
+            kv_cells_total: u64::from(snapshot.engine.kv_cells_total),
+            conversation_cache_entries: snapshot.conversation_cache.entries,
+            conversation_cache_bytes: snapshot.conversation_cache.bytes,
+            engine_up: snapshot.engine.status == EngineStatus::Ready,
+            model: snapshot.engine.model.clone(),
+        };
+        self.observation.record(&Fact::Totals {
+            counters: totals,
+            levels: &levels,
         });
     }
 

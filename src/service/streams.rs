@@ -1,55 +1,31 @@
 //! The clients' side: every live request's stream (its decoder, stop matcher and channel), what
-//! goes out on it, and the figures that come from delivering (time to first token, cache hits,
-//! per-request metrics).
+//! goes out on it, and the figures that come from delivering (time to first token, an ending
+//! request's figures), which go to the observation kept for the app's run.
 
-use super::cost::{self, CostView, FinishedRequest};
+use super::cost::{self, FinishedRequest};
 use super::handle::{Failure, Finished, StreamEvent, Submission, Usage};
 use super::live::Live;
-use super::shared::{Bounded, Shared};
+use super::observation::Observation;
 use super::snapshot::TtftSample;
 use crate::ids::RequestId;
-use crate::metrics::Metrics;
+use crate::metrics::Fact;
 use crate::scheduler::{FailKind, FinishReason, RequestStats, StepOutput};
-use std::collections::{HashMap, VecDeque};
-use std::sync::Arc;
+use std::collections::HashMap;
 use std::time::Instant;
 use tokio::sync::mpsc;
-
-/// First-token samples kept for the snapshot's `ttft`.
-const TTFT_SAMPLES_MAX: usize = 256;
-/// Ended requests kept for the cost sums, and the latest of them the snapshot lists.
-const FINISHED_KEPT_MAX: usize = 1000;
-const FINISHED_SHOWN_MAX: usize = 50;
 
 pub(super) struct Streams {
     live: HashMap<RequestId, Live>,
     epoch: Instant,
-    metrics: Arc<Metrics>,
-    /// The most recent first tokens, oldest first.
-    ttft: Bounded<TtftSample>,
-    /// Admitted requests that reused a held or cached prefix, and those that read it all.
-    cache_hits: u64,
-    cache_misses: u64,
-    /// Ended requests' figures, oldest first; the latest of them as published.
-    finished: VecDeque<FinishedRequest>,
-    finished_shown: Shared<FinishedRequest>,
-    /// The last `cost` sums and when they were made (seconds on the epoch's clock); `None`
-    /// after a request ended.
-    cost: Option<(f64, CostView)>,
+    observation: Observation,
 }
 
 impl Streams {
-    pub fn new(epoch: Instant, metrics: Arc<Metrics>) -> Self {
+    pub fn new(observation: Observation) -> Self {
         Self {
             live: HashMap::new(),
-            epoch,
-            metrics,
-            ttft: Bounded::new(TTFT_SAMPLES_MAX),
-            cache_hits: 0,
-            cache_misses: 0,
-            finished: VecDeque::new(),
-            finished_shown: Shared::default(),
-            cost: None,
+            epoch: observation.epoch(),
+            observation,
         }
     }
 
@@ -115,33 +91,22 @@ impl Streams {
         let now = Instant::now();
         if let Some(ttft) = live.note_delivery(now) {
             let priority = live.submission.priority;
-            self.metrics.observe_ttft(priority, ttft.as_secs_f64());
+            let ttft_secs = ttft.as_secs_f64();
+            self.observation.record(&Fact::FirstToken {
+                priority,
+                ttft_secs,
+            });
             let origin = &live.submission.origin;
-            self.ttft.push(TtftSample {
+            self.observation.lock().ended.first_token(TtftSample {
                 request_id: id,
                 client_id: origin.route.client_id(id),
                 client: origin.client.clone(),
                 priority,
-                ttft_secs: ttft.as_secs_f64(),
+                ttft_secs,
                 at_secs: now.duration_since(self.epoch).as_secs_f64(),
             });
         }
         live.events.is_closed()
-    }
-
-    /// The engine opened the request for the first time, keeping `kept_tokens` of its prompt.
-    pub fn admitted(&mut self, id: RequestId, kept_tokens: u32) {
-        if let Some(live) = self.live.get_mut(&id)
-            && !live.admitted
-        {
-            live.admitted = true;
-            self.metrics.admitted(kept_tokens);
-            if kept_tokens > 0 {
-                self.cache_hits += 1;
-            } else {
-                self.cache_misses += 1;
-            }
-        }
     }
 
     /// The request ended normally: what the decoder still holds goes out (not after a
@@ -221,17 +186,6 @@ impl Streams {
         })
     }
 
-    /// An ended request's figures, kept for `finished[]` and the `cost` sums.
-    pub fn keep_finished(&mut self, record: FinishedRequest) {
-        if self.finished.len() == FINISHED_KEPT_MAX {
-            self.finished.pop_front();
-        }
-        self.finished.push_back(record);
-        let skip = self.finished.len().saturating_sub(FINISHED_SHOWN_MAX);
-        self.finished_shown = self.finished.iter().skip(skip).cloned().collect();
-        self.cost = None;
-    }
-
     /// `id` left the active set (paused, gave way, or the pool was full); `paused_for` is
     /// the request it was paused for, which is credited with the wait it avoided. False when
     /// it was parked already (a parked request moved to host RAM): nothing is counted again.
@@ -264,40 +218,8 @@ impl Streams {
         }
     }
 
-    /// The latest ended requests, oldest first (shared: made anew when one ends).
-    pub fn finished(&self) -> Shared<FinishedRequest> {
-        self.finished_shown.clone()
-    }
-
-    /// The cost sums of the requests that ended in the last [`cost::COST_WINDOW_SECS`]:
-    /// summed again when a request ends, or a second after the last sum (requests leave the
-    /// window with the clock), not per token.
-    pub fn cost(&mut self, now: Instant) -> CostView {
-        let now_secs = now.duration_since(self.epoch).as_secs_f64();
-        match &self.cost {
-            Some((at_secs, view)) if now_secs - at_secs < 1.0 => view.clone(),
-            _ => {
-                let view = cost::cost_view(
-                    self.finished.make_contiguous(),
-                    now_secs,
-                    cost::COST_WINDOW_SECS,
-                );
-                self.cost = Some((now_secs, view.clone()));
-                view
-            }
-        }
-    }
-
     pub fn tokens_per_sec(&self, id: RequestId, now: Instant) -> Option<f64> {
         self.live.get(&id).and_then(|l| l.tokens_per_sec(now))
-    }
-
-    pub fn ttft(&self) -> Shared<TtftSample> {
-        self.ttft.shared()
-    }
-
-    pub fn cache_hits(&self) -> (u64, u64) {
-        (self.cache_hits, self.cache_misses)
     }
 }
 

@@ -71,7 +71,7 @@ pub async fn server(setup: Setup) -> Server {
     let service = service::spawn(ServiceOptions {
         launch,
         settings: setup.scheduler.clone(),
-        ids: service::RequestIds::default(),
+        observation: service::Observation::default(),
     })
     .unwrap();
     let prompts = Prompts::new(tokenizer)

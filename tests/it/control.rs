@@ -273,3 +273,187 @@ async fn request_ids_go_on_across_an_apply_and_never_repeat() {
     assert_eq!(ids, ["chatcmpl-1", "chatcmpl-2", "chatcmpl-3"]);
     running.stop().await;
 }
+
+/// The `/metrics` samples of `text` (comment lines left out), by series name with labels.
+fn samples(text: &str) -> std::collections::BTreeMap<String, f64> {
+    text.lines()
+        .filter(|l| !l.starts_with('#'))
+        .filter_map(|l| {
+            let (name, value) = l.rsplit_once(' ')?;
+            Some((name.to_owned(), value.parse().ok()?))
+        })
+        .collect()
+}
+
+/// The sum of the samples whose series name starts with `prefix`.
+fn sum_of(samples: &std::collections::BTreeMap<String, f64>, prefix: &str) -> f64 {
+    samples
+        .iter()
+        .filter(|(name, _)| name.starts_with(prefix))
+        .map(|(_, v)| v)
+        .sum()
+}
+
+/// #63 item 3: observation lives above the engine unit. An apply made a new registry (every
+/// `/metrics` counter fell to 0) and a new event stream (`seq` from 0 again, which the window
+/// patched); both now belong to the control plane and go on.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn metrics_counters_and_the_event_seq_go_on_across_an_apply() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("config.json");
+    std::fs::write(&path, r#"{"engine": "sim"}"#).unwrap();
+    let config = Config::load(Some(&path), &Overrides::default()).unwrap();
+    let (running, addr) = serve_ready(&config, &path).await;
+    let control = running.control.clone();
+    let client = reqwest::Client::new();
+    let ask = || {
+        let client = client.clone();
+        async move {
+            let answer = client
+                .post(format!("http://{addr}/v1/chat/completions"))
+                .json(&json!({"messages": [{"role": "user", "content": "hi"}], "max_tokens": 2}))
+                .send()
+                .await
+                .unwrap();
+            assert_eq!(answer.status(), 200);
+            answer.text().await.unwrap();
+        }
+    };
+    let scrape = || {
+        let client = client.clone();
+        async move {
+            let text = client
+                .get(format!("http://{addr}/metrics"))
+                .send()
+                .await
+                .unwrap()
+                .text()
+                .await
+                .unwrap();
+            samples(&text)
+        }
+    };
+    let ended = "strata_requests_finished_total";
+
+    // a follower of the event stream from the start
+    let events = client
+        .get(format!("http://{addr}/v1/scheduler/events"))
+        .send()
+        .await
+        .unwrap();
+    // it reads until it has seen the apply and a request that ended after it (30 s at most)
+    let follower = tokio::spawn(async move {
+        let mut seen = String::new();
+        let mut stream = events.bytes_stream();
+        let started = std::time::Instant::now();
+        while started.elapsed() < Duration::from_secs(30) {
+            let done = seen
+                .find("\"type\":\"applied\"")
+                .is_some_and(|at| seen[at..].contains("\"type\":\"ended\""));
+            if done {
+                break;
+            }
+            match tokio::time::timeout(Duration::from_secs(1), stream.next()).await {
+                Ok(Some(Ok(chunk))) => seen.push_str(&String::from_utf8_lossy(&chunk)),
+                Ok(_) => break,
+                Err(_) => {}
+            }
+        }
+        seen
+    });
+
+    ask().await;
+    ask().await;
+    let started = std::time::Instant::now();
+    let before = loop {
+        let now = scrape().await;
+        if sum_of(&now, ended) == 2.0 {
+            break now;
+        }
+        assert!(started.elapsed() < Duration::from_secs(10), "{now:?}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    let log_before = control.service().snapshot().log;
+    let last_seq = log_before.last().unwrap().seq;
+
+    let mut settings = RestartSettings::of(&control.config());
+    settings.engine.ctx_tokens = 4096;
+    control.apply(&settings.patch()).await.unwrap();
+    until("the new engine is ready", || {
+        control.service().snapshot().engine.status == EngineStatus::Ready
+    })
+    .await;
+    assert_eq!(control.unit().generation, 2);
+
+    // every counter as it was: the apply reset none
+    let after = scrape().await;
+    let counters = |s: &std::collections::BTreeMap<String, f64>| {
+        s.iter()
+            .filter(|(name, _)| name.split('{').next().unwrap().ends_with("_total"))
+            .filter(|(name, _)| !name.starts_with("strata_engine_restarts"))
+            .map(|(name, v)| (name.clone(), *v))
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(
+        counters(&after),
+        counters(&before),
+        "a counter moved across the apply"
+    );
+    assert!(sum_of(&after, "strata_generation_tokens_total") > 0.0);
+    // ... and they go on counting
+    ask().await;
+    let started = std::time::Instant::now();
+    while sum_of(&scrape().await, ended) != 3.0 {
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "the counters stopped"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let generated = sum_of(&scrape().await, "strata_generation_tokens_total");
+    assert!(generated > sum_of(&before, "strata_generation_tokens_total"));
+    assert_eq!(
+        control.service().snapshot().counters.finished,
+        3,
+        "the snapshot's counters started again"
+    );
+
+    // one log, numbered once: the old engine's entries stay, the new one's follow them
+    let log = control.service().snapshot().log;
+    let seqs: Vec<u64> = log.iter().map(|e| e.seq).collect();
+    let first = seqs[0];
+    let expected: Vec<u64> = (first..first + seqs.len() as u64).collect();
+    assert_eq!(seqs, expected, "the log's seq started again");
+    assert!(
+        log.iter()
+            .any(|e| e.seq == last_seq && e == &log_before[log_before.len() - 1])
+    );
+    let applied = log
+        .iter()
+        .find(|e| matches!(e.event, Observed::Applied { .. }))
+        .expect("the apply is an event of the stream");
+    assert!(applied.seq > last_seq);
+
+    // the follower saw each observed event once, in order, across the apply
+    let seen = follower.await.unwrap();
+    let observed: Vec<u64> = seen
+        .split("\n\n")
+        .filter(|block| block.lines().any(|l| l == "event: observed"))
+        .filter_map(|block| {
+            let data = block.lines().find_map(|l| l.strip_prefix("data: "))?;
+            serde_json::from_str::<Value>(data).ok()?["seq"].as_u64()
+        })
+        .collect();
+    assert!(!observed.is_empty(), "{seen}");
+    let from = observed[0];
+    let expected: Vec<u64> = (from..from + observed.len() as u64).collect();
+    assert_eq!(
+        observed, expected,
+        "each event once, in order, across the apply"
+    );
+    assert!(
+        observed.contains(&applied.seq),
+        "the apply was not streamed"
+    );
+    running.stop().await;
+}
