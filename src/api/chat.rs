@@ -1,56 +1,45 @@
 //! `POST /v1/chat/completions`: the DTO, its translation into a [`Draft`] for the one
-//! validation step, and the streaming and non-streaming answers.
+//! validation step, and the streaming and non-streaming answers (the [`Chat`] front end).
 
-use super::body::{body_bytes, parse_body};
-use super::dialect::Dialect;
-use super::generation::{self, split_reasoning};
+use super::ApiError;
+use super::frontend::{Frontend, Translated};
+use super::generation::{Started, split_reasoning};
 use super::tools::{self, ResponseFormatDto, ToolDto};
-use super::validate::{Draft, Knobs, validate};
-use super::wire::{self, WireWriter};
-use super::{ApiError, ApiState};
+use super::validate::{Draft, with_sampling_knobs};
+use super::wire::WireWriter;
 use crate::chat::{ChatMessage, Ending, Piece, ToolCall};
 use crate::service::{FinishReason, Finished, Route, Usage};
-use axum::body::Bytes;
-use axum::extract::State;
-use axum::http::HeaderMap;
-use axum::response::Response;
 use axum::response::sse::Event;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-#[derive(Debug, Deserialize)]
-pub struct ChatCompletionDto {
-    #[serde(default)]
-    pub model: Option<String>,
-    pub messages: Vec<MessageDto>,
-    #[serde(default)]
-    pub stream: bool,
-    #[serde(default)]
-    pub stream_options: Option<StreamOptionsDto>,
-    pub max_tokens: Option<u32>,
-    pub max_completion_tokens: Option<u32>,
-    pub temperature: Option<f32>,
-    pub top_p: Option<f32>,
-    pub top_k: Option<i32>,
-    pub min_p: Option<f32>,
-    pub frequency_penalty: Option<f32>,
-    pub presence_penalty: Option<f32>,
-    pub repetition_penalty: Option<f32>,
-    pub seed: Option<i64>,
-    pub stop: Option<StopDto>,
-    #[serde(default)]
-    pub ignore_eos: bool,
-    /// Any JSON here; not an integer is a 400 naming the field (SCHEDULING.md).
-    pub priority: Option<Value>,
-    pub n: Option<u32>,
-    #[serde(default)]
-    pub tools: Option<Vec<ToolDto>>,
-    #[serde(default)]
-    pub tool_choice: Option<Value>,
-    #[serde(default)]
-    pub response_format: Option<ResponseFormatDto>,
-    // `parallel_tool_calls` is accepted and ignored: a model may make several calls in one
-    // answer either way.
+with_sampling_knobs! {
+    #[derive(Debug, Deserialize)]
+    pub struct ChatCompletionDto {
+        #[serde(default)]
+        pub model: Option<String>,
+        pub messages: Vec<MessageDto>,
+        #[serde(default)]
+        pub stream: bool,
+        #[serde(default)]
+        pub stream_options: Option<StreamOptionsDto>,
+        pub max_tokens: Option<u32>,
+        pub max_completion_tokens: Option<u32>,
+        pub stop: Option<StopDto>,
+        #[serde(default)]
+        pub ignore_eos: bool,
+        /// Any JSON here; not an integer is a 400 naming the field (SCHEDULING.md).
+        pub priority: Option<Value>,
+        pub n: Option<u32>,
+        #[serde(default)]
+        pub tools: Option<Vec<ToolDto>>,
+        #[serde(default)]
+        pub tool_choice: Option<Value>,
+        #[serde(default)]
+        pub response_format: Option<ResponseFormatDto>,
+        // `parallel_tool_calls` is accepted and ignored: a model may make several calls in one
+        // answer either way.
+    }
 }
 
 #[derive(Debug, Deserialize)]
@@ -64,6 +53,16 @@ pub struct StreamOptionsDto {
 pub enum StopDto {
     One(String),
     Many(Vec<String>),
+}
+
+impl StopDto {
+    /// The stop strings, one or many.
+    pub fn into_vec(self) -> Vec<String> {
+        match self {
+            Self::One(s) => vec![s],
+            Self::Many(v) => v,
+        }
+    }
 }
 
 #[derive(Debug, Deserialize)]
@@ -113,41 +112,58 @@ pub struct PartDto {
     pub text: Option<String>,
 }
 
-/// Chat Completions' body translated for the one validation step, with how to answer
-/// (`stream`, `stream_options.include_usage`).
-fn draft_of(dto: ChatCompletionDto) -> Result<(Draft, bool, bool), ApiError> {
-    if dto.n.is_some_and(|n| n != 1) {
-        return Err(ApiError::bad(
-            "`n` must be 1: one choice per request",
-            Some("n"),
-        ));
+/// Chat Completions: its body translated for the one validation step, answered in
+/// `chat.completion` objects.
+pub struct Chat;
+
+/// `stream_options.include_usage`: a streamed answer ends with a usage chunk.
+pub struct IncludeUsage(pub bool);
+
+impl Frontend for Chat {
+    const ROUTE: Route = Route::ChatCompletions;
+    type Dto = ChatCompletionDto;
+    type Extra = IncludeUsage;
+    type Writer = ChatWriter;
+
+    fn model(dto: &ChatCompletionDto) -> Option<&str> {
+        dto.model.as_deref()
     }
-    let draft = Draft {
-        tools: dto.tools,
-        tool_choice: dto.tool_choice,
-        format: dto.response_format,
-        knobs: Knobs {
-            temperature: dto.temperature,
-            top_p: dto.top_p,
-            top_k: dto.top_k,
-            min_p: dto.min_p,
-            frequency_penalty: dto.frequency_penalty,
-            presence_penalty: dto.presence_penalty,
-            repetition_penalty: dto.repetition_penalty,
-            seed: dto.seed,
-        },
-        max_tokens: dto.max_completion_tokens.or(dto.max_tokens),
-        stop: match dto.stop {
-            None => Vec::new(),
-            Some(StopDto::One(s)) => vec![s],
-            Some(StopDto::Many(v)) => v,
-        },
-        ignore_eos: dto.ignore_eos,
-        priority: dto.priority,
-        ..Draft::new(Dialect::Chat, chat_messages(dto.messages)?)
-    };
-    let include_usage = dto.stream_options.is_some_and(|o| o.include_usage);
-    Ok((draft, dto.stream, include_usage))
+
+    fn translate(dto: ChatCompletionDto) -> Result<Translated<IncludeUsage>, ApiError> {
+        if dto.n.is_some_and(|n| n != 1) {
+            return Err(ApiError::bad(
+                "`n` must be 1: one choice per request",
+                Some("n"),
+            ));
+        }
+        let knobs = dto.knobs();
+        let draft = Draft {
+            tools: dto.tools,
+            tool_choice: dto.tool_choice,
+            format: dto.response_format,
+            knobs,
+            max_tokens: dto.max_completion_tokens.or(dto.max_tokens),
+            stop: dto.stop.map(StopDto::into_vec).unwrap_or_default(),
+            ignore_eos: dto.ignore_eos,
+            priority: dto.priority,
+            ..Draft::new(Route::ChatCompletions, chat_messages(dto.messages)?)
+        };
+        Ok(Translated {
+            draft,
+            stream: dto.stream,
+            extra: IncludeUsage(dto.stream_options.is_some_and(|o| o.include_usage)),
+        })
+    }
+
+    fn writer(started: &Started, model: String, extra: IncludeUsage) -> ChatWriter {
+        ChatWriter {
+            id: format!("chatcmpl-{}", started.id.0),
+            model,
+            created: started.created,
+            include_usage: extra.0,
+            assembled: Assembled::default(),
+        }
+    }
 }
 
 /// The messages in the shared form: roles checked, text parts joined, an assistant turn's
@@ -258,38 +274,6 @@ fn chat_messages(dtos: Vec<MessageDto>) -> Result<Vec<ChatMessage>, ApiError> {
     Ok(messages)
 }
 
-pub async fn chat_completions(
-    State(state): State<ApiState>,
-    headers: HeaderMap,
-    body: Result<Bytes, axum::extract::rejection::BytesRejection>,
-) -> Result<Response, ApiError> {
-    // one engine unit for the whole request: tokenized by the model that serves it
-    let state = state.pinned();
-    let body = body_bytes(&state, body)?;
-    let prep = state.clone();
-    let (prepared, model, stream, include_usage) = state
-        .limits
-        .prepare(move || {
-            let dto: ChatCompletionDto = parse_body(&body)?;
-            let model = prep.model_name(dto.model.as_deref());
-            let (draft, stream, include_usage) = draft_of(dto)?;
-            let generation = validate(draft, &prep)?;
-            let prepared = generation::tokenize(&prep, generation)?;
-            Ok((prepared, model, stream, include_usage))
-        })
-        .await?;
-    let started =
-        generation::submit(&state, &headers, prepared, Route::ChatCompletions, "call_").await?;
-    let writer = ChatWriter {
-        id: format!("chatcmpl-{}", started.id.0),
-        model,
-        created: started.created,
-        include_usage,
-        assembled: Assembled::default(),
-    };
-    wire::respond(started, writer, stream).await
-}
-
 /// `finish_reason`: `tool_calls` only when calls were made and every started one closed; a
 /// call cut by the token limit is `length`, never a call.
 fn finish_reason(reason: FinishReason, ending: &Ending) -> &'static str {
@@ -312,7 +296,7 @@ fn usage_json(usage: &Usage) -> Value {
 
 /// Chat Completions' wire format: `chat.completion.chunk`s, then `[DONE]`; or one
 /// `chat.completion`.
-struct ChatWriter {
+pub struct ChatWriter {
     id: String,
     model: String,
     created: u64,

@@ -17,6 +17,7 @@ mod completions;
 mod dialect;
 mod error;
 mod fim;
+mod frontend;
 mod generation;
 mod grammars;
 mod infill;
@@ -39,6 +40,8 @@ pub use observe::EVENTS_PER_SEC_MAX;
 pub use owners::Owners;
 
 pub use error::ApiError;
+use dialect::ErrorShape;
+use frontend::generate;
 pub use prompts::{Prompt, Prompts};
 
 use crate::config::AppSettings;
@@ -46,6 +49,7 @@ use crate::control::{Control, Unit};
 use crate::service::SchedulerSettings;
 use crate::service::{EngineStatus, ServiceHandle};
 use axum::extract::{DefaultBodyLimit, State};
+use axum::handler::Handler;
 use axum::http::{HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{delete, get, patch, post};
@@ -168,14 +172,12 @@ pub fn router(state: ApiState) -> Router {
             delete(admin::cancel_request).patch(admin::patch_request),
         )
         .route_layer(admin_guard.clone());
-    let router = Router::new()
-        .route("/v1/chat/completions", post(chat::chat_completions))
-        .route("/v1/responses", post(responses::responses))
-        .route("/v1/messages", post(anthropic::messages))
-        .route("/v1/messages/count_tokens", post(anthropic::count_tokens))
-        .route("/v1/completions", post(completions::completions))
-        .route("/v1/fim/completions", post(completions::completions))
-        .route("/infill", post(infill::infill))
+    let openai = Router::new()
+        .route("/v1/chat/completions", post(generate::<chat::Chat>))
+        .route("/v1/responses", post(generate::<responses::Responses>))
+        .route("/v1/completions", post(generate::<completions::Completions>))
+        .route("/v1/fim/completions", post(generate::<completions::Completions>))
+        .route("/infill", post(generate::<infill::Infill>))
         .route("/", get(root))
         .route("/v1/models", get(models))
         .route("/v1/scheduler", get(observe::scheduler))
@@ -186,20 +188,20 @@ pub fn router(state: ApiState) -> Router {
         .route(
             "/v1/settings",
             get(observe::settings).merge(patch(admin::patch_settings).layer(admin_guard)),
-        )
-        // only on the routes: an unknown path is a 404 and a wrong method a 405, not a
-        // complaint about its Content-Type or Origin
-        .route_layer(axum::middleware::from_fn_with_state(
-            state.clone(),
-            browser::guard,
-        ))
-        .merge(admin)
-        .fallback(not_found)
-        .method_not_allowed_fallback(method_not_allowed)
-        .layer(axum::middleware::from_fn_with_state(
-            state.clone(),
+        );
+    let anthropic = Router::new()
+        .route("/v1/messages", post(generate::<anthropic::Messages>))
+        .route("/v1/messages/count_tokens", post(anthropic::count_tokens));
+    let router = mounted(web(openai, &state, ErrorShape::OpenAi).merge(admin), &state, ErrorShape::OpenAi)
+        .merge(mounted(web(anthropic, &state, ErrorShape::Anthropic), &state, ErrorShape::Anthropic))
+        // a path no front end mounts: the app's own shape
+        .fallback(not_found.layer(axum::middleware::from_fn_with_state(
+            Guarded {
+                state: state.clone(),
+                shape: ErrorShape::OpenAi,
+            },
             auth::guard,
-        ))
+        )))
         .layer(DefaultBodyLimit::max(limit))
         .layer(axum::middleware::from_fn(move |request, next| {
             limits::body_deadline(body_secs, request, next)
@@ -215,6 +217,41 @@ pub fn router(state: ApiState) -> Router {
             .allow_methods(tower_http::cors::Any)
             .allow_headers(tower_http::cors::Any),
     )
+}
+
+/// The API's public routes under the web-page rule (`browser`), refused in `shape`; only on
+/// the routes: an unknown path is a 404 and a wrong method a 405, not a complaint about its
+/// Content-Type or Origin.
+fn web(routes: Router<ApiState>, state: &ApiState, shape: ErrorShape) -> Router<ApiState> {
+    let guarded = Guarded {
+        state: state.clone(),
+        shape,
+    };
+    routes.route_layer(axum::middleware::from_fn_with_state(guarded, browser::guard))
+}
+
+/// A router's routes mounted answering in `shape` (each front end's clients read their own
+/// error shape, Anthropic's theirs): the key and Host check before everything else, on a
+/// method a route does not take too (its 405 itself stays OpenAI-shaped, as the app's own
+/// answer).
+fn mounted(routes: Router<ApiState>, state: &ApiState, shape: ErrorShape) -> Router<ApiState> {
+    let auth = axum::middleware::from_fn_with_state(
+        Guarded {
+            state: state.clone(),
+            shape,
+        },
+        auth::guard,
+    );
+    routes
+        .route_layer(auth.clone())
+        .method_not_allowed_fallback(method_not_allowed.layer(auth))
+}
+
+/// What a route guard needs: the state, and the error shape of the router that mounts it.
+#[derive(Debug, Clone)]
+pub struct Guarded {
+    pub state: ApiState,
+    pub shape: ErrorShape,
 }
 
 /// Serves until `shutdown` resolves, then stops accepting and lets open responses finish.

@@ -11,11 +11,11 @@
 //! tokenizing.
 
 use super::body::{bad, body_bytes, parse_body};
-use super::dialect::Dialect;
-use super::generation::{self, split_reasoning};
+use super::dialect::{ErrorShape, RouteApi};
+use super::frontend::{Frontend, Translated};
+use super::generation::{self, Started, split_reasoning};
 use super::tools::{self, ToolDto};
-use super::validate::{Draft, Knobs, validate};
-use super::wire;
+use super::validate::{Draft, Knobs};
 use super::{ApiError, ApiState};
 use crate::chat::{ChatMessage, ToolCall};
 use crate::service::Route;
@@ -23,7 +23,6 @@ use axum::Json;
 use axum::body::Bytes;
 use axum::extract::State;
 use axum::extract::rejection::BytesRejection;
-use axum::http::HeaderMap;
 use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
 use serde_json::{Value, json};
@@ -77,7 +76,7 @@ pub struct CountDto {
 
 /// An Anthropic error response for any [`ApiError`].
 pub fn error_response(error: ApiError) -> Response {
-    Dialect::Messages.error_response(error)
+    ErrorShape::Anthropic.response(error)
 }
 
 /// The system prompt's text, without Claude Code's attribution line.
@@ -339,64 +338,54 @@ fn chat_tool_choice(choice: Option<&Value>) -> Result<Option<Value>, ApiError> {
     }))
 }
 
-/// Messages' body translated for the one validation step, and whether to stream.
-fn draft_of(dto: MessagesDto) -> Result<(Draft, bool), ApiError> {
-    let (offered, tool_paths) = custom_tools(dto.tools.unwrap_or_default())?;
-    let draft = Draft {
-        tools: Some(offered),
-        tool_paths,
-        tool_choice: chat_tool_choice(dto.tool_choice.as_ref())?,
-        knobs: Knobs {
-            temperature: dto.temperature,
-            top_p: dto.top_p,
-            top_k: dto.top_k,
-            ..Knobs::default()
-        },
-        max_tokens: dto.max_tokens,
-        stop: dto.stop_sequences.unwrap_or_default(),
-        priority: dto.priority,
-        ..Draft::new(
-            Dialect::Messages,
-            to_messages(dto.system.as_ref(), &dto.messages)?,
-        )
-    };
-    Ok((draft, dto.stream))
-}
+/// Anthropic Messages: answered in content blocks and `message_*` events, errors in
+/// Anthropic's shape.
+pub struct Messages;
 
-pub async fn messages(
-    State(state): State<ApiState>,
-    headers: HeaderMap,
-    body: Result<Bytes, BytesRejection>,
-) -> Response {
-    // one engine unit for the whole request: tokenized by the model that serves it
-    match messages_inner(state.pinned(), headers, body).await {
-        Ok(response) => response,
-        Err(e) => error_response(e),
+impl Frontend for Messages {
+    const ROUTE: Route = Route::Messages;
+    const CALL_ID_PREFIX: &'static str = "toolu_";
+    type Dto = MessagesDto;
+    type Extra = ();
+    type Writer = Writer;
+
+    fn model(dto: &MessagesDto) -> Option<&str> {
+        dto.model.as_deref()
+    }
+
+    fn translate(dto: MessagesDto) -> Result<Translated<()>, ApiError> {
+        let (offered, tool_paths) = custom_tools(dto.tools.unwrap_or_default())?;
+        let draft = Draft {
+            tools: Some(offered),
+            tool_paths,
+            tool_choice: chat_tool_choice(dto.tool_choice.as_ref())?,
+            knobs: Knobs {
+                temperature: dto.temperature,
+                top_p: dto.top_p,
+                top_k: dto.top_k,
+                ..Knobs::default()
+            },
+            max_tokens: dto.max_tokens,
+            stop: dto.stop_sequences.unwrap_or_default(),
+            priority: dto.priority,
+            ..Draft::new(
+                Route::Messages,
+                to_messages(dto.system.as_ref(), &dto.messages)?,
+            )
+        };
+        Ok(Translated {
+            draft,
+            stream: dto.stream,
+            extra: (),
+        })
+    }
+
+    fn writer(started: &Started, model: String, _: ()) -> Writer {
+        Writer::new(started, model)
     }
 }
 
-async fn messages_inner(
-    state: ApiState,
-    headers: HeaderMap,
-    body: Result<Bytes, BytesRejection>,
-) -> Result<Response, ApiError> {
-    let body = body_bytes(&state, body)?;
-    let prep = state.clone();
-    let (prepared, model, stream) = state
-        .limits
-        .prepare(move || {
-            let dto: MessagesDto = parse_body(&body)?;
-            let model = prep.model_name(dto.model.as_deref());
-            let (draft, stream) = draft_of(dto)?;
-            let generation = validate(draft, &prep)?;
-            Ok((generation::tokenize(&prep, generation)?, model, stream))
-        })
-        .await?;
-    let started = generation::submit(&state, &headers, prepared, Route::Messages, "toolu_").await?;
-    let writer = Writer::new(&started, model);
-    wire::respond(started, writer, stream).await
-}
-
+/// `POST /v1/messages/count_tokens`: the prompt's tokens, no generation.
 pub async fn count_tokens(
     State(state): State<ApiState>,
     body: Result<Bytes, BytesRejection>,
@@ -418,7 +407,7 @@ pub async fn count_tokens(
                     prep.prompts().tool_format(),
                     &prep.app,
                 )
-                .map_err(|e| Dialect::Messages.rename(e))?;
+                .map_err(|e| Route::Messages.rename(e))?;
                 generation::count_tokens(&prep, messages, &output.tools)
             })
             .await?;

@@ -7,20 +7,14 @@
 //! `sequence_number` and the `item_id` / `output_index` / `content_index` it belongs to, and a
 //! `response.in_progress` at least every 10 s while the request waits, is parked or is read.
 
-use super::body::{bad, body_bytes, parse_body};
-use super::dialect::Dialect;
-use super::generation::{self, Generation, split_reasoning};
+use super::ApiError;
+use super::body::bad;
+use super::frontend::{Frontend, Translated};
+use super::generation::{Started, split_reasoning};
 use super::tools::{self, JsonSchemaDto, ResponseFormatDto, ToolDto};
-use super::validate::{Draft, Knobs, validate};
-use super::wire;
-use super::{ApiError, ApiState};
+use super::validate::{Draft, Knobs};
 use crate::chat::{ChatMessage, ToolCall};
 use crate::service::Route;
-use axum::body::Bytes;
-use axum::extract::State;
-use axum::extract::rejection::BytesRejection;
-use axum::http::HeaderMap;
-use axum::response::Response;
 use serde::Deserialize;
 use serde_json::{Value, json};
 use std::collections::HashMap;
@@ -70,15 +64,6 @@ pub struct FormatDto {
     pub kind: String,
     #[serde(default)]
     pub schema: Option<Value>,
-}
-
-/// A validated Responses request.
-#[derive(Debug)]
-pub struct ResponsesRequest {
-    pub generation: Generation,
-    pub stream: bool,
-    /// Echoed in the response object.
-    pub echo: Value,
 }
 
 /// The text of a string or of an array of text parts (`input_text`, `output_text`, `text`).
@@ -308,9 +293,23 @@ fn chat_tool_choice(choice: Option<Value>) -> Result<Option<Value>, ApiError> {
     }
 }
 
-impl ResponsesRequest {
-    /// The body translated and put through the one validation step.
-    pub fn parse(dto: ResponsesDto, state: &ApiState) -> Result<Self, ApiError> {
+/// OpenAI Responses, stateless: answered in `response.*` events or one `response` object.
+pub struct Responses;
+
+/// The request's settings as the response object echoes them.
+pub struct Echo(Value);
+
+impl Frontend for Responses {
+    const ROUTE: Route = Route::Responses;
+    type Dto = ResponsesDto;
+    type Extra = Echo;
+    type Writer = Writer;
+
+    fn model(dto: &ResponsesDto) -> Option<&str> {
+        dto.model.as_deref()
+    }
+
+    fn translate(dto: ResponsesDto) -> Result<Translated<Echo>, ApiError> {
         let mut messages = Vec::new();
         if let Some(instructions) = &dto.instructions {
             messages.push(ChatMessage::new("system", instructions));
@@ -343,9 +342,8 @@ impl ResponsesRequest {
             },
             max_tokens: dto.max_output_tokens,
             priority: dto.priority.clone(),
-            ..Draft::new(Dialect::Responses, messages)
+            ..Draft::new(Route::Responses, messages)
         };
-        let generation = validate(draft, state)?;
         let echo = json!({
             "instructions": dto.instructions,
             "max_output_tokens": dto.max_output_tokens,
@@ -356,36 +354,16 @@ impl ResponsesRequest {
             "text": {"format": dto.text.and_then(|t| t.format).map_or(json!({"type": "text"}), |f| json!({"type": f.kind}))},
             "parallel_tool_calls": true,
         });
-        Ok(Self {
-            generation,
+        Ok(Translated {
+            draft,
             stream: dto.stream,
-            echo,
+            extra: Echo(echo),
         })
     }
-}
 
-pub async fn responses(
-    State(state): State<ApiState>,
-    headers: HeaderMap,
-    body: Result<Bytes, BytesRejection>,
-) -> Result<Response, ApiError> {
-    // one engine unit for the whole request: tokenized by the model that serves it
-    let state = state.pinned();
-    let body = body_bytes(&state, body)?;
-    let prep = state.clone();
-    let (prepared, model, stream, echo) = state
-        .limits
-        .prepare(move || {
-            let dto: ResponsesDto = parse_body(&body)?;
-            let model = prep.model_name(dto.model.as_deref());
-            let request = ResponsesRequest::parse(dto, &prep)?;
-            let prepared = generation::tokenize(&prep, request.generation)?;
-            Ok((prepared, model, request.stream, request.echo))
-        })
-        .await?;
-    let started = generation::submit(&state, &headers, prepared, Route::Responses, "call_").await?;
-    let writer = Writer::new(&started, model, echo);
-    wire::respond(started, writer, stream).await
+    fn writer(started: &Started, model: String, echo: Echo) -> Writer {
+        Writer::new(started, model, echo.0)
+    }
 }
 
 #[cfg(test)]
