@@ -39,8 +39,8 @@ pub use limits::Limits;
 pub use observe::EVENTS_PER_SEC_MAX;
 pub use owners::Owners;
 
-pub use error::ApiError;
 use dialect::ErrorShape;
+pub use error::ApiError;
 use frontend::generate;
 pub use prompts::{Prompt, Prompts};
 
@@ -175,8 +175,14 @@ pub fn router(state: ApiState) -> Router {
     let openai = Router::new()
         .route("/v1/chat/completions", post(generate::<chat::Chat>))
         .route("/v1/responses", post(generate::<responses::Responses>))
-        .route("/v1/completions", post(generate::<completions::Completions>))
-        .route("/v1/fim/completions", post(generate::<completions::Completions>))
+        .route(
+            "/v1/completions",
+            post(generate::<completions::Completions>),
+        )
+        .route(
+            "/v1/fim/completions",
+            post(generate::<completions::Completions>),
+        )
         .route("/infill", post(generate::<infill::Infill>))
         .route("/", get(root))
         .route("/v1/models", get(models))
@@ -192,21 +198,29 @@ pub fn router(state: ApiState) -> Router {
     let anthropic = Router::new()
         .route("/v1/messages", post(generate::<anthropic::Messages>))
         .route("/v1/messages/count_tokens", post(anthropic::count_tokens));
-    let router = mounted(web(openai, &state, ErrorShape::OpenAi).merge(admin), &state, ErrorShape::OpenAi)
-        .merge(mounted(web(anthropic, &state, ErrorShape::Anthropic), &state, ErrorShape::Anthropic))
-        // a path no front end mounts: the app's own shape
-        .fallback(not_found.layer(axum::middleware::from_fn_with_state(
-            Guarded {
-                state: state.clone(),
-                shape: ErrorShape::OpenAi,
-            },
-            auth::guard,
-        )))
-        .layer(DefaultBodyLimit::max(limit))
-        .layer(axum::middleware::from_fn(move |request, next| {
-            limits::body_deadline(body_secs, request, next)
-        }))
-        .with_state(state);
+    let router = mounted(
+        web(openai, &state, ErrorShape::OpenAi).merge(admin),
+        &state,
+        ErrorShape::OpenAi,
+    )
+    .merge(mounted(
+        web(anthropic, &state, ErrorShape::Anthropic),
+        &state,
+        ErrorShape::Anthropic,
+    ))
+    // a path no front end mounts: the app's own shape
+    .fallback(not_found.layer(axum::middleware::from_fn_with_state(
+        Guarded {
+            state: state.clone(),
+            shape: ErrorShape::OpenAi,
+        },
+        auth::guard,
+    )))
+    .layer(DefaultBodyLimit::max(limit))
+    .layer(axum::middleware::from_fn(move |request, next| {
+        limits::body_deadline(body_secs, request, next)
+    }))
+    .with_state(state);
     // No CORS unless configured: a web page may not read answers from another origin.
     if origins.is_empty() {
         return router;
@@ -227,7 +241,10 @@ fn web(routes: Router<ApiState>, state: &ApiState, shape: ErrorShape) -> Router<
         state: state.clone(),
         shape,
     };
-    routes.route_layer(axum::middleware::from_fn_with_state(guarded, browser::guard))
+    routes.route_layer(axum::middleware::from_fn_with_state(
+        guarded,
+        browser::guard,
+    ))
 }
 
 /// A router's routes mounted answering in `shape` (each front end's clients read their own

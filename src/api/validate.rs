@@ -253,3 +253,42 @@ fn sampling(knobs: &Knobs) -> Sampling {
         ..defaults
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::super::body::parse_body;
+    use super::super::chat::ChatCompletionDto;
+    use super::super::completions::CompletionDto;
+    use super::*;
+
+    #[test]
+    fn a_knob_of_the_wrong_type_names_its_field_and_where_the_parser_stopped() {
+        let body = br#"{"messages": [], "temperature": "hot"}"#;
+        let chat = parse_body::<ChatCompletionDto>(body).unwrap_err();
+        let completion = parse_body::<CompletionDto>(body).unwrap_err();
+        let expected = ApiError::bad(
+            "`temperature`: invalid type: string \"hot\", expected f32 at line 1 column 37",
+            Some("temperature"),
+        );
+        assert_eq!(chat, expected);
+        assert_eq!(completion, expected);
+        // why the knobs are not a `#[serde(flatten)]`ed struct: the field and place are lost
+        #[derive(Debug, serde::Deserialize)]
+        #[allow(dead_code)]
+        struct Flat {
+            messages: Vec<Value>,
+            #[serde(flatten)]
+            knobs: FlatKnobs,
+        }
+        #[derive(Debug, serde::Deserialize)]
+        #[allow(dead_code)]
+        struct FlatKnobs {
+            temperature: Option<f32>,
+        }
+        let flat = parse_body::<Flat>(body).unwrap_err();
+        assert!(
+            matches!(&flat, ApiError::BadRequest { param: None, message } if message.starts_with("the body is not a valid request")),
+            "{flat:?}"
+        );
+    }
+}
