@@ -1,10 +1,11 @@
 //! The HTTP API (axum): OpenAI Chat Completions and Responses, Anthropic Messages, models,
 //! health; an editor's autocomplete (`completions`, llama.cpp's `infill`, both on `fim`); the scheduler's snapshot, its event stream and Prometheus metrics (`observe`);
-//! control routes (`admin`). One request pipeline: each API only translates its body into a
-//! draft (`chat`, `responses`, `anthropic`), one step checks it (`validate`), and generation
-//! (`generation`) tokenizes, submits and streams it back through the API's writer. Each API's
-//! field names and error shape are its `dialect`; [`ApiError`] maps every error to a status in
-//! one place. `serve(listener, state, shutdown)` takes its edges from the caller, so tests
+//! control routes (`admin`). One request function (`frontend::generate`): each API is a
+//! `Frontend` that only translates its body into a draft (`chat`, `responses`, `anthropic`,
+//! `completions`, `infill`), one step checks it (`validate`), and generation (`generation`)
+//! tokenizes, submits and streams it back through the API's writer. Each API's field names
+//! are its route's (`dialect`); its error shape is the router's that mounts it; [`ApiError`]
+//! maps every error to a status in one place. `serve(listener, state, shutdown)` takes its edges from the caller, so tests
 //! bind 127.0.0.1:0.
 
 mod admin;
@@ -27,6 +28,8 @@ mod omitted;
 mod owners;
 mod prompts;
 mod responses;
+#[cfg(test)]
+mod router_tests;
 mod serve;
 #[cfg(test)]
 mod test_json;
@@ -172,7 +175,7 @@ pub fn router(state: ApiState) -> Router {
             delete(admin::cancel_request).patch(admin::patch_request),
         )
         .route_layer(admin_guard.clone());
-    let openai = Router::new()
+    let openai_routes = Router::new()
         .route("/v1/chat/completions", post(generate::<chat::Chat>))
         .route("/v1/responses", post(generate::<responses::Responses>))
         .route(
@@ -195,32 +198,25 @@ pub fn router(state: ApiState) -> Router {
             "/v1/settings",
             get(observe::settings).merge(patch(admin::patch_settings).layer(admin_guard)),
         );
-    let anthropic = Router::new()
+    let anthropic_routes = Router::new()
         .route("/v1/messages", post(generate::<anthropic::Messages>))
         .route("/v1/messages/count_tokens", post(anthropic::count_tokens));
-    let router = mounted(
-        web(openai, &state, ErrorShape::OpenAi).merge(admin),
-        &state,
-        ErrorShape::OpenAi,
-    )
-    .merge(mounted(
-        web(anthropic, &state, ErrorShape::Anthropic),
-        &state,
-        ErrorShape::Anthropic,
-    ))
-    // a path no front end mounts: the app's own shape
-    .fallback(not_found.layer(axum::middleware::from_fn_with_state(
-        Guarded {
-            state: state.clone(),
-            shape: ErrorShape::OpenAi,
-        },
-        auth::guard,
-    )))
-    .layer(DefaultBodyLimit::max(limit))
-    .layer(axum::middleware::from_fn(move |request, next| {
-        limits::body_deadline(body_secs, request, next)
-    }))
-    .with_state(state);
+    // each router answers its guards' refusals in its clients' error shape
+    let openai = web(openai_routes, &state, ErrorShape::OpenAi).merge(admin);
+    let openai = mounted(openai, &state, ErrorShape::OpenAi);
+    let anthropic = web(anthropic_routes, &state, ErrorShape::Anthropic);
+    let anthropic = mounted(anthropic, &state, ErrorShape::Anthropic);
+    let key_check =
+        axum::middleware::from_fn_with_state(Guarded::new(&state, ErrorShape::OpenAi), auth::guard);
+    let router = openai
+        .merge(anthropic)
+        // a path no front end mounts: the app's own shape
+        .fallback(not_found.layer(key_check))
+        .layer(DefaultBodyLimit::max(limit))
+        .layer(axum::middleware::from_fn(move |request, next| {
+            limits::body_deadline(body_secs, request, next)
+        }))
+        .with_state(state);
     // No CORS unless configured: a web page may not read answers from another origin.
     if origins.is_empty() {
         return router;
@@ -237,14 +233,9 @@ pub fn router(state: ApiState) -> Router {
 /// the routes: an unknown path is a 404 and a wrong method a 405, not a complaint about its
 /// Content-Type or Origin.
 fn web(routes: Router<ApiState>, state: &ApiState, shape: ErrorShape) -> Router<ApiState> {
-    let guarded = Guarded {
-        state: state.clone(),
-        shape,
-    };
-    routes.route_layer(axum::middleware::from_fn_with_state(
-        guarded,
-        browser::guard,
-    ))
+    let web_check =
+        axum::middleware::from_fn_with_state(Guarded::new(state, shape), browser::guard);
+    routes.route_layer(web_check)
 }
 
 /// A router's routes mounted answering in `shape` (each front end's clients read their own
@@ -252,16 +243,10 @@ fn web(routes: Router<ApiState>, state: &ApiState, shape: ErrorShape) -> Router<
 /// method a route does not take too (its 405 itself stays OpenAI-shaped, as the app's own
 /// answer).
 fn mounted(routes: Router<ApiState>, state: &ApiState, shape: ErrorShape) -> Router<ApiState> {
-    let auth = axum::middleware::from_fn_with_state(
-        Guarded {
-            state: state.clone(),
-            shape,
-        },
-        auth::guard,
-    );
+    let key_check = axum::middleware::from_fn_with_state(Guarded::new(state, shape), auth::guard);
     routes
-        .route_layer(auth.clone())
-        .method_not_allowed_fallback(method_not_allowed.layer(auth))
+        .route_layer(key_check.clone())
+        .method_not_allowed_fallback(method_not_allowed.layer(key_check))
 }
 
 /// What a route guard needs: the state, and the error shape of the router that mounts it.
@@ -269,6 +254,15 @@ fn mounted(routes: Router<ApiState>, state: &ApiState, shape: ErrorShape) -> Rou
 pub struct Guarded {
     pub state: ApiState,
     pub shape: ErrorShape,
+}
+
+impl Guarded {
+    fn new(state: &ApiState, shape: ErrorShape) -> Self {
+        Self {
+            state: state.clone(),
+            shape,
+        }
+    }
 }
 
 /// Serves until `shutdown` resolves, then stops accepting and lets open responses finish.
