@@ -166,98 +166,29 @@ impl Frontend for Chat {
     }
 }
 
+/// Call ids seen so far → function names (a tool result names its function by id).
+type CallNames = std::collections::HashMap<String, String>;
+
 /// The messages in the shared form: roles checked, text parts joined, an assistant turn's
 /// reasoning and calls taken apart, a tool result named by its call.
 fn chat_messages(dtos: Vec<MessageDto>) -> Result<Vec<ChatMessage>, ApiError> {
     let mut messages = Vec::with_capacity(dtos.len());
-    // Call ids seen so far → function names (a tool result names its function by id).
-    let mut call_names: std::collections::HashMap<String, String> = Default::default();
+    let mut call_names = CallNames::default();
     for (i, m) in dtos.into_iter().enumerate() {
-        let role = match m.role.as_str() {
-            "system" | "developer" => "system",
-            "user" => "user",
-            "assistant" => "assistant",
-            "tool" => "tool",
-            other => {
-                return Err(ApiError::bad(
-                    format!(
-                        "`messages[{i}].role` {other:?} is not one of system, developer, user, assistant, tool"
-                    ),
-                    Some(&format!("messages[{i}].role")),
-                ));
-            }
-        };
-        let content = match m.content {
-            None => String::new(),
-            Some(ContentDto::Text(text)) => text,
-            Some(ContentDto::Parts(parts)) => {
-                let mut text = String::new();
-                for (j, part) in parts.into_iter().enumerate() {
-                    match (part.kind.as_str(), part.text) {
-                        ("text", Some(t)) => text.push_str(&t),
-                        (kind, _) => {
-                            return Err(ApiError::bad(
-                                format!(
-                                    "`messages[{i}].content[{j}]`: only text parts are supported, got {kind:?}"
-                                ),
-                                Some(&format!("messages[{i}].content[{j}]")),
-                            ));
-                        }
-                    }
-                }
-                text
-            }
-        };
+        let role = role_of(i, &m.role)?;
+        let content = content_text(i, m.content)?;
         let mut message = ChatMessage::new(role, &content);
         if role == "assistant" {
             // reasoning goes to the template, which decides which turns keep it
             let (in_content, rest) = split_reasoning(&message.content);
             message.content = rest.to_owned();
-            message.reasoning_content = m
-                .reasoning_content
-                .clone()
-                .filter(|r| !r.is_empty())
-                .or(in_content);
-            for (j, call) in m.tool_calls.unwrap_or_default().into_iter().enumerate() {
-                if let Some(kind) = call.kind.as_deref().filter(|k| *k != "function") {
-                    let param = format!("messages[{i}].tool_calls[{j}].type");
-                    return Err(ApiError::bad(
-                        format!("`{param}` must be \"function\", got {kind:?}"),
-                        Some(&param),
-                    ));
-                }
-                if !tools::valid_name(&call.function.name) {
-                    let param = format!("messages[{i}].tool_calls[{j}].function.name");
-                    return Err(ApiError::bad(
-                        format!(
-                            "`{param}` must be 1 to 64 letters, digits, _ or -, got {:?}",
-                            call.function.name
-                        ),
-                        Some(&param),
-                    ));
-                }
-                let param = format!("messages[{i}].tool_calls[{j}].function.arguments");
-                let arguments = match call.function.arguments {
-                    Value::String(s) => serde_json::from_str::<Value>(&s).ok(),
-                    other => Some(other),
-                }
-                .filter(Value::is_object)
-                .ok_or_else(|| {
-                    ApiError::bad(format!("`{param}` must be a JSON object"), Some(&param))
-                })?;
-                if let Some(id) = &call.id {
-                    call_names.insert(id.clone(), call.function.name.clone());
-                }
-                message.tool_calls.push(ToolCall {
-                    id: call.id,
-                    name: call.function.name,
-                    arguments,
-                });
-            }
+            message.reasoning_content =
+                m.reasoning_content.filter(|r| !r.is_empty()).or(in_content);
+            message.tool_calls = calls_of(i, m.tool_calls.unwrap_or_default(), &mut call_names)?;
         } else if role == "tool" {
             let param = format!("messages[{i}].tool_call_id");
             let by_id = m.tool_call_id.as_ref().and_then(|id| call_names.get(id));
-            let name = m.name.clone().or_else(|| by_id.cloned()).ok_or_else(|| {
+            let name = m.name.or_else(|| by_id.cloned()).ok_or_else(|| {
                 ApiError::bad(
                     format!(
                         "`{param}` {:?} names no earlier assistant tool call",
@@ -267,11 +198,98 @@ fn chat_messages(dtos: Vec<MessageDto>) -> Result<Vec<ChatMessage>, ApiError> {
                 )
             })?;
             message.name = Some(name);
-            message.tool_call_id = m.tool_call_id.clone();
+            message.tool_call_id = m.tool_call_id;
         }
         messages.push(message);
     }
     Ok(messages)
+}
+
+/// `messages[i].role` in the shared form (`developer` is a system message).
+fn role_of(i: usize, role: &str) -> Result<&'static str, ApiError> {
+    Ok(match role {
+        "system" | "developer" => "system",
+        "user" => "user",
+        "assistant" => "assistant",
+        "tool" => "tool",
+        other => {
+            return Err(ApiError::bad(
+                format!(
+                    "`messages[{i}].role` {other:?} is not one of system, developer, user, assistant, tool"
+                ),
+                Some(&format!("messages[{i}].role")),
+            ));
+        }
+    })
+}
+
+/// `messages[i].content`'s text: a string, or text parts joined.
+fn content_text(i: usize, content: Option<ContentDto>) -> Result<String, ApiError> {
+    match content {
+        None => Ok(String::new()),
+        Some(ContentDto::Text(text)) => Ok(text),
+        Some(ContentDto::Parts(parts)) => {
+            let mut text = String::new();
+            for (j, part) in parts.into_iter().enumerate() {
+                match (part.kind.as_str(), part.text) {
+                    ("text", Some(t)) => text.push_str(&t),
+                    (kind, _) => {
+                        return Err(ApiError::bad(
+                            format!(
+                                "`messages[{i}].content[{j}]`: only text parts are supported, got {kind:?}"
+                            ),
+                            Some(&format!("messages[{i}].content[{j}]")),
+                        ));
+                    }
+                }
+            }
+            Ok(text)
+        }
+    }
+}
+
+/// An assistant turn's tool calls, checked, their ids remembered for the results that follow.
+fn calls_of(
+    i: usize,
+    calls: Vec<ToolCallDto>,
+    call_names: &mut CallNames,
+) -> Result<Vec<ToolCall>, ApiError> {
+    let mut out = Vec::with_capacity(calls.len());
+    for (j, call) in calls.into_iter().enumerate() {
+        if let Some(kind) = call.kind.as_deref().filter(|k| *k != "function") {
+            let param = format!("messages[{i}].tool_calls[{j}].type");
+            return Err(ApiError::bad(
+                format!("`{param}` must be \"function\", got {kind:?}"),
+                Some(&param),
+            ));
+        }
+        if !tools::valid_name(&call.function.name) {
+            let param = format!("messages[{i}].tool_calls[{j}].function.name");
+            return Err(ApiError::bad(
+                format!(
+                    "`{param}` must be 1 to 64 letters, digits, _ or -, got {:?}",
+                    call.function.name
+                ),
+                Some(&param),
+            ));
+        }
+        let param = format!("messages[{i}].tool_calls[{j}].function.arguments");
+        let arguments = match call.function.arguments {
+            Value::String(s) => serde_json::from_str::<Value>(&s).ok(),
+            other => Some(other),
+        }
+        .filter(Value::is_object)
+        .ok_or_else(|| ApiError::bad(format!("`{param}` must be a JSON object"), Some(&param)))?;
+        if let Some(id) = &call.id {
+            call_names.insert(id.clone(), call.function.name.clone());
+        }
+        out.push(ToolCall {
+            id: call.id,
+            name: call.function.name,
+            arguments,
+        });
+    }
+    Ok(out)
 }
 
 /// `finish_reason`: `tool_calls` only when calls were made and every started one closed; a

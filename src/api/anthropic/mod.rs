@@ -170,6 +170,7 @@ pub fn to_messages(
     if !system.is_empty() {
         out.push(ChatMessage::new("system", &system));
     }
+    // tool_use ids seen so far → their tools' names (a tool_result names its call by id)
     let mut names: HashMap<String, String> = HashMap::new();
     for (i, m) in messages.iter().enumerate() {
         let role = match m.role.as_str() {
@@ -197,109 +198,148 @@ pub fn to_messages(
                 ));
             }
         };
-        let mut texts: Vec<String> = Vec::new();
-        let mut thinking: Vec<String> = Vec::new();
-        let mut calls = Vec::new();
+        let mut turn = Turn::default();
         for (j, block) in blocks.iter().enumerate() {
             let param = format!("messages[{i}].content[{j}]");
-            match block.get("type").and_then(Value::as_str) {
-                Some("text") => texts.push(
-                    block
-                        .get("text")
-                        .and_then(Value::as_str)
-                        .unwrap_or("")
-                        .to_owned(),
-                ),
-                Some("thinking") => {
-                    if let Some(t) = block.get("thinking").and_then(Value::as_str) {
-                        thinking.push(t.to_owned());
-                    }
-                }
-                // encrypted: nothing a local model can read
-                Some("redacted_thinking") => {}
-                // A screenshot in an agent's history: this engine reads text only.
-                Some("image" | "document") => {
-                    super::omitted::note("image or document block", format_args!("{param}"));
-                    texts.push("[image omitted]".into());
-                }
-                Some("tool_use") if role == "assistant" => {
-                    let id = block.get("id").and_then(Value::as_str).unwrap_or("");
-                    let name = block
-                        .get("name")
-                        .and_then(Value::as_str)
-                        .filter(|n| tools::valid_name(n))
-                        .ok_or_else(|| {
-                            bad(
-                                format!("`{param}.name` must be 1 to 64 letters, digits, _ or -"),
-                                &format!("{param}.name"),
-                            )
-                        })?;
-                    let input = block
-                        .get("input")
-                        .cloned()
-                        .filter(Value::is_object)
-                        .ok_or_else(|| {
-                            bad(
-                                format!("`{param}.input` must be an object"),
-                                &format!("{param}.input"),
-                            )
-                        })?;
-                    names.insert(id.to_owned(), name.to_owned());
-                    calls.push(ToolCall {
-                        id: Some(id.to_owned()),
-                        name: name.to_owned(),
-                        arguments: input,
-                    });
-                }
-                Some("tool_result") if role == "user" => {
-                    let id = block
-                        .get("tool_use_id")
-                        .and_then(Value::as_str)
-                        .unwrap_or("");
-                    let name = names.get(id).cloned().ok_or_else(|| {
-                        bad(
-                            format!("`{param}.tool_use_id` {id:?} names no earlier tool_use"),
-                            &format!("{param}.tool_use_id"),
-                        )
-                    })?;
-                    let mut result =
-                        result_text(block.get("content"), &format!("{param}.content"))?;
-                    if block.get("is_error").and_then(Value::as_bool) == Some(true) {
-                        result = format!("Error: {result}");
-                    }
-                    let mut message = ChatMessage::new("tool", &result);
-                    message.name = Some(name);
-                    message.tool_call_id = Some(id.to_owned());
-                    out.push(message);
-                }
-                other => {
-                    return Err(bad(
-                        format!(
-                            "`{param}`: blocks of type {:?} are not supported in a {role} message",
-                            other.unwrap_or("none")
-                        ),
-                        &param,
-                    ));
+            turn.read(block, &param, role, &mut names, &mut out)?;
+        }
+        turn.push_to(role, &mut out);
+    }
+    Ok(out)
+}
+
+/// One message's blocks as read so far.
+#[derive(Default)]
+struct Turn {
+    texts: Vec<String>,
+    thinking: Vec<String>,
+    calls: Vec<ToolCall>,
+}
+
+impl Turn {
+    /// Takes one block (`param` names it); a tool result goes to `out` as a tool message.
+    fn read(
+        &mut self,
+        block: &Value,
+        param: &str,
+        role: &str,
+        names: &mut HashMap<String, String>,
+        out: &mut Vec<ChatMessage>,
+    ) -> Result<(), ApiError> {
+        match block.get("type").and_then(Value::as_str) {
+            Some("text") => self.texts.push(
+                block
+                    .get("text")
+                    .and_then(Value::as_str)
+                    .unwrap_or("")
+                    .to_owned(),
+            ),
+            Some("thinking") => {
+                if let Some(t) = block.get("thinking").and_then(Value::as_str) {
+                    self.thinking.push(t.to_owned());
                 }
             }
+            // encrypted: nothing a local model can read
+            Some("redacted_thinking") => {}
+            // A screenshot in an agent's history: this engine reads text only.
+            Some("image" | "document") => {
+                super::omitted::note("image or document block", format_args!("{param}"));
+                self.texts.push("[image omitted]".into());
+            }
+            Some("tool_use") if role == "assistant" => {
+                let call = tool_use(block, param)?;
+                let id = call.id.clone().unwrap_or_default();
+                names.insert(id, call.name.clone());
+                self.calls.push(call);
+            }
+            Some("tool_result") if role == "user" => out.push(tool_result(block, param, names)?),
+            other => {
+                return Err(bad(
+                    format!(
+                        "`{param}`: blocks of type {:?} are not supported in a {role} message",
+                        other.unwrap_or("none")
+                    ),
+                    param,
+                ));
+            }
         }
+        Ok(())
+    }
+
+    /// The message itself, after the tool results it held.
+    fn push_to(self, role: &str, out: &mut Vec<ChatMessage>) {
         // Separate blocks stay separate paragraphs.
-        let text = texts.join("\n\n");
+        let text = self.texts.join("\n\n");
         if role == "system" {
             out.push(ChatMessage::new("system", &text));
         } else if role == "assistant" {
             let (in_text, rest) = split_reasoning(&text);
             let mut message = ChatMessage::new("assistant", rest);
-            message.reasoning_content = (!thinking.is_empty())
-                .then(|| thinking.join("\n\n"))
+            message.reasoning_content = (!self.thinking.is_empty())
+                .then(|| self.thinking.join("\n\n"))
                 .or(in_text);
-            message.tool_calls = calls;
+            message.tool_calls = self.calls;
             out.push(message);
         } else if !text.is_empty() || out.last().is_none_or(|m| m.role != "tool") {
             out.push(ChatMessage::new("user", &text));
         }
     }
-    Ok(out)
+}
+
+/// A `tool_use` block as a call: a valid name, an object as input.
+fn tool_use(block: &Value, param: &str) -> Result<ToolCall, ApiError> {
+    let id = block.get("id").and_then(Value::as_str).unwrap_or("");
+    let name = block
+        .get("name")
+        .and_then(Value::as_str)
+        .filter(|n| tools::valid_name(n))
+        .ok_or_else(|| {
+            bad(
+                format!("`{param}.name` must be 1 to 64 letters, digits, _ or -"),
+                &format!("{param}.name"),
+            )
+        })?;
+    let input = block
+        .get("input")
+        .cloned()
+        .filter(Value::is_object)
+        .ok_or_else(|| {
+            bad(
+                format!("`{param}.input` must be an object"),
+                &format!("{param}.input"),
+            )
+        })?;
+    Ok(ToolCall {
+        id: Some(id.to_owned()),
+        name: name.to_owned(),
+        arguments: input,
+    })
+}
+
+/// A `tool_result` block as a tool message, named by the earlier `tool_use` it answers.
+fn tool_result(
+    block: &Value,
+    param: &str,
+    names: &HashMap<String, String>,
+) -> Result<ChatMessage, ApiError> {
+    let id = block
+        .get("tool_use_id")
+        .and_then(Value::as_str)
+        .unwrap_or("");
+    let name = names.get(id).cloned().ok_or_else(|| {
+        bad(
+            format!("`{param}.tool_use_id` {id:?} names no earlier tool_use"),
+            &format!("{param}.tool_use_id"),
+        )
+    })?;
+    let mut result = result_text(block.get("content"), &format!("{param}.content"))?;
+    if block.get("is_error").and_then(Value::as_bool) == Some(true) {
+        result = format!("Error: {result}");
+    }
+    let mut message = ChatMessage::new("tool", &result);
+    message.name = Some(name);
+    message.tool_call_id = Some(id.to_owned());
+    Ok(message)
 }
 
 /// Custom tools (`{"name", "description", "input_schema"}`) in Chat's shape; server tools

@@ -119,21 +119,7 @@ pub fn items_to_messages(items: &[Value]) -> Result<Vec<ChatMessage>, ApiError> 
             .or_else(|| item.get("role").map(|_| "message"));
         match kind {
             Some("message") => {
-                let role = match item.get("role").and_then(Value::as_str) {
-                    Some("user") => "user",
-                    Some("assistant") => "assistant",
-                    Some("system" | "developer") => "system",
-                    other => {
-                        return Err(bad(
-                            format!(
-                                "`input[{i}].role` must be user, assistant, system or developer, got {other:?}"
-                            ),
-                            &format!("input[{i}].role"),
-                        ));
-                    }
-                };
-                let content = item.get("content").unwrap_or(&Value::Null);
-                let text = text_of(content, &format!("input[{i}].content"))?;
+                let (role, text) = message_item(i, item)?;
                 if role == "assistant" {
                     let (in_text, rest) = split_reasoning(&text);
                     let mut message = ChatMessage::new(role, rest);
@@ -145,42 +131,8 @@ pub fn items_to_messages(items: &[Value]) -> Result<Vec<ChatMessage>, ApiError> 
                 }
             }
             Some("function_call") => {
-                let field = |name: &str| {
-                    item.get(name).and_then(Value::as_str).ok_or_else(|| {
-                        bad(
-                            format!("`input[{i}].{name}` must be a string"),
-                            &format!("input[{i}].{name}"),
-                        )
-                    })
-                };
-                let (call_id, name, arguments) =
-                    (field("call_id")?, field("name")?, field("arguments")?);
-                // History is replayed as the client kept it: a call whose arguments were cut
-                // (an incomplete item) must not make every later turn fail.
-                let arguments: Value = serde_json::from_str(arguments)
-                    .ok()
-                    .filter(Value::is_object)
-                    .unwrap_or_else(|| {
-                        super::omitted::note(
-                            "call's arguments that are not a JSON object (replayed as {})",
-                            format_args!("input[{i}].arguments"),
-                        );
-                        json!({})
-                    });
-                if !tools::valid_name(name) {
-                    return Err(bad(
-                        format!(
-                            "`input[{i}].name` must be 1 to 64 letters, digits, _ or -, got {name:?}"
-                        ),
-                        &format!("input[{i}].name"),
-                    ));
-                }
-                names.insert(call_id.to_owned(), name.to_owned());
-                let call = ToolCall {
-                    id: Some(call_id.to_owned()),
-                    name: name.to_owned(),
-                    arguments,
-                };
+                let call = function_call(i, item)?;
+                names.insert(call.id.clone().unwrap_or_default(), call.name.clone());
                 match messages.last_mut() {
                     Some(last) if last.role == "assistant" => last.tool_calls.push(call),
                     _ => {
@@ -191,22 +143,7 @@ pub fn items_to_messages(items: &[Value]) -> Result<Vec<ChatMessage>, ApiError> 
                     }
                 }
             }
-            Some("function_call_output") => {
-                let call_id = item.get("call_id").and_then(Value::as_str).unwrap_or("");
-                let name = names.get(call_id).ok_or_else(|| {
-                    bad(
-                        format!("`input[{i}].call_id` {call_id:?} names no earlier function_call"),
-                        &format!("input[{i}].call_id"),
-                    )
-                })?;
-                let output = text_of(
-                    item.get("output").unwrap_or(&Value::Null),
-                    &format!("input[{i}].output"),
-                )?;
-                let mut message = ChatMessage::new("tool", &output);
-                message.name = Some(name.clone());
-                messages.push(message);
-            }
+            Some("function_call_output") => messages.push(call_output(i, item, &names)?),
             // its summary (what this server writes) or its text; encrypted content is never
             // asked for
             Some("reasoning") => {
@@ -229,6 +166,83 @@ pub fn items_to_messages(items: &[Value]) -> Result<Vec<ChatMessage>, ApiError> 
         }
     }
     Ok(messages)
+}
+
+/// `input[i]`, a message: its role in the shared form and its text.
+fn message_item(i: usize, item: &Value) -> Result<(&'static str, String), ApiError> {
+    let role = match item.get("role").and_then(Value::as_str) {
+        Some("user") => "user",
+        Some("assistant") => "assistant",
+        Some("system" | "developer") => "system",
+        other => {
+            return Err(bad(
+                format!(
+                    "`input[{i}].role` must be user, assistant, system or developer, got {other:?}"
+                ),
+                &format!("input[{i}].role"),
+            ));
+        }
+    };
+    let content = item.get("content").unwrap_or(&Value::Null);
+    Ok((role, text_of(content, &format!("input[{i}].content"))?))
+}
+
+/// `input[i]`, a `function_call`, as a call.
+fn function_call(i: usize, item: &Value) -> Result<ToolCall, ApiError> {
+    let field = |name: &str| {
+        item.get(name).and_then(Value::as_str).ok_or_else(|| {
+            bad(
+                format!("`input[{i}].{name}` must be a string"),
+                &format!("input[{i}].{name}"),
+            )
+        })
+    };
+    let (call_id, name, arguments) = (field("call_id")?, field("name")?, field("arguments")?);
+    // History is replayed as the client kept it: a call whose arguments were cut (an
+    // incomplete item) must not make every later turn fail.
+    let arguments: Value = serde_json::from_str(arguments)
+        .ok()
+        .filter(Value::is_object)
+        .unwrap_or_else(|| {
+            super::omitted::note(
+                "call's arguments that are not a JSON object (replayed as {})",
+                format_args!("input[{i}].arguments"),
+            );
+            json!({})
+        });
+    if !tools::valid_name(name) {
+        return Err(bad(
+            format!("`input[{i}].name` must be 1 to 64 letters, digits, _ or -, got {name:?}"),
+            &format!("input[{i}].name"),
+        ));
+    }
+    Ok(ToolCall {
+        id: Some(call_id.to_owned()),
+        name: name.to_owned(),
+        arguments,
+    })
+}
+
+/// `input[i]`, a `function_call_output`, as a tool message named by its call.
+fn call_output(
+    i: usize,
+    item: &Value,
+    names: &HashMap<String, String>,
+) -> Result<ChatMessage, ApiError> {
+    let call_id = item.get("call_id").and_then(Value::as_str).unwrap_or("");
+    let name = names.get(call_id).ok_or_else(|| {
+        bad(
+            format!("`input[{i}].call_id` {call_id:?} names no earlier function_call"),
+            &format!("input[{i}].call_id"),
+        )
+    })?;
+    let output = text_of(
+        item.get("output").unwrap_or(&Value::Null),
+        &format!("input[{i}].output"),
+    )?;
+    let mut message = ChatMessage::new("tool", &output);
+    message.name = Some(name.clone());
+    Ok(message)
 }
 
 /// The Responses tool shape (`{"type": "function", "name", "parameters", ...}`) as Chat's.
