@@ -12,7 +12,7 @@ use serde_json::{Value, json};
 
 /// The shape of the errors a router's clients read.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum ErrorShape {
+pub(crate) enum ErrorShape {
     /// OpenAI's `{"error": {"message", "type", "param", "code"}}` (llama.cpp's errors have it
     /// too), the app's own.
     #[default]

@@ -251,9 +251,9 @@ fn mounted(routes: Router<ApiState>, state: &ApiState, shape: ErrorShape) -> Rou
 
 /// What a route guard needs: the state, and the error shape of the router that mounts it.
 #[derive(Debug, Clone)]
-pub struct Guarded {
-    pub state: ApiState,
-    pub shape: ErrorShape,
+pub(crate) struct Guarded {
+    pub(crate) state: ApiState,
+    pub(crate) shape: ErrorShape,
 }
 
 impl Guarded {
