@@ -70,10 +70,14 @@ fn host_allowed(state: &ApiState, headers: &HeaderMap) -> Result<(), ApiError> {
     }
 }
 
-pub async fn guard(State(state): State<ApiState>, request: Request, next: Next) -> Response {
-    // each API's clients read its own error shape (Anthropic's theirs)
-    let dialect = super::dialect::Dialect::of_path(request.uri().path());
-    let refuse = |e: ApiError| dialect.error_response(e);
+/// Refuses in the error shape of the router that mounts the route (each API's clients read
+/// their own, Anthropic's theirs).
+pub async fn guard(
+    State(super::Guarded { state, shape }): State<super::Guarded>,
+    request: Request,
+    next: Next,
+) -> Response {
+    let refuse = |e: ApiError| shape.response(e);
     if let Err(e) = host_allowed(&state, request.headers()) {
         return refuse(e);
     }

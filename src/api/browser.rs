@@ -5,7 +5,7 @@
 //! with a body must say `Content-Type: application/json` (415), which a page cannot send
 //! cross-origin without a preflight that is granted only to `cors_origins`.
 
-use super::{ApiError, ApiState};
+use super::ApiError;
 use crate::config::AppSettings;
 use axum::extract::{Request, State};
 use axum::http::{HeaderMap, Method, header};
@@ -49,10 +49,15 @@ pub fn web_request_allowed(
     Ok(())
 }
 
-pub async fn guard(State(state): State<ApiState>, request: Request, next: Next) -> Response {
+/// Refuses in the error shape of the router that mounts the route.
+pub async fn guard(
+    State(super::Guarded { state, shape }): State<super::Guarded>,
+    request: Request,
+    next: Next,
+) -> Response {
     match web_request_allowed(&state.app, request.method(), request.headers()) {
         Ok(()) => next.run(request).await,
-        Err(e) => super::dialect::Dialect::of_path(request.uri().path()).error_response(e),
+        Err(e) => shape.response(e),
     }
 }
 

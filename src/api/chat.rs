@@ -1,56 +1,45 @@
 //! `POST /v1/chat/completions`: the DTO, its translation into a [`Draft`] for the one
-//! validation step, and the streaming and non-streaming answers.
+//! validation step, and the streaming and non-streaming answers (the [`Chat`] front end).
 
-use super::body::{body_bytes, parse_body};
-use super::dialect::Dialect;
-use super::generation::{self, split_reasoning};
+use super::ApiError;
+use super::frontend::{Frontend, Translated};
+use super::generation::{Started, split_reasoning};
 use super::tools::{self, ResponseFormatDto, ToolDto};
-use super::validate::{Draft, Knobs, validate};
-use super::wire::{self, WireWriter};
-use super::{ApiError, ApiState};
+use super::validate::{Draft, with_sampling_knobs};
+use super::wire::WireWriter;
 use crate::chat::{ChatMessage, Ending, Piece, ToolCall};
 use crate::service::{FinishReason, Finished, Route, Usage};
-use axum::body::Bytes;
-use axum::extract::State;
-use axum::http::HeaderMap;
-use axum::response::Response;
 use axum::response::sse::Event;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-#[derive(Debug, Deserialize)]
-pub struct ChatCompletionDto {
-    #[serde(default)]
-    pub model: Option<String>,
-    pub messages: Vec<MessageDto>,
-    #[serde(default)]
-    pub stream: bool,
-    #[serde(default)]
-    pub stream_options: Option<StreamOptionsDto>,
-    pub max_tokens: Option<u32>,
-    pub max_completion_tokens: Option<u32>,
-    pub temperature: Option<f32>,
-    pub top_p: Option<f32>,
-    pub top_k: Option<i32>,
-    pub min_p: Option<f32>,
-    pub frequency_penalty: Option<f32>,
-    pub presence_penalty: Option<f32>,
-    pub repetition_penalty: Option<f32>,
-    pub seed: Option<i64>,
-    pub stop: Option<StopDto>,
-    #[serde(default)]
-    pub ignore_eos: bool,
-    /// Any JSON here; not an integer is a 400 naming the field (SCHEDULING.md).
-    pub priority: Option<Value>,
-    pub n: Option<u32>,
-    #[serde(default)]
-    pub tools: Option<Vec<ToolDto>>,
-    #[serde(default)]
-    pub tool_choice: Option<Value>,
-    #[serde(default)]
-    pub response_format: Option<ResponseFormatDto>,
-    // `parallel_tool_calls` is accepted and ignored: a model may make several calls in one
-    // answer either way.
+with_sampling_knobs! {
+    #[derive(Debug, Deserialize)]
+    pub struct ChatCompletionDto {
+        #[serde(default)]
+        pub model: Option<String>,
+        pub messages: Vec<MessageDto>,
+        #[serde(default)]
+        pub stream: bool,
+        #[serde(default)]
+        pub stream_options: Option<StreamOptionsDto>,
+        pub max_tokens: Option<u32>,
+        pub max_completion_tokens: Option<u32>,
+        pub stop: Option<StopDto>,
+        #[serde(default)]
+        pub ignore_eos: bool,
+        /// Any JSON here; not an integer is a 400 naming the field (SCHEDULING.md).
+        pub priority: Option<Value>,
+        pub n: Option<u32>,
+        #[serde(default)]
+        pub tools: Option<Vec<ToolDto>>,
+        #[serde(default)]
+        pub tool_choice: Option<Value>,
+        #[serde(default)]
+        pub response_format: Option<ResponseFormatDto>,
+        // `parallel_tool_calls` is accepted and ignored: a model may make several calls in one
+        // answer either way.
+    }
 }
 
 #[derive(Debug, Deserialize)]
@@ -64,6 +53,16 @@ pub struct StreamOptionsDto {
 pub enum StopDto {
     One(String),
     Many(Vec<String>),
+}
+
+impl StopDto {
+    /// The stop strings, one or many.
+    pub fn into_vec(self) -> Vec<String> {
+        match self {
+            Self::One(s) => vec![s],
+            Self::Many(v) => v,
+        }
+    }
 }
 
 #[derive(Debug, Deserialize)]
@@ -113,135 +112,83 @@ pub struct PartDto {
     pub text: Option<String>,
 }
 
-/// Chat Completions' body translated for the one validation step, with how to answer
-/// (`stream`, `stream_options.include_usage`).
-fn draft_of(dto: ChatCompletionDto) -> Result<(Draft, bool, bool), ApiError> {
-    if dto.n.is_some_and(|n| n != 1) {
-        return Err(ApiError::bad(
-            "`n` must be 1: one choice per request",
-            Some("n"),
-        ));
+/// Chat Completions: its body translated for the one validation step, answered in
+/// `chat.completion` objects.
+pub struct Chat;
+
+/// `stream_options.include_usage`: a streamed answer ends with a usage chunk.
+pub struct IncludeUsage(pub bool);
+
+impl Frontend for Chat {
+    const ROUTE: Route = Route::ChatCompletions;
+    type Dto = ChatCompletionDto;
+    type Extra = IncludeUsage;
+    type Writer = ChatWriter;
+
+    fn model(dto: &ChatCompletionDto) -> Option<&str> {
+        dto.model.as_deref()
     }
-    let draft = Draft {
-        tools: dto.tools,
-        tool_choice: dto.tool_choice,
-        format: dto.response_format,
-        knobs: Knobs {
-            temperature: dto.temperature,
-            top_p: dto.top_p,
-            top_k: dto.top_k,
-            min_p: dto.min_p,
-            frequency_penalty: dto.frequency_penalty,
-            presence_penalty: dto.presence_penalty,
-            repetition_penalty: dto.repetition_penalty,
-            seed: dto.seed,
-        },
-        max_tokens: dto.max_completion_tokens.or(dto.max_tokens),
-        stop: match dto.stop {
-            None => Vec::new(),
-            Some(StopDto::One(s)) => vec![s],
-            Some(StopDto::Many(v)) => v,
-        },
-        ignore_eos: dto.ignore_eos,
-        priority: dto.priority,
-        ..Draft::new(Dialect::Chat, chat_messages(dto.messages)?)
-    };
-    let include_usage = dto.stream_options.is_some_and(|o| o.include_usage);
-    Ok((draft, dto.stream, include_usage))
+
+    fn translate(dto: ChatCompletionDto) -> Result<Translated<IncludeUsage>, ApiError> {
+        if dto.n.is_some_and(|n| n != 1) {
+            return Err(ApiError::bad(
+                "`n` must be 1: one choice per request",
+                Some("n"),
+            ));
+        }
+        let knobs = dto.knobs();
+        let draft = Draft {
+            tools: dto.tools,
+            tool_choice: dto.tool_choice,
+            format: dto.response_format,
+            knobs,
+            max_tokens: dto.max_completion_tokens.or(dto.max_tokens),
+            stop: dto.stop.map(StopDto::into_vec).unwrap_or_default(),
+            ignore_eos: dto.ignore_eos,
+            priority: dto.priority,
+            ..Draft::new(Route::ChatCompletions, chat_messages(dto.messages)?)
+        };
+        Ok(Translated {
+            draft,
+            stream: dto.stream,
+            extra: IncludeUsage(dto.stream_options.is_some_and(|o| o.include_usage)),
+        })
+    }
+
+    fn writer(started: &Started, model: String, extra: IncludeUsage) -> ChatWriter {
+        ChatWriter {
+            id: format!("chatcmpl-{}", started.id.0),
+            model,
+            created: started.created,
+            include_usage: extra.0,
+            assembled: Assembled::default(),
+        }
+    }
 }
+
+/// Call ids seen so far → function names (a tool result names its function by id).
+type CallNames = std::collections::HashMap<String, String>;
 
 /// The messages in the shared form: roles checked, text parts joined, an assistant turn's
 /// reasoning and calls taken apart, a tool result named by its call.
 fn chat_messages(dtos: Vec<MessageDto>) -> Result<Vec<ChatMessage>, ApiError> {
     let mut messages = Vec::with_capacity(dtos.len());
-    // Call ids seen so far → function names (a tool result names its function by id).
-    let mut call_names: std::collections::HashMap<String, String> = Default::default();
+    let mut call_names = CallNames::default();
     for (i, m) in dtos.into_iter().enumerate() {
-        let role = match m.role.as_str() {
-            "system" | "developer" => "system",
-            "user" => "user",
-            "assistant" => "assistant",
-            "tool" => "tool",
-            other => {
-                return Err(ApiError::bad(
-                    format!(
-                        "`messages[{i}].role` {other:?} is not one of system, developer, user, assistant, tool"
-                    ),
-                    Some(&format!("messages[{i}].role")),
-                ));
-            }
-        };
-        let content = match m.content {
-            None => String::new(),
-            Some(ContentDto::Text(text)) => text,
-            Some(ContentDto::Parts(parts)) => {
-                let mut text = String::new();
-                for (j, part) in parts.into_iter().enumerate() {
-                    match (part.kind.as_str(), part.text) {
-                        ("text", Some(t)) => text.push_str(&t),
-                        (kind, _) => {
-                            return Err(ApiError::bad(
-                                format!(
-                                    "`messages[{i}].content[{j}]`: only text parts are supported, got {kind:?}"
-                                ),
-                                Some(&format!("messages[{i}].content[{j}]")),
-                            ));
-                        }
-                    }
-                }
-                text
-            }
-        };
+        let role = role_of(i, &m.role)?;
+        let content = content_text(i, m.content)?;
         let mut message = ChatMessage::new(role, &content);
         if role == "assistant" {
             // reasoning goes to the template, which decides which turns keep it
             let (in_content, rest) = split_reasoning(&message.content);
             message.content = rest.to_owned();
-            message.reasoning_content = m
-                .reasoning_content
-                .clone()
-                .filter(|r| !r.is_empty())
-                .or(in_content);
-            for (j, call) in m.tool_calls.unwrap_or_default().into_iter().enumerate() {
-                if let Some(kind) = call.kind.as_deref().filter(|k| *k != "function") {
-                    let param = format!("messages[{i}].tool_calls[{j}].type");
-                    return Err(ApiError::bad(
-                        format!("`{param}` must be \"function\", got {kind:?}"),
-                        Some(&param),
-                    ));
-                }
-                if !tools::valid_name(&call.function.name) {
-                    let param = format!("messages[{i}].tool_calls[{j}].function.name");
-                    return Err(ApiError::bad(
-                        format!(
-                            "`{param}` must be 1 to 64 letters, digits, _ or -, got {:?}",
-                            call.function.name
-                        ),
-                        Some(&param),
-                    ));
-                }
-                let param = format!("messages[{i}].tool_calls[{j}].function.arguments");
-                let arguments = match call.function.arguments {
-                    Value::String(s) => serde_json::from_str::<Value>(&s).ok(),
-                    other => Some(other),
-                }
-                .filter(Value::is_object)
-                .ok_or_else(|| {
-                    ApiError::bad(format!("`{param}` must be a JSON object"), Some(&param))
-                })?;
-                if let Some(id) = &call.id {
-                    call_names.insert(id.clone(), call.function.name.clone());
-                }
-                message.tool_calls.push(ToolCall {
-                    id: call.id,
-                    name: call.function.name,
-                    arguments,
-                });
-            }
+            message.reasoning_content =
+                m.reasoning_content.filter(|r| !r.is_empty()).or(in_content);
+            message.tool_calls = calls_of(i, m.tool_calls.unwrap_or_default(), &mut call_names)?;
         } else if role == "tool" {
             let param = format!("messages[{i}].tool_call_id");
             let by_id = m.tool_call_id.as_ref().and_then(|id| call_names.get(id));
-            let name = m.name.clone().or_else(|| by_id.cloned()).ok_or_else(|| {
+            let name = m.name.or_else(|| by_id.cloned()).ok_or_else(|| {
                 ApiError::bad(
                     format!(
                         "`{param}` {:?} names no earlier assistant tool call",
@@ -251,43 +198,98 @@ fn chat_messages(dtos: Vec<MessageDto>) -> Result<Vec<ChatMessage>, ApiError> {
                 )
             })?;
             message.name = Some(name);
-            message.tool_call_id = m.tool_call_id.clone();
+            message.tool_call_id = m.tool_call_id;
         }
         messages.push(message);
     }
     Ok(messages)
 }
 
-pub async fn chat_completions(
-    State(state): State<ApiState>,
-    headers: HeaderMap,
-    body: Result<Bytes, axum::extract::rejection::BytesRejection>,
-) -> Result<Response, ApiError> {
-    // one engine unit for the whole request: tokenized by the model that serves it
-    let state = state.pinned();
-    let body = body_bytes(&state, body)?;
-    let prep = state.clone();
-    let (prepared, model, stream, include_usage) = state
-        .limits
-        .prepare(move || {
-            let dto: ChatCompletionDto = parse_body(&body)?;
-            let model = prep.model_name(dto.model.as_deref());
-            let (draft, stream, include_usage) = draft_of(dto)?;
-            let generation = validate(draft, &prep)?;
-            let prepared = generation::tokenize(&prep, generation)?;
-            Ok((prepared, model, stream, include_usage))
-        })
-        .await?;
-    let started =
-        generation::submit(&state, &headers, prepared, Route::ChatCompletions, "call_").await?;
-    let writer = ChatWriter {
-        id: format!("chatcmpl-{}", started.id.0),
-        model,
-        created: started.created,
-        include_usage,
-        assembled: Assembled::default(),
-    };
-    wire::respond(started, writer, stream).await
+/// `messages[i].role` in the shared form (`developer` is a system message).
+fn role_of(i: usize, role: &str) -> Result<&'static str, ApiError> {
+    Ok(match role {
+        "system" | "developer" => "system",
+        "user" => "user",
+        "assistant" => "assistant",
+        "tool" => "tool",
+        other => {
+            return Err(ApiError::bad(
+                format!(
+                    "`messages[{i}].role` {other:?} is not one of system, developer, user, assistant, tool"
+                ),
+                Some(&format!("messages[{i}].role")),
+            ));
+        }
+    })
+}
+
+/// `messages[i].content`'s text: a string, or text parts joined.
+fn content_text(i: usize, content: Option<ContentDto>) -> Result<String, ApiError> {
+    match content {
+        None => Ok(String::new()),
+        Some(ContentDto::Text(text)) => Ok(text),
+        Some(ContentDto::Parts(parts)) => {
+            let mut text = String::new();
+            for (j, part) in parts.into_iter().enumerate() {
+                match (part.kind.as_str(), part.text) {
+                    ("text", Some(t)) => text.push_str(&t),
+                    (kind, _) => {
+                        return Err(ApiError::bad(
+                            format!(
+                                "`messages[{i}].content[{j}]`: only text parts are supported, got {kind:?}"
+                            ),
+                            Some(&format!("messages[{i}].content[{j}]")),
+                        ));
+                    }
+                }
+            }
+            Ok(text)
+        }
+    }
+}
+
+/// An assistant turn's tool calls, checked, their ids remembered for the results that follow.
+fn calls_of(
+    i: usize,
+    calls: Vec<ToolCallDto>,
+    call_names: &mut CallNames,
+) -> Result<Vec<ToolCall>, ApiError> {
+    let mut out = Vec::with_capacity(calls.len());
+    for (j, call) in calls.into_iter().enumerate() {
+        if let Some(kind) = call.kind.as_deref().filter(|k| *k != "function") {
+            let param = format!("messages[{i}].tool_calls[{j}].type");
+            return Err(ApiError::bad(
+                format!("`{param}` must be \"function\", got {kind:?}"),
+                Some(&param),
+            ));
+        }
+        if !tools::valid_name(&call.function.name) {
+            let param = format!("messages[{i}].tool_calls[{j}].function.name");
+            return Err(ApiError::bad(
+                format!(
+                    "`{param}` must be 1 to 64 letters, digits, _ or -, got {:?}",
+                    call.function.name
+                ),
+                Some(&param),
+            ));
+        }
+        let param = format!("messages[{i}].tool_calls[{j}].function.arguments");
+        let arguments = match call.function.arguments {
+            Value::String(s) => serde_json::from_str::<Value>(&s).ok(),
+            other => Some(other),
+        }
+        .filter(Value::is_object)
+        .ok_or_else(|| ApiError::bad(format!("`{param}` must be a JSON object"), Some(&param)))?;
+        if let Some(id) = &call.id {
+            call_names.insert(id.clone(), call.function.name.clone());
+        }
+        out.push(ToolCall {
+            id: call.id,
+            name: call.function.name,
+            arguments,
+        });
+    }
+    Ok(out)
 }
 
 /// `finish_reason`: `tool_calls` only when calls were made and every started one closed; a
@@ -312,7 +314,7 @@ fn usage_json(usage: &Usage) -> Value {
 
 /// Chat Completions' wire format: `chat.completion.chunk`s, then `[DONE]`; or one
 /// `chat.completion`.
-struct ChatWriter {
+pub struct ChatWriter {
     id: String,
     model: String,
     created: u64,

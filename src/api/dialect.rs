@@ -1,85 +1,98 @@
-//! The APIs' dialects: what each calls the fields they share and the shape of the
-//! errors its clients read. Each API owns its dialect; the guards, the one validation step and
-//! the routes answer in it.
+//! The APIs' dialects: what each calls the fields they share and the shape of the errors its
+//! clients read. An API is the service's [`Route`] (one enum for the route a request came in
+//! and the words it speaks); [`RouteApi`] adds the words. The error shape is the mounting
+//! router's ([`ErrorShape`]): the routes' guards, their fallbacks and each front end answer
+//! in it.
 
 use super::ApiError;
+use crate::service::Route;
 use axum::Json;
 use axum::response::{IntoResponse, Response};
 use serde_json::{Value, json};
 
-/// Which API a request speaks.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Dialect {
-    /// OpenAI Chat Completions (and every route that is not another API's).
-    Chat,
-    /// OpenAI Responses.
-    Responses,
-    /// Anthropic Messages.
-    Messages,
-    /// OpenAI's legacy completions (`/v1/completions`, with a `suffix` a fill-in-the-middle
-    /// request; also `/v1/fim/completions`, Mistral's and DeepSeek's name for it).
-    Completions,
-    /// llama.cpp's `/infill`.
-    Infill,
+/// The shape of the errors a router's clients read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub(crate) enum ErrorShape {
+    /// OpenAI's `{"error": {"message", "type", "param", "code"}}` (llama.cpp's errors have it
+    /// too), the app's own.
+    #[default]
+    OpenAi,
+    /// Anthropic's `{"type": "error", "error": {"type", "message"}}`.
+    Anthropic,
 }
 
-impl Dialect {
-    /// The dialect of a request for `path`.
-    pub fn of_path(path: &str) -> Self {
-        if path.starts_with("/v1/messages") {
-            Self::Messages
-        } else if path.starts_with("/v1/responses") {
-            Self::Responses
-        } else if path.starts_with("/v1/completions") || path.starts_with("/v1/fim/") {
-            Self::Completions
-        } else if path.starts_with("/infill") {
-            Self::Infill
-        } else {
-            Self::Chat
+impl ErrorShape {
+    /// The response this shape's clients read for `error`.
+    pub fn response(self, error: ApiError) -> Response {
+        match self {
+            Self::Anthropic => anthropic_error(error),
+            Self::OpenAi => error.into_response(),
         }
     }
+}
 
+/// What each API calls the fields the APIs share, and its own bounds.
+pub trait RouteApi: Copy {
     /// Where the conversation goes.
-    pub fn messages_field(self) -> &'static str {
+    fn messages_field(self) -> &'static str;
+    /// The output limit.
+    fn max_tokens_field(self) -> &'static str;
+    /// The stop strings.
+    fn stop_field(self) -> &'static str;
+    /// `temperature`'s upper bound: 2 in OpenAI's APIs, 1 in Anthropic's.
+    fn temperature_max(self) -> f32;
+    /// The error shape its clients read.
+    fn error_shape(self) -> ErrorShape;
+    /// An error about a shared field, in this API's names (a tool's `function.parameters` is
+    /// Messages' `input_schema` and Responses' `parameters`; `response_format` is Responses'
+    /// `text.format`).
+    fn rename(self, error: ApiError) -> ApiError;
+}
+
+impl RouteApi for Route {
+    fn messages_field(self) -> &'static str {
         match self {
             Self::Responses => "input",
-            Self::Chat | Self::Messages => "messages",
+            Self::ChatCompletions | Self::Messages => "messages",
             Self::Completions => "prompt",
             Self::Infill => "input_prefix",
         }
     }
 
-    /// The output limit.
-    pub fn max_tokens_field(self) -> &'static str {
+    fn max_tokens_field(self) -> &'static str {
         match self {
             Self::Responses => "max_output_tokens",
-            Self::Chat | Self::Messages | Self::Completions => "max_tokens",
+            Self::ChatCompletions | Self::Messages | Self::Completions => "max_tokens",
             Self::Infill => "n_predict",
         }
     }
 
-    /// The stop strings.
-    pub fn stop_field(self) -> &'static str {
+    fn stop_field(self) -> &'static str {
         match self {
             Self::Messages => "stop_sequences",
-            Self::Chat | Self::Responses | Self::Completions | Self::Infill => "stop",
+            Self::ChatCompletions | Self::Responses | Self::Completions | Self::Infill => "stop",
         }
     }
 
-    /// `temperature`'s upper bound: 2 in OpenAI's APIs, 1 in Anthropic's.
-    pub fn temperature_max(self) -> f32 {
+    fn temperature_max(self) -> f32 {
         match self {
             Self::Messages => 1.0,
-            Self::Chat | Self::Responses | Self::Completions | Self::Infill => 2.0,
+            Self::ChatCompletions | Self::Responses | Self::Completions | Self::Infill => 2.0,
         }
     }
 
-    /// An error about a shared field, in this API's names (a tool's `function.parameters` is
-    /// Messages' `input_schema` and Responses' `parameters`; `response_format` is Responses'
-    /// `text.format`).
-    pub fn rename(self, error: ApiError) -> ApiError {
+    fn error_shape(self) -> ErrorShape {
+        match self {
+            Self::Messages => ErrorShape::Anthropic,
+            Self::ChatCompletions | Self::Responses | Self::Completions | Self::Infill => {
+                ErrorShape::OpenAi
+            }
+        }
+    }
+
+    fn rename(self, error: ApiError) -> ApiError {
         let renames: &[(&str, &str)] = match self {
-            Self::Chat | Self::Completions | Self::Infill => return error,
+            Self::ChatCompletions | Self::Completions | Self::Infill => return error,
             // a function tool's fields sit on the tool itself
             Self::Responses => &[
                 // `text.format` holds its schema itself
@@ -107,17 +120,6 @@ impl Dialect {
                 }
             }
             other => other,
-        }
-    }
-
-    /// The response this API's clients read for `error`.
-    pub fn error_response(self, error: ApiError) -> Response {
-        match self {
-            Self::Messages => anthropic_error(error),
-            // llama.cpp's errors have OpenAI's shape too
-            Self::Chat | Self::Responses | Self::Completions | Self::Infill => {
-                error.into_response()
-            }
         }
     }
 }

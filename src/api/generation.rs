@@ -1,8 +1,9 @@
-//! What the three front ends (Chat Completions, Responses, Anthropic Messages) share: a
-//! validated [`Generation`] is tokenized with its tools, submitted with its priority, and comes
+//! What the front ends share after validation: a validated [`Generation`] is tokenized with
+//! its tools (or given an autocomplete's own prompt), submitted with its priority, and comes
 //! back as a [`Started`] stream with the output parser that sits above every pause.
 
 use super::body::header_priority;
+use super::dialect::RouteApi;
 use super::grammars::{self, Source};
 use super::tools::{OutputPlan, OutputSpec, Wanted};
 use super::{ApiError, ApiState, auth};
@@ -28,7 +29,7 @@ pub struct Generation {
     /// The body's `priority`, if it gave one (the header and the key's default come next).
     pub priority: Option<i64>,
     /// The API it came in: errors about the output's fields are named in its words.
-    pub dialect: super::dialect::Dialect,
+    pub route: Route,
 }
 
 /// A submitted request: its events and the parser for its text.
@@ -135,7 +136,7 @@ pub fn tokenize(state: &ApiState, mut generation: Generation) -> Result<Prepared
 async fn output_of(
     state: &ApiState,
     plan: OutputPlan,
-    dialect: super::dialect::Dialect,
+    route: Route,
     skip: bool,
 ) -> Result<OutputSpec, ApiError> {
     if skip || plan.wanted == Wanted::Nothing {
@@ -160,7 +161,7 @@ async fn output_of(
             )
         })
         .await
-        .map_err(|e| dialect.rename(e))?;
+        .map_err(|e| route.rename(e))?;
     let cached = source == Source::Cached;
     state.service().metrics().note_grammar(cached);
     let ms = started.elapsed().as_millis();
@@ -209,7 +210,7 @@ pub async fn submit(
     // its grammar ever being built
     let too_long = context_tokens > 0 && prompt.tokens.len() >= context_tokens;
     let unbuilt = too_long && generation.output.wanted != Wanted::Nothing;
-    let output = output_of(state, generation.output, generation.dialect, too_long).await?;
+    let output = output_of(state, generation.output, generation.route, too_long).await?;
     let mut sampling = generation.sampling;
     sampling.grammar = output.grammar.clone();
     if prompt.starts_in_reasoning

@@ -6,19 +6,14 @@
 //! `t_max_predict_ms`, `samplers`, `n_indent`, `response_fields`) are accepted and not read:
 //! this server keeps conversations and orders requests itself.
 
-use super::body::{body_bytes, parse_body};
-use super::dialect::Dialect;
-use super::fim::{self, ExtraFile, Infill};
-use super::generation::{self, Prepared};
-use super::validate::{Draft, Knobs, validate};
-use super::wire::{self, WireWriter};
+use super::fim::{self, ExtraFile};
+use super::frontend::{Frontend, Translated};
+use super::generation::{Generation, Prepared, Started};
+use super::validate::{Draft, Knobs};
+use super::wire::WireWriter;
 use super::{ApiError, ApiState};
 use crate::chat::{Ending, Piece};
 use crate::service::{FinishReason, Finished, Route};
-use axum::body::Bytes;
-use axum::extract::State;
-use axum::http::HeaderMap;
-use axum::response::Response;
 use axum::response::sse::Event;
 use serde::Deserialize;
 use serde_json::{Value, json};
@@ -57,67 +52,86 @@ pub struct InfillDto {
     pub priority: Option<Value>,
 }
 
-fn draft_of(dto: &InfillDto) -> Draft {
-    Draft {
-        knobs: Knobs {
-            temperature: dto.temperature,
-            top_p: dto.top_p,
-            top_k: dto.top_k,
-            min_p: dto.min_p,
-            frequency_penalty: dto.frequency_penalty,
-            presence_penalty: dto.presence_penalty,
-            repetition_penalty: dto.repeat_penalty,
-            seed: dto.seed.filter(|s| *s >= 0),
-        },
-        max_tokens: dto
-            .n_predict
-            .filter(|n| *n >= 0)
-            .map(|n| u32::try_from(n).unwrap_or(u32::MAX)),
-        stop: dto.stop.clone(),
-        ignore_eos: dto.ignore_eos,
-        priority: dto.priority.clone(),
-        ..Draft::new(Dialect::Infill, Vec::new())
-    }
+/// llama.cpp's `/infill`, answered in llama.cpp's completion shape.
+pub struct Infill;
+
+/// The code around the cursor: what the prompt is made of.
+pub struct Code {
+    prefix: String,
+    suffix: String,
+    extra: Vec<ExtraFile>,
+    prefix_tail: String,
 }
 
-pub async fn infill(
-    State(state): State<ApiState>,
-    headers: HeaderMap,
-    body: Result<Bytes, axum::extract::rejection::BytesRejection>,
-) -> Result<Response, ApiError> {
-    let state = state.pinned();
-    let body = body_bytes(&state, body)?;
-    let prep = state.clone();
-    let (prepared, model, stream) = state
-        .limits
-        .prepare(move || {
-            let dto: InfillDto = parse_body(&body)?;
-            let model = prep.model_name(dto.model.as_deref());
-            let generation = validate(draft_of(&dto), &prep)?;
-            let prompts = prep.prompts();
-            let tokenizer = prompts.tokenizer();
-            let fim_tokens = fim::fim_tokens(tokenizer, &model, "input_prefix")?;
-            let infill = Infill {
-                prefix: &dto.input_prefix,
-                suffix: &dto.input_suffix,
-                extra: &dto.input_extra,
-                prefix_tail: &dto.prompt,
-            };
-            let tokens = fim::prompt(tokenizer, fim_tokens, &infill);
-            Ok((
-                Prepared::autocomplete(generation, tokens),
-                model,
-                dto.stream,
-            ))
+impl Frontend for Infill {
+    const ROUTE: Route = Route::Infill;
+    type Dto = InfillDto;
+    type Extra = Code;
+    type Writer = InfillWriter;
+
+    fn model(dto: &InfillDto) -> Option<&str> {
+        dto.model.as_deref()
+    }
+
+    fn translate(dto: InfillDto) -> Result<Translated<Code>, ApiError> {
+        let draft = Draft {
+            knobs: Knobs {
+                temperature: dto.temperature,
+                top_p: dto.top_p,
+                top_k: dto.top_k,
+                min_p: dto.min_p,
+                frequency_penalty: dto.frequency_penalty,
+                presence_penalty: dto.presence_penalty,
+                repetition_penalty: dto.repeat_penalty,
+                seed: dto.seed.filter(|s| *s >= 0),
+            },
+            max_tokens: dto
+                .n_predict
+                .filter(|n| *n >= 0)
+                .map(|n| u32::try_from(n).unwrap_or(u32::MAX)),
+            stop: dto.stop,
+            ignore_eos: dto.ignore_eos,
+            priority: dto.priority,
+            ..Draft::new(Route::Infill, Vec::new())
+        };
+        Ok(Translated {
+            draft,
+            stream: dto.stream,
+            extra: Code {
+                prefix: dto.input_prefix,
+                suffix: dto.input_suffix,
+                extra: dto.input_extra,
+                prefix_tail: dto.prompt,
+            },
         })
-        .await?;
-    let started = generation::submit(&state, &headers, prepared, Route::Infill, "call_").await?;
-    let writer = InfillWriter {
-        id: Route::Infill.client_id(started.id),
-        model,
-        content: String::new(),
-    };
-    wire::respond(started, writer, stream).await
+    }
+
+    fn prompt(
+        state: &ApiState,
+        generation: Generation,
+        model: &str,
+        code: &Code,
+    ) -> Result<Prepared, ApiError> {
+        let prompts = state.prompts();
+        let tokenizer = prompts.tokenizer();
+        let fim_tokens = fim::fim_tokens(tokenizer, model, "input_prefix")?;
+        let infill = fim::Infill {
+            prefix: &code.prefix,
+            suffix: &code.suffix,
+            extra: &code.extra,
+            prefix_tail: &code.prefix_tail,
+        };
+        let tokens = fim::prompt(tokenizer, fim_tokens, &infill);
+        Ok(Prepared::autocomplete(generation, tokens))
+    }
+
+    fn writer(started: &Started, model: String, _code: Code) -> InfillWriter {
+        InfillWriter {
+            id: Route::Infill.client_id(started.id),
+            model,
+            content: String::new(),
+        }
+    }
 }
 
 /// llama.cpp's `stop_type`: `eos` (the model or a stop string ended it: `word`), `limit`.
@@ -131,7 +145,7 @@ fn stop_type(done: &Finished) -> &'static str {
 }
 
 /// llama.cpp's completion shape.
-struct InfillWriter {
+pub struct InfillWriter {
     id: String,
     model: String,
     /// The whole answer so far (the non-streamed body).

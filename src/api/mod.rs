@@ -1,10 +1,11 @@
 //! The HTTP API (axum): OpenAI Chat Completions and Responses, Anthropic Messages, models,
 //! health; an editor's autocomplete (`completions`, llama.cpp's `infill`, both on `fim`); the scheduler's snapshot, its event stream and Prometheus metrics (`observe`);
-//! control routes (`admin`). One request pipeline: each API only translates its body into a
-//! draft (`chat`, `responses`, `anthropic`), one step checks it (`validate`), and generation
-//! (`generation`) tokenizes, submits and streams it back through the API's writer. Each API's
-//! field names and error shape are its `dialect`; [`ApiError`] maps every error to a status in
-//! one place. `serve(listener, state, shutdown)` takes its edges from the caller, so tests
+//! control routes (`admin`). One request function (`frontend::generate`): each API is a
+//! `Frontend` that only translates its body into a draft (`chat`, `responses`, `anthropic`,
+//! `completions`, `infill`), one step checks it (`validate`), and generation (`generation`)
+//! tokenizes, submits and streams it back through the API's writer. Each API's field names
+//! are its route's (`dialect`); its error shape is the router's that mounts it; [`ApiError`]
+//! maps every error to a status in one place. `serve(listener, state, shutdown)` takes its edges from the caller, so tests
 //! bind 127.0.0.1:0.
 
 mod admin;
@@ -17,6 +18,7 @@ mod completions;
 mod dialect;
 mod error;
 mod fim;
+mod frontend;
 mod generation;
 mod grammars;
 mod infill;
@@ -26,6 +28,8 @@ mod omitted;
 mod owners;
 mod prompts;
 mod responses;
+#[cfg(test)]
+mod router_tests;
 mod serve;
 #[cfg(test)]
 mod test_json;
@@ -38,7 +42,9 @@ pub use limits::Limits;
 pub use observe::EVENTS_PER_SEC_MAX;
 pub use owners::Owners;
 
+use dialect::ErrorShape;
 pub use error::ApiError;
+use frontend::generate;
 pub use prompts::{Prompt, Prompts};
 
 use crate::config::AppSettings;
@@ -46,6 +52,7 @@ use crate::control::{Control, Unit};
 use crate::service::SchedulerSettings;
 use crate::service::{EngineStatus, ServiceHandle};
 use axum::extract::{DefaultBodyLimit, State};
+use axum::handler::Handler;
 use axum::http::{HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{delete, get, patch, post};
@@ -168,14 +175,18 @@ pub fn router(state: ApiState) -> Router {
             delete(admin::cancel_request).patch(admin::patch_request),
         )
         .route_layer(admin_guard.clone());
-    let router = Router::new()
-        .route("/v1/chat/completions", post(chat::chat_completions))
-        .route("/v1/responses", post(responses::responses))
-        .route("/v1/messages", post(anthropic::messages))
-        .route("/v1/messages/count_tokens", post(anthropic::count_tokens))
-        .route("/v1/completions", post(completions::completions))
-        .route("/v1/fim/completions", post(completions::completions))
-        .route("/infill", post(infill::infill))
+    let openai_routes = Router::new()
+        .route("/v1/chat/completions", post(generate::<chat::Chat>))
+        .route("/v1/responses", post(generate::<responses::Responses>))
+        .route(
+            "/v1/completions",
+            post(generate::<completions::Completions>),
+        )
+        .route(
+            "/v1/fim/completions",
+            post(generate::<completions::Completions>),
+        )
+        .route("/infill", post(generate::<infill::Infill>))
         .route("/", get(root))
         .route("/v1/models", get(models))
         .route("/v1/scheduler", get(observe::scheduler))
@@ -186,20 +197,21 @@ pub fn router(state: ApiState) -> Router {
         .route(
             "/v1/settings",
             get(observe::settings).merge(patch(admin::patch_settings).layer(admin_guard)),
-        )
-        // only on the routes: an unknown path is a 404 and a wrong method a 405, not a
-        // complaint about its Content-Type or Origin
-        .route_layer(axum::middleware::from_fn_with_state(
-            state.clone(),
-            browser::guard,
-        ))
-        .merge(admin)
-        .fallback(not_found)
-        .method_not_allowed_fallback(method_not_allowed)
-        .layer(axum::middleware::from_fn_with_state(
-            state.clone(),
-            auth::guard,
-        ))
+        );
+    let anthropic_routes = Router::new()
+        .route("/v1/messages", post(generate::<anthropic::Messages>))
+        .route("/v1/messages/count_tokens", post(anthropic::count_tokens));
+    // each router answers its guards' refusals in its clients' error shape
+    let openai = web(openai_routes, &state, ErrorShape::OpenAi).merge(admin);
+    let openai = mounted(openai, &state, ErrorShape::OpenAi);
+    let anthropic = web(anthropic_routes, &state, ErrorShape::Anthropic);
+    let anthropic = mounted(anthropic, &state, ErrorShape::Anthropic);
+    let key_check =
+        axum::middleware::from_fn_with_state(Guarded::new(&state, ErrorShape::OpenAi), auth::guard);
+    let router = openai
+        .merge(anthropic)
+        // a path no front end mounts: the app's own shape
+        .fallback(not_found.layer(key_check))
         .layer(DefaultBodyLimit::max(limit))
         .layer(axum::middleware::from_fn(move |request, next| {
             limits::body_deadline(body_secs, request, next)
@@ -215,6 +227,42 @@ pub fn router(state: ApiState) -> Router {
             .allow_methods(tower_http::cors::Any)
             .allow_headers(tower_http::cors::Any),
     )
+}
+
+/// The API's public routes under the web-page rule (`browser`), refused in `shape`; only on
+/// the routes: an unknown path is a 404 and a wrong method a 405, not a complaint about its
+/// Content-Type or Origin.
+fn web(routes: Router<ApiState>, state: &ApiState, shape: ErrorShape) -> Router<ApiState> {
+    let web_check =
+        axum::middleware::from_fn_with_state(Guarded::new(state, shape), browser::guard);
+    routes.route_layer(web_check)
+}
+
+/// A router's routes mounted answering in `shape` (each front end's clients read their own
+/// error shape, Anthropic's theirs): the key and Host check before everything else, on a
+/// method a route does not take too (its 405 itself stays OpenAI-shaped, as the app's own
+/// answer).
+fn mounted(routes: Router<ApiState>, state: &ApiState, shape: ErrorShape) -> Router<ApiState> {
+    let key_check = axum::middleware::from_fn_with_state(Guarded::new(state, shape), auth::guard);
+    routes
+        .route_layer(key_check.clone())
+        .method_not_allowed_fallback(method_not_allowed.layer(key_check))
+}
+
+/// What a route guard needs: the state, and the error shape of the router that mounts it.
+#[derive(Debug, Clone)]
+pub(crate) struct Guarded {
+    pub(crate) state: ApiState,
+    pub(crate) shape: ErrorShape,
+}
+
+impl Guarded {
+    fn new(state: &ApiState, shape: ErrorShape) -> Self {
+        Self {
+            state: state.clone(),
+            shape,
+        }
+    }
 }
 
 /// Serves until `shutdown` resolves, then stops accepting and lets open responses finish.

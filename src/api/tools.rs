@@ -180,7 +180,27 @@ pub fn output_plan(
     format: ToolFormat,
     app: &AppSettings,
 ) -> Result<OutputPlan, ApiError> {
-    let tools = tools.unwrap_or_default();
+    let (offered, specs) = offered_tools(tools.unwrap_or_default(), app)?;
+    let choice = choice(tool_choice, !specs.is_empty())?;
+    let format_schema = match response_format {
+        None => None,
+        Some(f) => format_schema(f, app)?,
+    };
+    let wanted = wanted(&choice, format_schema, specs, format)?;
+    let parse_calls = choice != Choice::None;
+    Ok(OutputPlan {
+        tools: if parse_calls { offered } else { Vec::new() },
+        parse_calls,
+        wanted,
+    })
+}
+
+/// The tools checked: each as the prompt offers it (OpenAI-shaped), and as the grammar
+/// constrains it (with its index in `tools`).
+fn offered_tools(
+    tools: Vec<ToolDto>,
+    app: &AppSettings,
+) -> Result<(Vec<Value>, Vec<(usize, ToolSpec)>), ApiError> {
     if tools.len() > app.max_tools as usize {
         return Err(bad(
             format!(
@@ -193,71 +213,17 @@ pub fn output_plan(
     }
     // names seen so far: a set, so many tools cost no more than their count
     let mut names = std::collections::HashSet::with_capacity(tools.len());
-    let schema_max_bytes = app.max_tool_schema_kib as usize * 1024;
     let mut specs: Vec<(usize, ToolSpec)> = Vec::with_capacity(tools.len());
     let mut offered = Vec::with_capacity(tools.len());
     for (i, tool) in tools.into_iter().enumerate() {
-        if tool.kind != "function" {
-            return Err(bad(
-                format!(
-                    "`tools[{i}].type` must be \"function\", got {:?}",
-                    tool.kind
-                ),
-                &format!("tools[{i}].type"),
-            ));
-        }
-        let Some(f) = tool.function else {
-            return Err(bad(
-                format!("`tools[{i}].function` is missing"),
-                &format!("tools[{i}].function"),
-            ));
-        };
-        if !valid_name(&f.name) {
-            return Err(bad(
-                format!(
-                    "`tools[{i}].function.name` must be 1 to 64 letters, digits, _ or -, got {:?}",
-                    f.name
-                ),
-                &format!("tools[{i}].function.name"),
-            ));
-        }
+        let mut f = function_of(i, tool)?;
         if !names.insert(f.name.clone()) {
             return Err(bad(
                 format!("`tools[{i}].function.name` {:?} is given twice", f.name),
                 &format!("tools[{i}].function.name"),
             ));
         }
-        let param = format!("tools[{i}].function.parameters");
-        let parameters = match f.parameters {
-            None => json!({"type": "object", "properties": {}}),
-            Some(p @ Value::Object(_)) => p,
-            Some(other) => {
-                return Err(bad(
-                    format!("`{param}` must be a JSON schema object, got {other}"),
-                    &param,
-                ));
-            }
-        };
-        let schema_bytes = parameters.to_string().len();
-        if schema_bytes > schema_max_bytes {
-            return Err(bad(
-                format!(
-                    "`{param}` is {schema_bytes} bytes of JSON; a tool's schema may be at most {} KiB (`max_tool_schema_kib`)",
-                    app.max_tool_schema_kib
-                ),
-                &param,
-            ));
-        }
-        if let Some(remote) = grammar::remote_ref(&parameters) {
-            return Err(bad(
-                format!(
-                    "`{param}` of the tool {:?} refers to {remote:?}, another document: only \
-                     refs within the schema (`#/$defs/...`, `#/definitions/...`) are resolved",
-                    f.name
-                ),
-                &param,
-            ));
-        }
+        let parameters = tool_parameters(i, &f.name, f.parameters.take(), app)?;
         let mut function = json!({"name": f.name, "parameters": parameters});
         if let Some(d) = f.description {
             function["description"] = json!(d);
@@ -274,56 +240,139 @@ pub fn output_plan(
             },
         ));
     }
-    let choice = choice(tool_choice, !specs.is_empty())?;
-    let format_schema = match response_format {
-        None => None,
-        Some(f) => match f.kind.as_str() {
-            "text" => None,
-            "json_object" => Some((json!({"type": "object"}), "response_format")),
-            "json_schema" => {
-                let param = "response_format.json_schema.schema";
-                let schema = f
-                    .json_schema
-                    .and_then(|j| j.schema)
-                    .ok_or_else(|| bad(format!("`{param}` is missing"), param))?;
-                if !schema.is_object() {
-                    return Err(bad(
-                        format!("`{param}` must be a JSON schema object"),
-                        param,
-                    ));
-                }
-                let schema_bytes = schema.to_string().len();
-                if schema_bytes > schema_max_bytes {
-                    return Err(bad(
-                        format!(
-                            "`{param}` is {schema_bytes} bytes of JSON; a schema may be at most {} KiB (`max_tool_schema_kib`)",
-                            app.max_tool_schema_kib
-                        ),
-                        param,
-                    ));
-                }
-                if let Some(remote) = grammar::remote_ref(&schema) {
-                    return Err(bad(
-                        format!(
-                            "`{param}` refers to {remote:?}, another document: only refs \
-                             within the schema are resolved"
-                        ),
-                        param,
-                    ));
-                }
-                Some((schema, param))
-            }
-            other => {
+    Ok((offered, specs))
+}
+
+/// `tools[i]`'s function, of type `function` and with a valid name.
+fn function_of(i: usize, tool: ToolDto) -> Result<FunctionDto, ApiError> {
+    if tool.kind != "function" {
+        return Err(bad(
+            format!(
+                "`tools[{i}].type` must be \"function\", got {:?}",
+                tool.kind
+            ),
+            &format!("tools[{i}].type"),
+        ));
+    }
+    let Some(f) = tool.function else {
+        return Err(bad(
+            format!("`tools[{i}].function` is missing"),
+            &format!("tools[{i}].function"),
+        ));
+    };
+    if !valid_name(&f.name) {
+        return Err(bad(
+            format!(
+                "`tools[{i}].function.name` must be 1 to 64 letters, digits, _ or -, got {:?}",
+                f.name
+            ),
+            &format!("tools[{i}].function.name"),
+        ));
+    }
+    Ok(f)
+}
+
+/// `tools[i]`'s parameter schema: an object (none: no parameters), within
+/// `max_tool_schema_kib`, its refs inside itself.
+fn tool_parameters(
+    i: usize,
+    name: &str,
+    parameters: Option<Value>,
+    app: &AppSettings,
+) -> Result<Value, ApiError> {
+    let param = format!("tools[{i}].function.parameters");
+    let parameters = match parameters {
+        None => json!({"type": "object", "properties": {}}),
+        Some(p @ Value::Object(_)) => p,
+        Some(other) => {
+            return Err(bad(
+                format!("`{param}` must be a JSON schema object, got {other}"),
+                &param,
+            ));
+        }
+    };
+    let schema_bytes = parameters.to_string().len();
+    if schema_bytes > app.max_tool_schema_kib as usize * 1024 {
+        return Err(bad(
+            format!(
+                "`{param}` is {schema_bytes} bytes of JSON; a tool's schema may be at most {} KiB (`max_tool_schema_kib`)",
+                app.max_tool_schema_kib
+            ),
+            &param,
+        ));
+    }
+    if let Some(remote) = grammar::remote_ref(&parameters) {
+        return Err(bad(
+            format!(
+                "`{param}` of the tool {:?} refers to {remote:?}, another document: only \
+                 refs within the schema (`#/$defs/...`, `#/definitions/...`) are resolved",
+                name
+            ),
+            &param,
+        ));
+    }
+    Ok(parameters)
+}
+
+/// The schema `response_format` asks the output to follow, with the field that holds it;
+/// none for `text`.
+fn format_schema(
+    f: ResponseFormatDto,
+    app: &AppSettings,
+) -> Result<Option<(Value, &'static str)>, ApiError> {
+    match f.kind.as_str() {
+        "text" => Ok(None),
+        "json_object" => Ok(Some((json!({"type": "object"}), "response_format"))),
+        "json_schema" => {
+            let param = "response_format.json_schema.schema";
+            let schema = f
+                .json_schema
+                .and_then(|j| j.schema)
+                .ok_or_else(|| bad(format!("`{param}` is missing"), param))?;
+            if !schema.is_object() {
                 return Err(bad(
-                    format!(
-                        "`response_format.type` must be text, json_object or json_schema, got {other:?}"
-                    ),
-                    "response_format.type",
+                    format!("`{param}` must be a JSON schema object"),
+                    param,
                 ));
             }
-        },
-    };
-    let wanted = match (&choice, format_schema) {
+            let schema_bytes = schema.to_string().len();
+            if schema_bytes > app.max_tool_schema_kib as usize * 1024 {
+                return Err(bad(
+                    format!(
+                        "`{param}` is {schema_bytes} bytes of JSON; a schema may be at most {} KiB (`max_tool_schema_kib`)",
+                        app.max_tool_schema_kib
+                    ),
+                    param,
+                ));
+            }
+            if let Some(remote) = grammar::remote_ref(&schema) {
+                return Err(bad(
+                    format!(
+                        "`{param}` refers to {remote:?}, another document: only refs \
+                         within the schema are resolved"
+                    ),
+                    param,
+                ));
+            }
+            Ok(Some((schema, param)))
+        }
+        other => Err(bad(
+            format!(
+                "`response_format.type` must be text, json_object or json_schema, got {other:?}"
+            ),
+            "response_format.type",
+        )),
+    }
+}
+
+/// The grammar the choice and the format ask for together.
+fn wanted(
+    choice: &Choice,
+    format_schema: Option<(Value, &'static str)>,
+    specs: Vec<(usize, ToolSpec)>,
+    format: ToolFormat,
+) -> Result<Wanted, ApiError> {
+    Ok(match (choice, format_schema) {
         (Choice::Required | Choice::Named(_), Some(_)) => {
             return Err(bad(
                 "`response_format` and a required tool call cannot both constrain the output"
@@ -355,12 +404,6 @@ pub fn output_plan(
                 lazy: false,
             }
         }
-    };
-    let parse_calls = choice != Choice::None;
-    Ok(OutputPlan {
-        tools: if parse_calls { offered } else { Vec::new() },
-        parse_calls,
-        wanted,
     })
 }
 

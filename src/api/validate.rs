@@ -1,23 +1,24 @@
 //! The one validation step every API's request passes (TGI's `router/src/validation.rs` is
 //! the model). Each front end only translates its body into a [`Draft`]: the conversation in
 //! the shared form and the knobs as sent. [`validate`] then checks what they share, the same
-//! for all, in the caller's [`Dialect`]: sampling ranges (each API's own where they differ),
+//! for all, in the words of the caller's [`Route`]: sampling ranges (each API's own where they differ),
 //! the output limit, stop strings, tools, tool choice and output format, the priority. A fix
 //! here is made once for every API.
 
 use super::body::{body_priority, check_stops};
-use super::dialect::Dialect;
+use super::dialect::RouteApi;
 use super::generation::{Generation, rand_seed};
 use super::tools::{self, ResponseFormatDto, ToolDto};
 use super::{ApiError, ApiState};
 use crate::chat::ChatMessage;
-use crate::service::Sampling;
+use crate::service::{Route, Sampling};
 use serde_json::Value;
 
 /// A request translated by its front end, not yet validated.
 #[derive(Debug)]
 pub struct Draft {
-    pub dialect: Dialect,
+    /// The API it came in: errors name its fields.
+    pub route: Route,
     pub messages: Vec<ChatMessage>,
     /// The tools offered (`None`: the API has no field for them or the body gave none).
     pub tools: Option<Vec<ToolDto>>,
@@ -37,10 +38,10 @@ pub struct Draft {
 }
 
 impl Draft {
-    /// A draft of `messages` in `dialect`, nothing else set.
-    pub fn new(dialect: Dialect, messages: Vec<ChatMessage>) -> Self {
+    /// A draft of `messages` that came in on `route`, nothing else set.
+    pub fn new(route: Route, messages: Vec<ChatMessage>) -> Self {
         Self {
-            dialect,
+            route,
             messages,
             tools: None,
             tool_paths: Vec::new(),
@@ -68,12 +69,59 @@ pub struct Knobs {
     pub seed: Option<i64>,
 }
 
+/// Declares a request DTO with the sampling knobs Chat Completions and the legacy
+/// completions both take (the eight of [`Knobs`], by the same names) as fields of its own, and
+/// its `knobs()`. Not a `#[serde(flatten)]`ed struct: serde buffers a flattened struct's
+/// fields and reads them apart from the body, so a knob of the wrong type
+/// (`"temperature": "hot"`) would be reported as the whole body's fault, without its field in
+/// `param` and without the JSON parser's position (a test below holds the message). Other
+/// APIs take fewer knobs or other names (Responses two, Messages three, `/infill` llama.cpp's
+/// `repeat_penalty`) and declare their own.
+macro_rules! with_sampling_knobs {
+    (
+        $(#[$meta:meta])*
+        pub struct $name:ident {
+            $($(#[$field_meta:meta])* pub $field:ident: $ty:ty,)*
+        }
+    ) => {
+        $(#[$meta])*
+        pub struct $name {
+            $($(#[$field_meta])* pub $field: $ty,)*
+            pub temperature: Option<f32>,
+            pub top_p: Option<f32>,
+            pub top_k: Option<i32>,
+            pub min_p: Option<f32>,
+            pub frequency_penalty: Option<f32>,
+            pub presence_penalty: Option<f32>,
+            pub repetition_penalty: Option<f32>,
+            pub seed: Option<i64>,
+        }
+
+        impl $name {
+            /// The sampling knobs as sent.
+            pub fn knobs(&self) -> $crate::api::validate::Knobs {
+                $crate::api::validate::Knobs {
+                    temperature: self.temperature,
+                    top_p: self.top_p,
+                    top_k: self.top_k,
+                    min_p: self.min_p,
+                    frequency_penalty: self.frequency_penalty,
+                    presence_penalty: self.presence_penalty,
+                    repetition_penalty: self.repetition_penalty,
+                    seed: self.seed,
+                }
+            }
+        }
+    };
+}
+pub(crate) use with_sampling_knobs;
+
 /// The draft checked and put in the terms generation takes; errors name the field as the
 /// caller's API does.
 pub fn validate(draft: Draft, state: &ApiState) -> Result<Generation, ApiError> {
-    let dialect = draft.dialect;
+    let route = draft.route;
     let paths = draft.tool_paths.clone();
-    checked(draft, state).map_err(|e| dialect.rename(at_body_places(e, &paths)))
+    checked(draft, state).map_err(|e| route.rename(at_body_places(e, &paths)))
 }
 
 /// An error naming `tools[k]` of the offered list names the tool's place in the body.
@@ -116,18 +164,18 @@ fn at_body_places(error: ApiError, paths: &[String]) -> ApiError {
 }
 
 fn checked(draft: Draft, state: &ApiState) -> Result<Generation, ApiError> {
-    let dialect = draft.dialect;
-    let messages_field = dialect.messages_field();
+    let route = draft.route;
+    let messages_field = route.messages_field();
     // Chat Completions takes any message; the others need one that is not the system prompt;
     // a completion or an infill has text, not messages (its front end checks it)
-    let has_conversation = match dialect {
-        Dialect::Chat => !draft.messages.is_empty(),
-        Dialect::Responses | Dialect::Messages => draft.messages.iter().any(|m| m.role != "system"),
-        Dialect::Completions | Dialect::Infill => true,
+    let has_conversation = match route {
+        Route::ChatCompletions => !draft.messages.is_empty(),
+        Route::Responses | Route::Messages => draft.messages.iter().any(|m| m.role != "system"),
+        Route::Completions | Route::Infill => true,
     };
     if !has_conversation {
-        let message = match dialect {
-            Dialect::Responses => format!("`{messages_field}` has no message"),
+        let message = match route {
+            Route::Responses => format!("`{messages_field}` has no message"),
             _ => format!("`{messages_field}` must not be empty"),
         };
         return Err(ApiError::bad(message, Some(messages_field)));
@@ -137,16 +185,16 @@ fn checked(draft: Draft, state: &ApiState) -> Result<Generation, ApiError> {
         "temperature",
         knobs.temperature,
         0.0,
-        dialect.temperature_max(),
+        route.temperature_max(),
     )?;
     in_range("top_p", knobs.top_p, 0.0, 1.0)?;
     in_range("min_p", knobs.min_p, 0.0, 1.0)?;
     in_range("frequency_penalty", knobs.frequency_penalty, -2.0, 2.0)?;
     in_range("presence_penalty", knobs.presence_penalty, -2.0, 2.0)?;
     in_range("repetition_penalty", knobs.repetition_penalty, 0.01, 10.0)?;
-    let max_field = dialect.max_tokens_field();
+    let max_field = route.max_tokens_field();
     match draft.max_tokens {
-        None if dialect == Dialect::Messages => {
+        None if route == Route::Messages => {
             return Err(ApiError::bad(
                 format!("`{max_field}` is required"),
                 Some(max_field),
@@ -160,7 +208,7 @@ fn checked(draft: Draft, state: &ApiState) -> Result<Generation, ApiError> {
         }
         _ => {}
     }
-    check_stops(dialect.stop_field(), &draft.stop, &state.app)?;
+    check_stops(route.stop_field(), &draft.stop, &state.app)?;
     let output = tools::output_plan(
         draft.tools,
         draft.tool_choice.as_ref(),
@@ -176,7 +224,7 @@ fn checked(draft: Draft, state: &ApiState) -> Result<Generation, ApiError> {
         stop: draft.stop,
         ignore_eos: draft.ignore_eos,
         priority: body_priority(draft.priority.as_ref())?,
-        dialect,
+        route,
     })
 }
 
@@ -203,5 +251,44 @@ fn sampling(knobs: &Knobs) -> Sampling {
         frequency_penalty: knobs.frequency_penalty.unwrap_or(0.0),
         presence_penalty: knobs.presence_penalty.unwrap_or(0.0),
         ..defaults
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::body::parse_body;
+    use super::super::chat::ChatCompletionDto;
+    use super::super::completions::CompletionDto;
+    use super::*;
+
+    #[test]
+    fn a_knob_of_the_wrong_type_names_its_field_and_where_the_parser_stopped() {
+        let body = br#"{"messages": [], "temperature": "hot"}"#;
+        let chat = parse_body::<ChatCompletionDto>(body).unwrap_err();
+        let completion = parse_body::<CompletionDto>(body).unwrap_err();
+        let expected = ApiError::bad(
+            "`temperature`: invalid type: string \"hot\", expected f32 at line 1 column 37",
+            Some("temperature"),
+        );
+        assert_eq!(chat, expected);
+        assert_eq!(completion, expected);
+        // why the knobs are not a `#[serde(flatten)]`ed struct: the field and place are lost
+        #[derive(Debug, serde::Deserialize)]
+        #[allow(dead_code)]
+        struct Flat {
+            messages: Vec<Value>,
+            #[serde(flatten)]
+            knobs: FlatKnobs,
+        }
+        #[derive(Debug, serde::Deserialize)]
+        #[allow(dead_code)]
+        struct FlatKnobs {
+            temperature: Option<f32>,
+        }
+        let flat = parse_body::<Flat>(body).unwrap_err();
+        assert!(
+            matches!(&flat, ApiError::BadRequest { param: None, message } if message.starts_with("the body is not a valid request")),
+            "{flat:?}"
+        );
     }
 }

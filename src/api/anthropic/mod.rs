@@ -11,11 +11,11 @@
 //! tokenizing.
 
 use super::body::{bad, body_bytes, parse_body};
-use super::dialect::Dialect;
-use super::generation::{self, split_reasoning};
+use super::dialect::{ErrorShape, RouteApi};
+use super::frontend::{Frontend, Translated};
+use super::generation::{self, Started, split_reasoning};
 use super::tools::{self, ToolDto};
-use super::validate::{Draft, Knobs, validate};
-use super::wire;
+use super::validate::{Draft, Knobs};
 use super::{ApiError, ApiState};
 use crate::chat::{ChatMessage, ToolCall};
 use crate::service::Route;
@@ -23,7 +23,6 @@ use axum::Json;
 use axum::body::Bytes;
 use axum::extract::State;
 use axum::extract::rejection::BytesRejection;
-use axum::http::HeaderMap;
 use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
 use serde_json::{Value, json};
@@ -77,7 +76,7 @@ pub struct CountDto {
 
 /// An Anthropic error response for any [`ApiError`].
 pub fn error_response(error: ApiError) -> Response {
-    Dialect::Messages.error_response(error)
+    ErrorShape::Anthropic.response(error)
 }
 
 /// The system prompt's text, without Claude Code's attribution line.
@@ -171,6 +170,7 @@ pub fn to_messages(
     if !system.is_empty() {
         out.push(ChatMessage::new("system", &system));
     }
+    // tool_use ids seen so far → their tools' names (a tool_result names its call by id)
     let mut names: HashMap<String, String> = HashMap::new();
     for (i, m) in messages.iter().enumerate() {
         let role = match m.role.as_str() {
@@ -198,109 +198,148 @@ pub fn to_messages(
                 ));
             }
         };
-        let mut texts: Vec<String> = Vec::new();
-        let mut thinking: Vec<String> = Vec::new();
-        let mut calls = Vec::new();
+        let mut turn = Turn::default();
         for (j, block) in blocks.iter().enumerate() {
             let param = format!("messages[{i}].content[{j}]");
-            match block.get("type").and_then(Value::as_str) {
-                Some("text") => texts.push(
-                    block
-                        .get("text")
-                        .and_then(Value::as_str)
-                        .unwrap_or("")
-                        .to_owned(),
-                ),
-                Some("thinking") => {
-                    if let Some(t) = block.get("thinking").and_then(Value::as_str) {
-                        thinking.push(t.to_owned());
-                    }
-                }
-                // encrypted: nothing a local model can read
-                Some("redacted_thinking") => {}
-                // A screenshot in an agent's history: this engine reads text only.
-                Some("image" | "document") => {
-                    super::omitted::note("image or document block", format_args!("{param}"));
-                    texts.push("[image omitted]".into());
-                }
-                Some("tool_use") if role == "assistant" => {
-                    let id = block.get("id").and_then(Value::as_str).unwrap_or("");
-                    let name = block
-                        .get("name")
-                        .and_then(Value::as_str)
-                        .filter(|n| tools::valid_name(n))
-                        .ok_or_else(|| {
-                            bad(
-                                format!("`{param}.name` must be 1 to 64 letters, digits, _ or -"),
-                                &format!("{param}.name"),
-                            )
-                        })?;
-                    let input = block
-                        .get("input")
-                        .cloned()
-                        .filter(Value::is_object)
-                        .ok_or_else(|| {
-                            bad(
-                                format!("`{param}.input` must be an object"),
-                                &format!("{param}.input"),
-                            )
-                        })?;
-                    names.insert(id.to_owned(), name.to_owned());
-                    calls.push(ToolCall {
-                        id: Some(id.to_owned()),
-                        name: name.to_owned(),
-                        arguments: input,
-                    });
-                }
-                Some("tool_result") if role == "user" => {
-                    let id = block
-                        .get("tool_use_id")
-                        .and_then(Value::as_str)
-                        .unwrap_or("");
-                    let name = names.get(id).cloned().ok_or_else(|| {
-                        bad(
-                            format!("`{param}.tool_use_id` {id:?} names no earlier tool_use"),
-                            &format!("{param}.tool_use_id"),
-                        )
-                    })?;
-                    let mut result =
-                        result_text(block.get("content"), &format!("{param}.content"))?;
-                    if block.get("is_error").and_then(Value::as_bool) == Some(true) {
-                        result = format!("Error: {result}");
-                    }
-                    let mut message = ChatMessage::new("tool", &result);
-                    message.name = Some(name);
-                    message.tool_call_id = Some(id.to_owned());
-                    out.push(message);
-                }
-                other => {
-                    return Err(bad(
-                        format!(
-                            "`{param}`: blocks of type {:?} are not supported in a {role} message",
-                            other.unwrap_or("none")
-                        ),
-                        &param,
-                    ));
+            turn.read(block, &param, role, &mut names, &mut out)?;
+        }
+        turn.push_to(role, &mut out);
+    }
+    Ok(out)
+}
+
+/// One message's blocks as read so far.
+#[derive(Default)]
+struct Turn {
+    texts: Vec<String>,
+    thinking: Vec<String>,
+    calls: Vec<ToolCall>,
+}
+
+impl Turn {
+    /// Takes one block (`param` names it); a tool result goes to `out` as a tool message.
+    fn read(
+        &mut self,
+        block: &Value,
+        param: &str,
+        role: &str,
+        names: &mut HashMap<String, String>,
+        out: &mut Vec<ChatMessage>,
+    ) -> Result<(), ApiError> {
+        match block.get("type").and_then(Value::as_str) {
+            Some("text") => self.texts.push(
+                block
+                    .get("text")
+                    .and_then(Value::as_str)
+                    .unwrap_or("")
+                    .to_owned(),
+            ),
+            Some("thinking") => {
+                if let Some(t) = block.get("thinking").and_then(Value::as_str) {
+                    self.thinking.push(t.to_owned());
                 }
             }
+            // encrypted: nothing a local model can read
+            Some("redacted_thinking") => {}
+            // A screenshot in an agent's history: this engine reads text only.
+            Some("image" | "document") => {
+                super::omitted::note("image or document block", format_args!("{param}"));
+                self.texts.push("[image omitted]".into());
+            }
+            Some("tool_use") if role == "assistant" => {
+                let call = tool_use(block, param)?;
+                let id = call.id.clone().unwrap_or_default();
+                names.insert(id, call.name.clone());
+                self.calls.push(call);
+            }
+            Some("tool_result") if role == "user" => out.push(tool_result(block, param, names)?),
+            other => {
+                return Err(bad(
+                    format!(
+                        "`{param}`: blocks of type {:?} are not supported in a {role} message",
+                        other.unwrap_or("none")
+                    ),
+                    param,
+                ));
+            }
         }
+        Ok(())
+    }
+
+    /// The message itself, after the tool results it held.
+    fn push_to(self, role: &str, out: &mut Vec<ChatMessage>) {
         // Separate blocks stay separate paragraphs.
-        let text = texts.join("\n\n");
+        let text = self.texts.join("\n\n");
         if role == "system" {
             out.push(ChatMessage::new("system", &text));
         } else if role == "assistant" {
             let (in_text, rest) = split_reasoning(&text);
             let mut message = ChatMessage::new("assistant", rest);
-            message.reasoning_content = (!thinking.is_empty())
-                .then(|| thinking.join("\n\n"))
+            message.reasoning_content = (!self.thinking.is_empty())
+                .then(|| self.thinking.join("\n\n"))
                 .or(in_text);
-            message.tool_calls = calls;
+            message.tool_calls = self.calls;
             out.push(message);
         } else if !text.is_empty() || out.last().is_none_or(|m| m.role != "tool") {
             out.push(ChatMessage::new("user", &text));
         }
     }
-    Ok(out)
+}
+
+/// A `tool_use` block as a call: a valid name, an object as input.
+fn tool_use(block: &Value, param: &str) -> Result<ToolCall, ApiError> {
+    let id = block.get("id").and_then(Value::as_str).unwrap_or("");
+    let name = block
+        .get("name")
+        .and_then(Value::as_str)
+        .filter(|n| tools::valid_name(n))
+        .ok_or_else(|| {
+            bad(
+                format!("`{param}.name` must be 1 to 64 letters, digits, _ or -"),
+                &format!("{param}.name"),
+            )
+        })?;
+    let input = block
+        .get("input")
+        .cloned()
+        .filter(Value::is_object)
+        .ok_or_else(|| {
+            bad(
+                format!("`{param}.input` must be an object"),
+                &format!("{param}.input"),
+            )
+        })?;
+    Ok(ToolCall {
+        id: Some(id.to_owned()),
+        name: name.to_owned(),
+        arguments: input,
+    })
+}
+
+/// A `tool_result` block as a tool message, named by the earlier `tool_use` it answers.
+fn tool_result(
+    block: &Value,
+    param: &str,
+    names: &HashMap<String, String>,
+) -> Result<ChatMessage, ApiError> {
+    let id = block
+        .get("tool_use_id")
+        .and_then(Value::as_str)
+        .unwrap_or("");
+    let name = names.get(id).cloned().ok_or_else(|| {
+        bad(
+            format!("`{param}.tool_use_id` {id:?} names no earlier tool_use"),
+            &format!("{param}.tool_use_id"),
+        )
+    })?;
+    let mut result = result_text(block.get("content"), &format!("{param}.content"))?;
+    if block.get("is_error").and_then(Value::as_bool) == Some(true) {
+        result = format!("Error: {result}");
+    }
+    let mut message = ChatMessage::new("tool", &result);
+    message.name = Some(name);
+    message.tool_call_id = Some(id.to_owned());
+    Ok(message)
 }
 
 /// Custom tools (`{"name", "description", "input_schema"}`) in Chat's shape; server tools
@@ -339,64 +378,54 @@ fn chat_tool_choice(choice: Option<&Value>) -> Result<Option<Value>, ApiError> {
     }))
 }
 
-/// Messages' body translated for the one validation step, and whether to stream.
-fn draft_of(dto: MessagesDto) -> Result<(Draft, bool), ApiError> {
-    let (offered, tool_paths) = custom_tools(dto.tools.unwrap_or_default())?;
-    let draft = Draft {
-        tools: Some(offered),
-        tool_paths,
-        tool_choice: chat_tool_choice(dto.tool_choice.as_ref())?,
-        knobs: Knobs {
-            temperature: dto.temperature,
-            top_p: dto.top_p,
-            top_k: dto.top_k,
-            ..Knobs::default()
-        },
-        max_tokens: dto.max_tokens,
-        stop: dto.stop_sequences.unwrap_or_default(),
-        priority: dto.priority,
-        ..Draft::new(
-            Dialect::Messages,
-            to_messages(dto.system.as_ref(), &dto.messages)?,
-        )
-    };
-    Ok((draft, dto.stream))
-}
+/// Anthropic Messages: answered in content blocks and `message_*` events, errors in
+/// Anthropic's shape.
+pub struct Messages;
 
-pub async fn messages(
-    State(state): State<ApiState>,
-    headers: HeaderMap,
-    body: Result<Bytes, BytesRejection>,
-) -> Response {
-    // one engine unit for the whole request: tokenized by the model that serves it
-    match messages_inner(state.pinned(), headers, body).await {
-        Ok(response) => response,
-        Err(e) => error_response(e),
+impl Frontend for Messages {
+    const ROUTE: Route = Route::Messages;
+    const CALL_ID_PREFIX: &'static str = "toolu_";
+    type Dto = MessagesDto;
+    type Extra = ();
+    type Writer = Writer;
+
+    fn model(dto: &MessagesDto) -> Option<&str> {
+        dto.model.as_deref()
+    }
+
+    fn translate(dto: MessagesDto) -> Result<Translated<()>, ApiError> {
+        let (offered, tool_paths) = custom_tools(dto.tools.unwrap_or_default())?;
+        let draft = Draft {
+            tools: Some(offered),
+            tool_paths,
+            tool_choice: chat_tool_choice(dto.tool_choice.as_ref())?,
+            knobs: Knobs {
+                temperature: dto.temperature,
+                top_p: dto.top_p,
+                top_k: dto.top_k,
+                ..Knobs::default()
+            },
+            max_tokens: dto.max_tokens,
+            stop: dto.stop_sequences.unwrap_or_default(),
+            priority: dto.priority,
+            ..Draft::new(
+                Route::Messages,
+                to_messages(dto.system.as_ref(), &dto.messages)?,
+            )
+        };
+        Ok(Translated {
+            draft,
+            stream: dto.stream,
+            extra: (),
+        })
+    }
+
+    fn writer(started: &Started, model: String, _: ()) -> Writer {
+        Writer::new(started, model)
     }
 }
 
-async fn messages_inner(
-    state: ApiState,
-    headers: HeaderMap,
-    body: Result<Bytes, BytesRejection>,
-) -> Result<Response, ApiError> {
-    let body = body_bytes(&state, body)?;
-    let prep = state.clone();
-    let (prepared, model, stream) = state
-        .limits
-        .prepare(move || {
-            let dto: MessagesDto = parse_body(&body)?;
-            let model = prep.model_name(dto.model.as_deref());
-            let (draft, stream) = draft_of(dto)?;
-            let generation = validate(draft, &prep)?;
-            Ok((generation::tokenize(&prep, generation)?, model, stream))
-        })
-        .await?;
-    let started = generation::submit(&state, &headers, prepared, Route::Messages, "toolu_").await?;
-    let writer = Writer::new(&started, model);
-    wire::respond(started, writer, stream).await
-}
-
+/// `POST /v1/messages/count_tokens`: the prompt's tokens, no generation.
 pub async fn count_tokens(
     State(state): State<ApiState>,
     body: Result<Bytes, BytesRejection>,
@@ -418,7 +447,7 @@ pub async fn count_tokens(
                     prep.prompts().tool_format(),
                     &prep.app,
                 )
-                .map_err(|e| Dialect::Messages.rename(e))?;
+                .map_err(|e| Route::Messages.rename(e))?;
                 generation::count_tokens(&prep, messages, &output.tools)
             })
             .await?;

@@ -20,7 +20,7 @@ enum Open {
 
 /// Turns parsed pieces into content blocks and stream events.
 #[derive(Debug)]
-pub(super) struct Writer {
+pub struct Writer {
     id: String,
     prompt_tokens: usize,
     model: String,
@@ -33,7 +33,7 @@ fn event(kind: &str, body: Value) -> Event {
 }
 
 impl Writer {
-    pub(super) fn new(started: &Started, model: String) -> Self {
+    pub fn new(started: &Started, model: String) -> Self {
         Self {
             id: format!("msg_{}", started.id.0),
             prompt_tokens: started.prompt_tokens,

@@ -7,20 +7,14 @@
 //! `sequence_number` and the `item_id` / `output_index` / `content_index` it belongs to, and a
 //! `response.in_progress` at least every 10 s while the request waits, is parked or is read.
 
-use super::body::{bad, body_bytes, parse_body};
-use super::dialect::Dialect;
-use super::generation::{self, Generation, split_reasoning};
+use super::ApiError;
+use super::body::bad;
+use super::frontend::{Frontend, Translated};
+use super::generation::{Started, split_reasoning};
 use super::tools::{self, JsonSchemaDto, ResponseFormatDto, ToolDto};
-use super::validate::{Draft, Knobs, validate};
-use super::wire;
-use super::{ApiError, ApiState};
+use super::validate::{Draft, Knobs};
 use crate::chat::{ChatMessage, ToolCall};
 use crate::service::Route;
-use axum::body::Bytes;
-use axum::extract::State;
-use axum::extract::rejection::BytesRejection;
-use axum::http::HeaderMap;
-use axum::response::Response;
 use serde::Deserialize;
 use serde_json::{Value, json};
 use std::collections::HashMap;
@@ -70,15 +64,6 @@ pub struct FormatDto {
     pub kind: String,
     #[serde(default)]
     pub schema: Option<Value>,
-}
-
-/// A validated Responses request.
-#[derive(Debug)]
-pub struct ResponsesRequest {
-    pub generation: Generation,
-    pub stream: bool,
-    /// Echoed in the response object.
-    pub echo: Value,
 }
 
 /// The text of a string or of an array of text parts (`input_text`, `output_text`, `text`).
@@ -134,21 +119,7 @@ pub fn items_to_messages(items: &[Value]) -> Result<Vec<ChatMessage>, ApiError> 
             .or_else(|| item.get("role").map(|_| "message"));
         match kind {
             Some("message") => {
-                let role = match item.get("role").and_then(Value::as_str) {
-                    Some("user") => "user",
-                    Some("assistant") => "assistant",
-                    Some("system" | "developer") => "system",
-                    other => {
-                        return Err(bad(
-                            format!(
-                                "`input[{i}].role` must be user, assistant, system or developer, got {other:?}"
-                            ),
-                            &format!("input[{i}].role"),
-                        ));
-                    }
-                };
-                let content = item.get("content").unwrap_or(&Value::Null);
-                let text = text_of(content, &format!("input[{i}].content"))?;
+                let (role, text) = message_item(i, item)?;
                 if role == "assistant" {
                     let (in_text, rest) = split_reasoning(&text);
                     let mut message = ChatMessage::new(role, rest);
@@ -160,42 +131,8 @@ pub fn items_to_messages(items: &[Value]) -> Result<Vec<ChatMessage>, ApiError> 
                 }
             }
             Some("function_call") => {
-                let field = |name: &str| {
-                    item.get(name).and_then(Value::as_str).ok_or_else(|| {
-                        bad(
-                            format!("`input[{i}].{name}` must be a string"),
-                            &format!("input[{i}].{name}"),
-                        )
-                    })
-                };
-                let (call_id, name, arguments) =
-                    (field("call_id")?, field("name")?, field("arguments")?);
-                // History is replayed as the client kept it: a call whose arguments were cut
-                // (an incomplete item) must not make every later turn fail.
-                let arguments: Value = serde_json::from_str(arguments)
-                    .ok()
-                    .filter(Value::is_object)
-                    .unwrap_or_else(|| {
-                        super::omitted::note(
-                            "call's arguments that are not a JSON object (replayed as {})",
-                            format_args!("input[{i}].arguments"),
-                        );
-                        json!({})
-                    });
-                if !tools::valid_name(name) {
-                    return Err(bad(
-                        format!(
-                            "`input[{i}].name` must be 1 to 64 letters, digits, _ or -, got {name:?}"
-                        ),
-                        &format!("input[{i}].name"),
-                    ));
-                }
-                names.insert(call_id.to_owned(), name.to_owned());
-                let call = ToolCall {
-                    id: Some(call_id.to_owned()),
-                    name: name.to_owned(),
-                    arguments,
-                };
+                let call = function_call(i, item)?;
+                names.insert(call.id.clone().unwrap_or_default(), call.name.clone());
                 match messages.last_mut() {
                     Some(last) if last.role == "assistant" => last.tool_calls.push(call),
                     _ => {
@@ -206,22 +143,7 @@ pub fn items_to_messages(items: &[Value]) -> Result<Vec<ChatMessage>, ApiError> 
                     }
                 }
             }
-            Some("function_call_output") => {
-                let call_id = item.get("call_id").and_then(Value::as_str).unwrap_or("");
-                let name = names.get(call_id).ok_or_else(|| {
-                    bad(
-                        format!("`input[{i}].call_id` {call_id:?} names no earlier function_call"),
-                        &format!("input[{i}].call_id"),
-                    )
-                })?;
-                let output = text_of(
-                    item.get("output").unwrap_or(&Value::Null),
-                    &format!("input[{i}].output"),
-                )?;
-                let mut message = ChatMessage::new("tool", &output);
-                message.name = Some(name.clone());
-                messages.push(message);
-            }
+            Some("function_call_output") => messages.push(call_output(i, item, &names)?),
             // its summary (what this server writes) or its text; encrypted content is never
             // asked for
             Some("reasoning") => {
@@ -244,6 +166,83 @@ pub fn items_to_messages(items: &[Value]) -> Result<Vec<ChatMessage>, ApiError> 
         }
     }
     Ok(messages)
+}
+
+/// `input[i]`, a message: its role in the shared form and its text.
+fn message_item(i: usize, item: &Value) -> Result<(&'static str, String), ApiError> {
+    let role = match item.get("role").and_then(Value::as_str) {
+        Some("user") => "user",
+        Some("assistant") => "assistant",
+        Some("system" | "developer") => "system",
+        other => {
+            return Err(bad(
+                format!(
+                    "`input[{i}].role` must be user, assistant, system or developer, got {other:?}"
+                ),
+                &format!("input[{i}].role"),
+            ));
+        }
+    };
+    let content = item.get("content").unwrap_or(&Value::Null);
+    Ok((role, text_of(content, &format!("input[{i}].content"))?))
+}
+
+/// `input[i]`, a `function_call`, as a call.
+fn function_call(i: usize, item: &Value) -> Result<ToolCall, ApiError> {
+    let field = |name: &str| {
+        item.get(name).and_then(Value::as_str).ok_or_else(|| {
+            bad(
+                format!("`input[{i}].{name}` must be a string"),
+                &format!("input[{i}].{name}"),
+            )
+        })
+    };
+    let (call_id, name, arguments) = (field("call_id")?, field("name")?, field("arguments")?);
+    // History is replayed as the client kept it: a call whose arguments were cut (an
+    // incomplete item) must not make every later turn fail.
+    let arguments: Value = serde_json::from_str(arguments)
+        .ok()
+        .filter(Value::is_object)
+        .unwrap_or_else(|| {
+            super::omitted::note(
+                "call's arguments that are not a JSON object (replayed as {})",
+                format_args!("input[{i}].arguments"),
+            );
+            json!({})
+        });
+    if !tools::valid_name(name) {
+        return Err(bad(
+            format!("`input[{i}].name` must be 1 to 64 letters, digits, _ or -, got {name:?}"),
+            &format!("input[{i}].name"),
+        ));
+    }
+    Ok(ToolCall {
+        id: Some(call_id.to_owned()),
+        name: name.to_owned(),
+        arguments,
+    })
+}
+
+/// `input[i]`, a `function_call_output`, as a tool message named by its call.
+fn call_output(
+    i: usize,
+    item: &Value,
+    names: &HashMap<String, String>,
+) -> Result<ChatMessage, ApiError> {
+    let call_id = item.get("call_id").and_then(Value::as_str).unwrap_or("");
+    let name = names.get(call_id).ok_or_else(|| {
+        bad(
+            format!("`input[{i}].call_id` {call_id:?} names no earlier function_call"),
+            &format!("input[{i}].call_id"),
+        )
+    })?;
+    let output = text_of(
+        item.get("output").unwrap_or(&Value::Null),
+        &format!("input[{i}].output"),
+    )?;
+    let mut message = ChatMessage::new("tool", &output);
+    message.name = Some(name.clone());
+    Ok(message)
 }
 
 /// The Responses tool shape (`{"type": "function", "name", "parameters", ...}`) as Chat's.
@@ -308,9 +307,23 @@ fn chat_tool_choice(choice: Option<Value>) -> Result<Option<Value>, ApiError> {
     }
 }
 
-impl ResponsesRequest {
-    /// The body translated and put through the one validation step.
-    pub fn parse(dto: ResponsesDto, state: &ApiState) -> Result<Self, ApiError> {
+/// OpenAI Responses, stateless: answered in `response.*` events or one `response` object.
+pub struct Responses;
+
+/// The request's settings as the response object echoes them.
+pub struct Echo(Value);
+
+impl Frontend for Responses {
+    const ROUTE: Route = Route::Responses;
+    type Dto = ResponsesDto;
+    type Extra = Echo;
+    type Writer = Writer;
+
+    fn model(dto: &ResponsesDto) -> Option<&str> {
+        dto.model.as_deref()
+    }
+
+    fn translate(dto: ResponsesDto) -> Result<Translated<Echo>, ApiError> {
         let mut messages = Vec::new();
         if let Some(instructions) = &dto.instructions {
             messages.push(ChatMessage::new("system", instructions));
@@ -343,9 +356,8 @@ impl ResponsesRequest {
             },
             max_tokens: dto.max_output_tokens,
             priority: dto.priority.clone(),
-            ..Draft::new(Dialect::Responses, messages)
+            ..Draft::new(Route::Responses, messages)
         };
-        let generation = validate(draft, state)?;
         let echo = json!({
             "instructions": dto.instructions,
             "max_output_tokens": dto.max_output_tokens,
@@ -356,36 +368,16 @@ impl ResponsesRequest {
             "text": {"format": dto.text.and_then(|t| t.format).map_or(json!({"type": "text"}), |f| json!({"type": f.kind}))},
             "parallel_tool_calls": true,
         });
-        Ok(Self {
-            generation,
+        Ok(Translated {
+            draft,
             stream: dto.stream,
-            echo,
+            extra: Echo(echo),
         })
     }
-}
 
-pub async fn responses(
-    State(state): State<ApiState>,
-    headers: HeaderMap,
-    body: Result<Bytes, BytesRejection>,
-) -> Result<Response, ApiError> {
-    // one engine unit for the whole request: tokenized by the model that serves it
-    let state = state.pinned();
-    let body = body_bytes(&state, body)?;
-    let prep = state.clone();
-    let (prepared, model, stream, echo) = state
-        .limits
-        .prepare(move || {
-            let dto: ResponsesDto = parse_body(&body)?;
-            let model = prep.model_name(dto.model.as_deref());
-            let request = ResponsesRequest::parse(dto, &prep)?;
-            let prepared = generation::tokenize(&prep, request.generation)?;
-            Ok((prepared, model, request.stream, request.echo))
-        })
-        .await?;
-    let started = generation::submit(&state, &headers, prepared, Route::Responses, "call_").await?;
-    let writer = Writer::new(&started, model, echo);
-    wire::respond(started, writer, stream).await
+    fn writer(started: &Started, model: String, echo: Echo) -> Writer {
+        Writer::new(started, model, echo.0)
+    }
 }
 
 #[cfg(test)]

@@ -1,4 +1,5 @@
 use super::*;
+use crate::api::body::parse_body;
 use proptest::prelude::*;
 
 #[test]

@@ -30,7 +30,7 @@ enum Open {
 
 /// Turns parsed pieces into output items and stream events.
 #[derive(Debug)]
-pub(super) struct Writer {
+pub struct Writer {
     id: String,
     model: String,
     created: u64,
@@ -42,7 +42,7 @@ pub(super) struct Writer {
 }
 
 impl Writer {
-    pub(super) fn new(started: &Started, model: String, echo: Value) -> Self {
+    pub fn new(started: &Started, model: String, echo: Value) -> Self {
         Self {
             id: format!("resp_{}", started.id.0),
             model,
