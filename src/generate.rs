@@ -5,7 +5,7 @@ use crate::chat::{ChatMessage, ChatTemplate, TemplateError, Utf8Stream};
 use crate::cli::GenerateArgs;
 use crate::engine::{EngineError, EngineProcess, WorkerLaunch};
 use crate::engine_worker::WorkerOptions;
-use crate::ids::{RequestId, SeqId};
+use crate::ids::{RequestId, SeqId, TokenId};
 use crate::models::{ModelFetchError, ensure_default_model};
 use crate::protocol::{Chunk, Command, Reply, Sampling};
 use crate::tokenizer::{Tokenizer, TokenizerError};
@@ -49,23 +49,7 @@ pub async fn generate(
     worker_exe: PathBuf,
     out: &mut impl Write,
 ) -> Result<GenerateReport, GenerateError> {
-    let model = match &args.model {
-        Some(path) => path.clone(),
-        None => ensure_default_model()?,
-    };
-    let tokenizer = Tokenizer::load(&model)?;
-    let template = ChatTemplate::new(
-        tokenizer.chat_template().as_deref(),
-        &tokenizer.bos_text(),
-        &tokenizer.eos_text(),
-    )?;
-    let mut messages = Vec::new();
-    if let Some(system) = &args.system {
-        messages.push(ChatMessage::new("system", system));
-    }
-    messages.push(ChatMessage::new("user", &args.prompt));
-    let prompt = tokenizer.tokenize_segments(&template.render(&messages)?);
-
+    let (model, prompt) = model_and_prompt(args)?;
     let options = WorkerOptions::of(crate::protocol::EngineSettings {
         ctx_tokens: args.ctx_tokens,
         threads: args.threads,
@@ -114,27 +98,72 @@ pub async fn generate(
     };
     let room = handshake.model.n_ctx as usize - prompt.len();
     let max_tokens = (args.max_tokens as usize).min(room);
+    let run = Run {
+        prompt: &prompt,
+        chunk_tokens,
+        max_tokens,
+        request,
+    };
+    let first_token_at = run_steps(engine, &run, &mut report, out).await?;
+    let finished = Instant::now();
+    if let Some(first) = first_token_at {
+        report.time_to_first_token_secs = (first - asked).as_secs_f64();
+        let decode_secs = (finished - first).as_secs_f64();
+        if decode_secs > 0.0 {
+            report.decode_tokens_per_sec = report.generated_tokens as f64 / decode_secs;
+        }
+    }
+    let _ = engine.call(Command::Close { request }, deadline).await;
+    process.shutdown().await;
+    tracing::debug!(secs = started.elapsed().as_secs_f64(), "generate done");
+    Ok(report)
+}
+
+/// The model to run (the default one fetched when none is named) and the prompt, rendered
+/// by its chat template and tokenized.
+fn model_and_prompt(args: &GenerateArgs) -> Result<(PathBuf, Vec<TokenId>), GenerateError> {
+    let model = match &args.model {
+        Some(path) => path.clone(),
+        None => ensure_default_model()?,
+    };
+    let tokenizer = Tokenizer::load(&model)?;
+    let template = ChatTemplate::new(
+        tokenizer.chat_template().as_deref(),
+        &tokenizer.bos_text(),
+        &tokenizer.eos_text(),
+    )?;
+    let mut messages = Vec::new();
+    if let Some(system) = &args.system {
+        messages.push(ChatMessage::new("system", system));
+    }
+    messages.push(ChatMessage::new("user", &args.prompt));
+    let prompt = tokenizer.tokenize_segments(&template.render(&messages)?);
+    Ok((model, prompt))
+}
+
+/// The one request's run: its prompt, read in chunks, and how many tokens it may make.
+struct Run<'a> {
+    prompt: &'a [TokenId],
+    chunk_tokens: usize,
+    max_tokens: usize,
+    request: RequestId,
+}
+
+/// Steps the engine through the prompt's chunks, then decodes until the end of generation
+/// or `max_tokens`, writing the text as it comes; when the first token came.
+async fn run_steps(
+    engine: &mut EngineProcess,
+    run: &Run<'_>,
+    report: &mut GenerateReport,
+    out: &mut impl Write,
+) -> Result<Option<Instant>, GenerateError> {
     let mut utf8 = Utf8Stream::new();
-    let pieces: Vec<&[i32]> = prompt.chunks(chunk_tokens).collect();
+    let pieces: Vec<&[i32]> = run.prompt.chunks(run.chunk_tokens).collect();
     let mut first_token_at = None;
     let mut step = 0usize;
     report.finish_reason = "length";
-    while report.generated_tokens < max_tokens {
-        let command = match pieces.get(step) {
-            Some(piece) => Command::Step {
-                chunk: Some(Chunk {
-                    request,
-                    start: (step * chunk_tokens) as u32,
-                    tokens: piece.to_vec(),
-                    last: step + 1 == pieces.len(),
-                }),
-                decode: vec![],
-            },
-            None => Command::Step {
-                chunk: None,
-                decode: vec![request],
-            },
-        };
+    while report.generated_tokens < run.max_tokens {
+        let command = step_command(&pieces, step, run);
         let deadline = engine.step_deadline(pieces.get(step).map_or(0, |p| p.len()), 1);
         step += 1;
         let Reply::StepDone(done) = engine.call(command, deadline).await? else {
@@ -142,7 +171,7 @@ pub async fn generate(
                 "a reply that is not a step".into(),
             ));
         };
-        let Some(sampled) = done.sampled.into_iter().find(|s| s.request == request) else {
+        let Some(sampled) = done.sampled.into_iter().find(|s| s.request == run.request) else {
             continue;
         };
         first_token_at.get_or_insert_with(Instant::now);
@@ -156,16 +185,24 @@ pub async fn generate(
     }
     out.write_all(utf8.finish().as_bytes())?;
     out.flush()?;
-    let finished = Instant::now();
-    if let Some(first) = first_token_at {
-        report.time_to_first_token_secs = (first - asked).as_secs_f64();
-        let decode_secs = (finished - first).as_secs_f64();
-        if decode_secs > 0.0 {
-            report.decode_tokens_per_sec = report.generated_tokens as f64 / decode_secs;
-        }
+    Ok(first_token_at)
+}
+
+/// Step `step`'s command: the prompt's next chunk while there is one, else a decode.
+fn step_command(pieces: &[&[i32]], step: usize, run: &Run<'_>) -> Command {
+    match pieces.get(step) {
+        Some(piece) => Command::Step {
+            chunk: Some(Chunk {
+                request: run.request,
+                start: (step * run.chunk_tokens) as u32,
+                tokens: piece.to_vec(),
+                last: step + 1 == pieces.len(),
+            }),
+            decode: vec![],
+        },
+        None => Command::Step {
+            chunk: None,
+            decode: vec![run.request],
+        },
     }
-    let _ = engine.call(Command::Close { request }, deadline).await;
-    process.shutdown().await;
-    tracing::debug!(secs = started.elapsed().as_secs_f64(), "generate done");
-    Ok(report)
 }

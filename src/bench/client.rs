@@ -135,20 +135,7 @@ impl Target {
     /// Sends `ask` as a streaming chat completion and reads it to the end (or to the
     /// disconnect point).
     pub async fn stream(&self, ask: &Ask) -> Record {
-        let mut body = json!({
-            "model": self.model,
-            "messages": ask.messages,
-            "max_tokens": ask.max_tokens,
-            "temperature": 0,
-            "stream": true,
-            "stream_options": {"include_usage": true},
-        });
-        if self.ignore_eos {
-            body["ignore_eos"] = json!(true);
-        }
-        if let Some(p) = ask.priority {
-            body["priority"] = json!(p);
-        }
+        let body = self.stream_body(ask);
         let mut record = Record {
             label: ask.label.clone(),
             priority: ask.priority,
@@ -185,10 +172,51 @@ impl Target {
             record.end_secs = self.now_secs();
             return record;
         }
+        let mut times = PieceTimes::default();
+        self.read_events(response, ask, &mut record, &mut times)
+            .await;
+        record.end_secs = self.now_secs();
+        record.ttft_secs = times.first.map(|f| f - record.sent_secs);
+        if let (Some(f), Some(l)) = (times.first, times.last)
+            && record.pieces > 1
+            && l > f
+        {
+            record.tokens_per_sec = Some(f64::from(record.pieces - 1) / (l - f));
+        }
+        record
+    }
+
+    /// The streaming request's body for `ask`.
+    fn stream_body(&self, ask: &Ask) -> Value {
+        let mut body = json!({
+            "model": self.model,
+            "messages": ask.messages,
+            "max_tokens": ask.max_tokens,
+            "temperature": 0,
+            "stream": true,
+            "stream_options": {"include_usage": true},
+        });
+        if self.ignore_eos {
+            body["ignore_eos"] = json!(true);
+        }
+        if let Some(p) = ask.priority {
+            body["priority"] = json!(p);
+        }
+        body
+    }
+
+    /// Reads the response's server-sent events into `record` until `[DONE]`, the stream's
+    /// end or error, or the disconnect point.
+    async fn read_events(
+        &self,
+        response: reqwest::Response,
+        ask: &Ask,
+        record: &mut Record,
+        times: &mut PieceTimes,
+    ) {
         let mut bytes = response.bytes_stream();
         let mut pending = String::new();
-        let (mut first, mut last) = (None, None);
-        'read: while let Some(chunk) = bytes.next().await {
+        while let Some(chunk) = bytes.next().await {
             let chunk = match chunk {
                 Ok(chunk) => chunk,
                 Err(e) => {
@@ -203,63 +231,75 @@ impl Target {
                     let Some(data) = line.strip_prefix("data: ") else {
                         continue;
                     };
-                    if data == "[DONE]" {
-                        break 'read;
-                    }
-                    let Ok(value) = serde_json::from_str::<Value>(data) else {
-                        record.error = Some(format!("not JSON: {data}"));
-                        continue;
-                    };
-                    if let Some(error) = value.get("error") {
-                        record.error = Some(error.to_string());
-                    }
-                    if let Some(usage) = value.get("usage").filter(|u| !u.is_null()) {
-                        record.prompt_tokens = usage["prompt_tokens"].as_u64();
-                        record.completion_tokens = usage["completion_tokens"].as_u64();
-                        if let Some(cached) =
-                            usage["prompt_tokens_details"]["cached_tokens"].as_u64()
-                        {
-                            record.cached_tokens = Some(cached);
-                        }
-                    }
-                    if let Some(cached) = value["timings"]["cache_n"].as_u64() {
-                        record.cached_tokens = Some(cached);
-                    }
-                    let Some(choice) = value["choices"].get(0) else {
-                        continue;
-                    };
-                    if let Some(reason) = choice["finish_reason"].as_str() {
-                        record.finish_reason = Some(reason.to_owned());
-                    }
-                    if let Some(piece) = choice["delta"]["content"].as_str()
-                        && !piece.is_empty()
-                    {
-                        let now = self.now_secs();
-                        if first.is_none()
-                            && let Some(notify) = &ask.first_token
-                        {
-                            notify.notify_one();
-                        }
-                        first.get_or_insert(now);
-                        last = Some(now);
-                        record.pieces += 1;
-                        record.text.push_str(piece);
-                        if ask.disconnect_after == Some(record.pieces) {
-                            record.disconnected = true;
-                            break 'read;
-                        }
+                    if data == "[DONE]" || self.read_data(data, ask, record, times) {
+                        return;
                     }
                 }
             }
         }
-        record.end_secs = self.now_secs();
-        record.ttft_secs = first.map(|f| f - record.sent_secs);
-        if let (Some(f), Some(l)) = (first, last)
-            && record.pieces > 1
-            && l > f
-        {
-            record.tokens_per_sec = Some(f64::from(record.pieces - 1) / (l - f));
+    }
+
+    /// One event's data into `record`; whether the reading stops here (the disconnect point).
+    fn read_data(
+        &self,
+        data: &str,
+        ask: &Ask,
+        record: &mut Record,
+        times: &mut PieceTimes,
+    ) -> bool {
+        let Ok(value) = serde_json::from_str::<Value>(data) else {
+            record.error = Some(format!("not JSON: {data}"));
+            return false;
+        };
+        if let Some(error) = value.get("error") {
+            record.error = Some(error.to_string());
         }
-        record
+        record_usage(record, &value);
+        let Some(choice) = value["choices"].get(0) else {
+            return false;
+        };
+        if let Some(reason) = choice["finish_reason"].as_str() {
+            record.finish_reason = Some(reason.to_owned());
+        }
+        if let Some(piece) = choice["delta"]["content"].as_str()
+            && !piece.is_empty()
+        {
+            let now = self.now_secs();
+            if times.first.is_none()
+                && let Some(notify) = &ask.first_token
+            {
+                notify.notify_one();
+            }
+            times.first.get_or_insert(now);
+            times.last = Some(now);
+            record.pieces += 1;
+            record.text.push_str(piece);
+            if ask.disconnect_after == Some(record.pieces) {
+                record.disconnected = true;
+                return true;
+            }
+        }
+        false
+    }
+}
+
+/// When the first and the last content pieces arrived, in the bench's seconds.
+#[derive(Debug, Default)]
+struct PieceTimes {
+    first: Option<f64>,
+    last: Option<f64>,
+}
+
+/// The tokens an event's `usage` (or llama-server's `timings`) counts, into `record`.
+fn record_usage(record: &mut Record, value: &Value) {
+    if let Some(usage) = value.get("usage").filter(|u| !u.is_null()) {
+        record.prompt_tokens = usage["prompt_tokens"].as_u64();
+        record.completion_tokens = usage["completion_tokens"].as_u64();
+        if let Some(cached) = usage["prompt_tokens_details"]["cached_tokens"].as_u64() {
+            record.cached_tokens = Some(cached);
+        }
+    }
+    if let Some(cached) = value["timings"]["cache_n"].as_u64() {
+        record.cached_tokens = Some(cached);
     }
 }

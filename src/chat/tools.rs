@@ -331,18 +331,7 @@ impl OutputParser {
         let id_prefix = &self.id_prefix;
         let short_ids = self.options.format == super::ToolFormat::Mistral;
         let mut start = |name: String, out: &mut Vec<Piece>| {
-            let index = *next_index;
-            *next_index += 1;
-            out.push(Piece::CallStart {
-                index,
-                id: if short_ids {
-                    short_id(id_prefix, index)
-                } else {
-                    format!("{id_prefix}{index}")
-                },
-                name,
-            });
-            index
+            start_call(next_index, id_prefix, short_ids, name, out)
         };
         if xml {
             stream_xml(call, out, &mut start);
@@ -352,7 +341,13 @@ impl OutputParser {
         if closed_at.is_none() {
             return false;
         }
-        // The call closed.
+        self.close_call(out, close, xml);
+        true
+    }
+
+    /// A call's close tag was found: the call ends, finished (its last arguments and its end),
+    /// invalid, or as text when it never started and does not read as a call.
+    fn close_call(&mut self, out: &mut Vec<Piece>, close: &str, xml: bool) {
         self.pending.drain(..close.len());
         let State::Call(mut call) = std::mem::replace(&mut self.state, State::Text) else {
             unreachable!("in a call")
@@ -383,7 +378,14 @@ impl OutputParser {
                 self.ending.calls_closed += 1;
             }
             (Some(done), None) => {
-                let index = start(done.name, out);
+                let short_ids = self.options.format == super::ToolFormat::Mistral;
+                let index = start_call(
+                    &mut self.next_index,
+                    &self.id_prefix,
+                    short_ids,
+                    done.name,
+                    out,
+                );
                 out.push(Piece::CallArguments {
                     index,
                     delta: done.arguments,
@@ -409,8 +411,29 @@ impl OutputParser {
                 self.content(out, text);
             }
         }
-        true
     }
+}
+
+/// Starts a call under the next index, with its id (a short one where the format wants one).
+fn start_call(
+    next_index: &mut usize,
+    id_prefix: &str,
+    short_ids: bool,
+    name: String,
+    out: &mut Vec<Piece>,
+) -> usize {
+    let index = *next_index;
+    *next_index += 1;
+    out.push(Piece::CallStart {
+        index,
+        id: if short_ids {
+            short_id(id_prefix, index)
+        } else {
+            format!("{id_prefix}{index}")
+        },
+        name,
+    });
+    index
 }
 
 /// A call id of 9 letters and digits, as Mistral's templates require of every call id they

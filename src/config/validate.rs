@@ -2,85 +2,102 @@
 
 use super::{Config, ConfigError, FlashAttn, KvType};
 
+/// A key, whether its value is in bounds, the bound in words, and the value as written.
+type Bound = (&'static str, bool, &'static str, String);
+
 impl Config {
     /// Checks every key's bounds; the first one out names the key, the bound and the value.
     pub fn validate(&self) -> Result<(), ConfigError> {
+        for (key, ok, bound, value) in self.bounds() {
+            if !ok {
+                return Err(ConfigError::OutOfBounds { key, bound, value });
+            }
+        }
+        self.validate_ranges()?;
+        self.validate_keys_and_cache()?;
+        self.scheduler
+            .validate_for(self.app.engine_settings.slots)?;
+        Ok(())
+    }
+
+    /// The keys whose bound is said in words, in the order they are checked.
+    fn bounds(&self) -> [Bound; 11] {
         let a = &self.app;
         let e = &a.engine_settings;
-        let bound = |key: &'static str, ok: bool, bound: &'static str, value: String| {
-            if ok {
-                Ok(())
-            } else {
-                Err(ConfigError::OutOfBounds { key, bound, value })
-            }
-        };
-        bound(
-            "parallel",
-            (1..=64).contains(&e.slots),
-            "between 1 and 64",
-            e.slots.to_string(),
-        )?;
-        bound(
-            "kv_sequences",
-            e.kv_sequences == 0 || (e.slots < e.kv_sequences && e.kv_sequences <= 256),
-            "0 (max(16, parallel + 1)) or more than `parallel` and at most 256",
-            e.kv_sequences.to_string(),
-        )?;
-        bound(
-            "ctx",
-            e.ctx_tokens == 0 || (256..=1_048_576).contains(&e.ctx_tokens),
-            "0 (the largest that fits) or between 256 and 1048576",
-            e.ctx_tokens.to_string(),
-        )?;
-        bound(
-            "ctx_min",
-            (256..=1_048_576).contains(&e.ctx_min_tokens),
-            "between 256 and 1048576",
-            e.ctx_min_tokens.to_string(),
-        )?;
-        bound(
-            "threads",
-            e.threads <= 1024,
-            "at most 1024",
-            e.threads.to_string(),
-        )?;
-        bound(
-            "port",
-            a.port != 0,
-            "between 1 and 65535",
-            a.port.to_string(),
-        )?;
-        bound(
-            "ubatch_tokens",
-            (64..=2048).contains(&e.ubatch_tokens),
-            "between 64 and 2048",
-            e.ubatch_tokens.to_string(),
-        )?;
-        bound(
-            "conversation_cache_mib",
-            e.conversation_cache_mib <= 1_048_576,
-            "at most 1048576",
-            e.conversation_cache_mib.to_string(),
-        )?;
-        bound(
-            "grammar_ms_per_token",
-            (1..=5_000).contains(&e.grammar_ms_per_token),
-            "between 1 and 5000 (the host gives a step 10 s and up)",
-            e.grammar_ms_per_token.to_string(),
-        )?;
-        bound(
-            "fim_priority",
-            a.fim_priority
-                .is_none_or(|p| (-1_000_000..=1_000_000).contains(&p)),
-            "between -1000000 and 1000000",
-            format!("{:?}", a.fim_priority),
-        )?;
-        bound(
-            "body_limit_mib",
-            (1..=1024).contains(&a.body_limit_mib),
-            "between 1 and 1024",
-            a.body_limit_mib.to_string(),
-        )?;
+        [
+            (
+                "parallel",
+                (1..=64).contains(&e.slots),
+                "between 1 and 64",
+                e.slots.to_string(),
+            ),
+            (
+                "kv_sequences",
+                e.kv_sequences == 0 || (e.slots < e.kv_sequences && e.kv_sequences <= 256),
+                "0 (max(16, parallel + 1)) or more than `parallel` and at most 256",
+                e.kv_sequences.to_string(),
+            ),
+            (
+                "ctx",
+                e.ctx_tokens == 0 || (256..=1_048_576).contains(&e.ctx_tokens),
+                "0 (the largest that fits) or between 256 and 1048576",
+                e.ctx_tokens.to_string(),
+            ),
+            (
+                "ctx_min",
+                (256..=1_048_576).contains(&e.ctx_min_tokens),
+                "between 256 and 1048576",
+                e.ctx_min_tokens.to_string(),
+            ),
+            (
+                "threads",
+                e.threads <= 1024,
+                "at most 1024",
+                e.threads.to_string(),
+            ),
+            (
+                "port",
+                a.port != 0,
+                "between 1 and 65535",
+                a.port.to_string(),
+            ),
+            (
+                "ubatch_tokens",
+                (64..=2048).contains(&e.ubatch_tokens),
+                "between 64 and 2048",
+                e.ubatch_tokens.to_string(),
+            ),
+            (
+                "conversation_cache_mib",
+                e.conversation_cache_mib <= 1_048_576,
+                "at most 1048576",
+                e.conversation_cache_mib.to_string(),
+            ),
+            (
+                "grammar_ms_per_token",
+                (1..=5_000).contains(&e.grammar_ms_per_token),
+                "between 1 and 5000 (the host gives a step 10 s and up)",
+                e.grammar_ms_per_token.to_string(),
+            ),
+            (
+                "fim_priority",
+                a.fim_priority
+                    .is_none_or(|p| (-1_000_000..=1_000_000).contains(&p)),
+                "between -1000000 and 1000000",
+                format!("{:?}", a.fim_priority),
+            ),
+            (
+                "body_limit_mib",
+                (1..=1024).contains(&a.body_limit_mib),
+                "between 1 and 1024",
+                a.body_limit_mib.to_string(),
+            ),
+        ]
+    }
+
+    /// The integer keys with a plain range.
+    fn validate_ranges(&self) -> Result<(), ConfigError> {
+        let a = &self.app;
         for (key, value, range) in [
             ("prepare_concurrency", a.prepare_concurrency, 0..=1024),
             ("prepare_waiting_max", a.prepare_waiting_max, 1..=100_000),
@@ -110,29 +127,34 @@ impl Config {
                 });
             }
         }
+        Ok(())
+    }
+
+    /// API keys long enough, a KV cache type the attention can hold, and keys when the
+    /// server listens beyond this machine.
+    fn validate_keys_and_cache(&self) -> Result<(), ConfigError> {
+        let a = &self.app;
+        let e = &a.engine_settings;
         if let Some(empty) = a.api_keys.iter().find(|k| k.key().len() < 8) {
-            bound(
-                "api_keys",
-                false,
-                "keys of at least 8 characters",
-                format!(
+            return Err(ConfigError::OutOfBounds {
+                key: "api_keys",
+                bound: "keys of at least 8 characters",
+                value: format!(
                     "{:?}",
                     empty.key().chars().take(2).collect::<String>() + "…"
                 ),
-            )?;
+            });
         }
         if e.kv_type == KvType::Q8_0 && e.flash_attn == FlashAttn::Off {
-            bound(
-                "kv_type",
-                false,
-                "f16 when `flash_attn` is off (llama.cpp quantizes the V cache only with flash attention)",
-                "\"q8_0\"".into(),
-            )?;
+            return Err(ConfigError::OutOfBounds {
+                key: "kv_type",
+                bound: "f16 when `flash_attn` is off (llama.cpp quantizes the V cache only with flash attention)",
+                value: "\"q8_0\"".into(),
+            });
         }
         if !a.host.is_loopback() && a.api_keys.is_empty() {
             return Err(ConfigError::ExposedWithoutKeys { host: a.host });
         }
-        self.scheduler.validate_for(e.slots)?;
         Ok(())
     }
 }

@@ -81,6 +81,41 @@ pub struct EngineProcess {
 impl EngineProcess {
     /// Spawns a worker and waits for its handshake.
     pub async fn start(launch: &WorkerLaunch, generation: u64) -> Result<Self, EngineError> {
+        let mut process = Self::spawn_worker(launch, generation).await?;
+        let first = match process.recv(launch.handshake_timeout).await {
+            Ok(line) => line,
+            Err(EngineError::Unresponsive(_)) => {
+                return Err(EngineError::HandshakeTimeout {
+                    secs: launch.handshake_timeout.as_secs(),
+                    stderr_tail: process.stderr_tail(),
+                });
+            }
+            Err(e) => return Err(e),
+        };
+        match first.reply {
+            Reply::Ready(handshake) if handshake.protocol_version == PROTOCOL_VERSION => {
+                log_ready(generation, process.pid, &handshake);
+                process.handshake = *handshake;
+                Ok(process)
+            }
+            Reply::Ready(handshake) => {
+                process.kill();
+                Err(EngineError::ProtocolVersion {
+                    got: handshake.protocol_version,
+                    want: PROTOCOL_VERSION,
+                })
+            }
+            other => {
+                process.kill();
+                Err(EngineError::Protocol(format!(
+                    "expected the handshake, got {other:?}"
+                )))
+            }
+        }
+    }
+
+    /// Spawns a worker with a thread on each of its pipes; its handshake is still to come.
+    async fn spawn_worker(launch: &WorkerLaunch, generation: u64) -> Result<Self, EngineError> {
         let mut command = std::process::Command::new(&launch.exe);
         command
             .args(launch.args_for(generation))
@@ -117,7 +152,7 @@ impl EngineProcess {
             .spawn(move || write_commands(stdin, &line_rx))
             .map_err(spawn_error)?;
 
-        let mut process = Self {
+        Ok(Self {
             generation,
             pid,
             child: Arc::new(Mutex::new(child)),
@@ -128,64 +163,7 @@ impl EngineProcess {
             next_id: 1,
             dead: None,
             eof_at: None,
-        };
-        let first = match process.recv(launch.handshake_timeout).await {
-            Ok(line) => line,
-            Err(EngineError::Unresponsive(_)) => {
-                return Err(EngineError::HandshakeTimeout {
-                    secs: launch.handshake_timeout.as_secs(),
-                    stderr_tail: process.stderr_tail(),
-                });
-            }
-            Err(e) => return Err(e),
-        };
-        match first.reply {
-            Reply::Ready(handshake) if handshake.protocol_version == PROTOCOL_VERSION => {
-                let d = &handshake.device;
-                tracing::info!(
-                    generation,
-                    pid,
-                    "engine worker ready: {}, {} threads, {} of {} layers on the GPU \
-                     (gpu_layers {})",
-                    d.name,
-                    handshake.threads,
-                    d.gpu_layers,
-                    d.model_layers,
-                    d.chosen_by
-                );
-                if !d.fit_warning.is_empty() {
-                    tracing::warn!("{}: {}", d.name, d.fit_warning);
-                }
-                if d.vram_low {
-                    let within = if d.vram_limit_bytes > 0 {
-                        format!(" within gpu_memory_limit {} MiB", d.vram_limit_bytes >> 20)
-                    } else {
-                        String::new()
-                    };
-                    tracing::warn!(
-                        "{}: {} MiB of GPU memory free{within}, under the margin: the system \
-                         may spill into shared memory (about ten times slower)",
-                        d.name,
-                        d.vram_free_bytes >> 20
-                    );
-                }
-                process.handshake = *handshake;
-                Ok(process)
-            }
-            Reply::Ready(handshake) => {
-                process.kill();
-                Err(EngineError::ProtocolVersion {
-                    got: handshake.protocol_version,
-                    want: PROTOCOL_VERSION,
-                })
-            }
-            other => {
-                process.kill();
-                Err(EngineError::Protocol(format!(
-                    "expected the handshake, got {other:?}"
-                )))
-            }
-        }
+        })
     }
 
     pub fn generation(&self) -> u64 {
@@ -369,6 +347,39 @@ fn exit_of(status: std::process::ExitStatus) -> WorkerExit {
         }
     }
     WorkerExit::Unknown
+}
+
+/// The ready worker's device, threads and layers on the GPU in the log, with a warning when
+/// the fit was cut or GPU memory runs low.
+fn log_ready(generation: u64, pid: u32, handshake: &Handshake) {
+    let d = &handshake.device;
+    tracing::info!(
+        generation,
+        pid,
+        "engine worker ready: {}, {} threads, {} of {} layers on the GPU \
+         (gpu_layers {})",
+        d.name,
+        handshake.threads,
+        d.gpu_layers,
+        d.model_layers,
+        d.chosen_by
+    );
+    if !d.fit_warning.is_empty() {
+        tracing::warn!("{}: {}", d.name, d.fit_warning);
+    }
+    if d.vram_low {
+        let within = if d.vram_limit_bytes > 0 {
+            format!(" within gpu_memory_limit {} MiB", d.vram_limit_bytes >> 20)
+        } else {
+            String::new()
+        };
+        tracing::warn!(
+            "{}: {} MiB of GPU memory free{within}, under the margin: the system \
+             may spill into shared memory (about ten times slower)",
+            d.name,
+            d.vram_free_bytes >> 20
+        );
+    }
 }
 
 fn read_replies(stdout: std::process::ChildStdout, tx: &mpsc::UnboundedSender<FromWorker>) {

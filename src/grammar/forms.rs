@@ -236,97 +236,109 @@ pub fn for_native_calls(
     let mut calls = Vec::new();
     for (i, tool) in tools.iter().enumerate() {
         let prefix = format!("t{i}-");
-        let name = &tool.name;
         let call = match form {
             CallForm::Xml | CallForm::Glm | CallForm::Dsml | CallForm::Pairs(_) => {
                 let args = pairs_rule(tool, &prefix, form, &mut rules)?;
-                match form {
-                    CallForm::Pairs(pairs) => pairs.call(name, &args),
-                    CallForm::Dsml => format!(
-                        "{} {args} {}",
-                        lit(&format!("<｜DSML｜invoke name=\"{name}\">\n")),
-                        lit("</｜DSML｜invoke>\n")
-                    ),
-                    CallForm::Glm => format!(
-                        "{} {args} {}",
-                        lit(&format!("<tool_call>{name}")),
-                        lit("</tool_call>")
-                    ),
-                    _ => format!(
-                        "{} {args} {}",
-                        lit(&format!("<tool_call>\n<function={name}>\n")),
-                        lit("</function>\n</tool_call>")
-                    ),
-                }
+                pairs_call(form, &tool.name, &args)
             }
             CallForm::Lfm2 => {
                 let args = super::literal_forms::kwargs_rule(tool, &prefix, &mut rules)?;
-                format!("{} {args} \")\"", lit(&format!("{name}(")))
+                format!("{} {args} \")\"", lit(&format!("{}(", tool.name)))
             }
             _ => {
                 let (args, arg_rules) = json_rule(&tool.parameters, &prefix)?;
                 rules.push_str(&arg_rules);
                 rules.push('\n');
-                if let CallForm::Json(json) = form {
-                    calls.push(format!("( {} )", json.call(name, &args)));
-                    continue;
-                }
-                let (open, close) = match form {
-                    CallForm::Mistral => (format!("[TOOL_CALLS]{name}[ARGS]"), String::new()),
-                    CallForm::Kimi => (
-                        format!(
-                            "<|tool_call_begin|>functions.{name}:0<|tool_call_argument_begin|>"
-                        ),
-                        "<|tool_call_end|>".to_owned(),
-                    ),
-                    CallForm::DeepSeek => (
-                        format!("<｜tool▁call▁begin｜>{name}<｜tool▁sep｜>"),
-                        "<｜tool▁call▁end｜>".to_owned(),
-                    ),
-                    CallForm::Harmony => (
-                        format!(
-                            "<|channel|>commentary to=functions.{name} <|constrain|>json<|message|>"
-                        ),
-                        String::new(),
-                    ),
-                    CallForm::DeepSeekR1 => (
-                        format!("<｜tool▁call▁begin｜>function<｜tool▁sep｜>{name}\n```json\n"),
-                        "\n```<｜tool▁call▁end｜>".to_owned(),
-                    ),
-                    CallForm::Functionary => {
-                        (format!("<function={name}>"), "</function>".to_owned())
-                    }
-                    CallForm::Gemma4 => (
-                        format!("<|tool_call>call:{name}"),
-                        "<tool_call|>".to_owned(),
-                    ),
-                    CallForm::Solar => {
-                        // the call's id, which the model makes up, before its name
-                        let open = format!("<|tool_call:name|>{name}<|tool_call:args|>");
-                        calls.push(format!(
-                            "( \"<|tool_call:begin|>\" [a-zA-Z0-9_-]{{1,40}} {} {args} {} )",
-                            lit(&open),
-                            lit("<|tool_call:end|>")
-                        ));
-                        continue;
-                    }
-                    _ => (
-                        format!("{{\"name\": \"{name}\", \"parameters\": "),
-                        "}".to_owned(),
-                    ),
-                };
-                let close = if close.is_empty() {
-                    String::new()
-                } else {
-                    lit(&close)
-                };
-                format!("{} {args} {close}", lit(&open))
+                json_call(form, &tool.name, &args)
             }
         };
         calls.push(format!("( {call} )"));
     }
-    let call = calls.join(" | ");
-    let (root, trigger) = match form {
+    let (root, trigger) = root_and_trigger(form, &calls.join(" | "));
+    let gbnf = format!("{root}\nfree-text ::= ([^<] | \"<\" [^/])*\n{rules}");
+    Ok(Grammar {
+        gbnf,
+        lazy_trigger: lazy.then(|| trigger.to_owned()),
+        lazy_pattern: None,
+    })
+}
+
+/// One call in a form whose arguments are key and value pairs, around its `args` rule.
+fn pairs_call(form: CallForm, name: &str, args: &str) -> String {
+    match form {
+        CallForm::Pairs(pairs) => pairs.call(name, args),
+        CallForm::Dsml => format!(
+            "{} {args} {}",
+            lit(&format!("<｜DSML｜invoke name=\"{name}\">\n")),
+            lit("</｜DSML｜invoke>\n")
+        ),
+        CallForm::Glm => format!(
+            "{} {args} {}",
+            lit(&format!("<tool_call>{name}")),
+            lit("</tool_call>")
+        ),
+        _ => format!(
+            "{} {args} {}",
+            lit(&format!("<tool_call>\n<function={name}>\n")),
+            lit("</function>\n</tool_call>")
+        ),
+    }
+}
+
+/// One call in a form whose arguments are a JSON object, around its `args` rule.
+fn json_call(form: CallForm, name: &str, args: &str) -> String {
+    if let CallForm::Json(json) = form {
+        return json.call(name, args);
+    }
+    let (open, close) = match form {
+        CallForm::Mistral => (format!("[TOOL_CALLS]{name}[ARGS]"), String::new()),
+        CallForm::Kimi => (
+            format!("<|tool_call_begin|>functions.{name}:0<|tool_call_argument_begin|>"),
+            "<|tool_call_end|>".to_owned(),
+        ),
+        CallForm::DeepSeek => (
+            format!("<｜tool▁call▁begin｜>{name}<｜tool▁sep｜>"),
+            "<｜tool▁call▁end｜>".to_owned(),
+        ),
+        CallForm::Harmony => (
+            format!("<|channel|>commentary to=functions.{name} <|constrain|>json<|message|>"),
+            String::new(),
+        ),
+        CallForm::DeepSeekR1 => (
+            format!("<｜tool▁call▁begin｜>function<｜tool▁sep｜>{name}\n```json\n"),
+            "\n```<｜tool▁call▁end｜>".to_owned(),
+        ),
+        CallForm::Functionary => (format!("<function={name}>"), "</function>".to_owned()),
+        CallForm::Gemma4 => (
+            format!("<|tool_call>call:{name}"),
+            "<tool_call|>".to_owned(),
+        ),
+        CallForm::Solar => {
+            // the call's id, which the model makes up, before its name
+            let open = format!("<|tool_call:name|>{name}<|tool_call:args|>");
+            return format!(
+                "\"<|tool_call:begin|>\" [a-zA-Z0-9_-]{{1,40}} {} {args} {}",
+                lit(&open),
+                lit("<|tool_call:end|>")
+            );
+        }
+        _ => (
+            format!("{{\"name\": \"{name}\", \"parameters\": "),
+            "}".to_owned(),
+        ),
+    };
+    let close = if close.is_empty() {
+        String::new()
+    } else {
+        lit(&close)
+    };
+    format!("{} {args} {close}", lit(&open))
+}
+
+/// The grammar's root for `form` around the alternatives of `call`, and the marker that
+/// opens its calls (a lazy grammar's trigger).
+fn root_and_trigger(form: CallForm, call: &str) -> (String, &'static str) {
+    match form {
         CallForm::Mistral => (format!("root ::= call+\ncall ::= {call}"), "[TOOL_CALLS]"),
         CallForm::Kimi => (
             format!(
@@ -373,13 +385,7 @@ pub fn for_native_calls(
         ),
         CallForm::Json(json) => (json.root(&call), json.trigger()),
         CallForm::Pairs(pairs) => (pairs.root(&call), pairs.trigger()),
-    };
-    let gbnf = format!("{root}\nfree-text ::= ([^<] | \"<\" [^/])*\n{rules}");
-    Ok(Grammar {
-        gbnf,
-        lazy_trigger: lazy.then(|| trigger.to_owned()),
-        lazy_pattern: None,
-    })
+    }
 }
 
 #[cfg(test)]

@@ -319,61 +319,7 @@ impl Dashboard {
         }
         self.close_notice_ui(ui);
         let s = self.tick(ui.ctx());
-        egui::Panel::top("engine").show(ui, |ui| {
-            panels::engine_ui(ui, &s, &mut self.confirm_restart, &mut self.commands);
-            // the setting in force (the unit's config, an Arc: nothing copied per frame)
-            let unit = self.control.unit();
-            let cpu_code = unit.config.app.engine_settings.cpu_code.as_str();
-            super::failure::engine_failure_ui(ui, &s, cpu_code, &mut self.commands);
-            length_refusal_ui(ui, &s, &mut self.refusal_dismissed_at);
-            controls::controls_ui(ui, &s, &mut self.commands);
-            if self.addr.is_some() {
-                let control = &self.control;
-                ui.horizontal(|ui| {
-                    let settings =
-                        egui::Button::new("Settings and model").selected(self.show_settings);
-                    if ui
-                        .add(settings)
-                        .on_hover_text("the model, context, threads and other restart settings")
-                        .clicked()
-                    {
-                        self.show_settings = !self.show_settings;
-                    }
-                    if let Some(addr) = self.addr {
-                        ui.label(format!("serving on http://{addr}"));
-                    }
-                    if let Some(path) = control.config_path() {
-                        ui.weak(format!("config: {}", path.display()));
-                    }
-                });
-                if self.show_settings {
-                    // what the engine offers and uses (devices, CPU variants, the values
-                    // in force), copied only when it changed
-                    self.settings.observe(&s);
-                    let in_flight = s.slots.iter().filter(|x| x.request_id.is_some()).count()
-                        + s.parked.len()
-                        + s.waiting.len();
-                    // at most a little over half the window: the live view stays in sight below
-                    let max_height = ui.ctx().content_rect().height() * 0.55;
-                    egui::ScrollArea::vertical()
-                        .max_height(max_height)
-                        // a top panel offers a scroll area little height of its own
-                        .min_scrolled_height(max_height)
-                        .show(ui, |ui| {
-                            if let Some(path) = self.path_entry.ui(ui) {
-                                self.settings.picked(path);
-                            }
-                            settings_ui(
-                                ui,
-                                &mut self.settings,
-                                &control.config(),
-                                in_flight,
-                                &mut self.commands,
-                            );
-                        });
-                }
-            }
-        });
+        egui::Panel::top("engine").show(ui, |ui| self.top_panel_ui(ui, &s));
         // the logs' height is the user's: drag the panel's top edge
         egui::Panel::bottom("events")
             .resizable(true)
@@ -409,6 +355,69 @@ impl Dashboard {
         });
         self.commands
             .drain(&self.service, &self.control, &self.runtime);
+    }
+
+    /// The top panel: the engine, its failure, a too-long prompt's refusal, the switches,
+    /// and where the server serves with the settings view's button (and the view when open).
+    fn top_panel_ui(&mut self, ui: &mut egui::Ui, s: &ServiceSnapshot) {
+        panels::engine_ui(ui, s, &mut self.confirm_restart, &mut self.commands);
+        // the setting in force (the unit's config, an Arc: nothing copied per frame)
+        let unit = self.control.unit();
+        let cpu_code = unit.config.app.engine_settings.cpu_code.as_str();
+        super::failure::engine_failure_ui(ui, s, cpu_code, &mut self.commands);
+        length_refusal_ui(ui, s, &mut self.refusal_dismissed_at);
+        controls::controls_ui(ui, s, &mut self.commands);
+        if self.addr.is_some() {
+            let control = &self.control;
+            ui.horizontal(|ui| {
+                let settings = egui::Button::new("Settings and model").selected(self.show_settings);
+                if ui
+                    .add(settings)
+                    .on_hover_text("the model, context, threads and other restart settings")
+                    .clicked()
+                {
+                    self.show_settings = !self.show_settings;
+                }
+                if let Some(addr) = self.addr {
+                    ui.label(format!("serving on http://{addr}"));
+                }
+                if let Some(path) = control.config_path() {
+                    ui.weak(format!("config: {}", path.display()));
+                }
+            });
+            if self.show_settings {
+                self.settings_view_ui(ui, s);
+            }
+        }
+    }
+
+    /// The settings view, in a scroll area of at most a little over half the window.
+    fn settings_view_ui(&mut self, ui: &mut egui::Ui, s: &ServiceSnapshot) {
+        // what the engine offers and uses (devices, CPU variants, the values
+        // in force), copied only when it changed
+        self.settings.observe(s);
+        let in_flight = s.slots.iter().filter(|x| x.request_id.is_some()).count()
+            + s.parked.len()
+            + s.waiting.len();
+        // at most a little over half the window: the live view stays in sight below
+        let max_height = ui.ctx().content_rect().height() * 0.55;
+        let control = &self.control;
+        egui::ScrollArea::vertical()
+            .max_height(max_height)
+            // a top panel offers a scroll area little height of its own
+            .min_scrolled_height(max_height)
+            .show(ui, |ui| {
+                if let Some(path) = self.path_entry.ui(ui) {
+                    self.settings.picked(path);
+                }
+                settings_ui(
+                    ui,
+                    &mut self.settings,
+                    &control.config(),
+                    in_flight,
+                    &mut self.commands,
+                );
+            });
     }
 
     fn push(&mut self, at: f64, line: String) {

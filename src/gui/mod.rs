@@ -120,23 +120,9 @@ pub fn run(
     config_path: Option<PathBuf>,
     exe: PathBuf,
 ) -> Result<(), GuiError> {
-    // One instance per config file, held until the app ends: a second start brings the
-    // running app's window to the front and ends; where it cannot, it says who holds the
-    // lock, in its window and on stderr (the window stays open to say it; a start from a
-    // terminal or a script sees why there is no server).
-    let lock = crate::control::lock_instance(config_path.as_deref());
-    if let Err(held @ crate::control::LockError::AlreadyRunning { pid, .. }) = &lock {
-        match held.ask_holder_to_show() {
-            Ok(()) => {
-                eprintln!(
-                    "strata-desk: Strata Desk is already running with this config (process \
-                     {pid}): its window was brought to the front"
-                );
-                return Ok(());
-            }
-            Err(why) => tracing::info!("the running app's window was not shown: {why}"),
-        }
-    }
+    let Some(lock) = claim_instance(config_path.as_deref()) else {
+        return Ok(());
+    };
     let lock_error = lock.as_ref().err().map(ToString::to_string);
     if let Some(e) = &lock_error {
         eprintln!("strata-desk: {e}");
@@ -154,49 +140,124 @@ pub fn run(
             .with_inner_size([1100.0, 720.0]),
         ..Default::default()
     };
-    let handle = runtime.handle().clone();
     let (events_tx, events) = std::sync::mpsc::channel();
     // the server once it runs, stopped when the window ends
     let running_slot: Arc<Mutex<Option<Running>>> = Arc::default();
-    let slot = running_slot.clone();
-    // the window's one visibility: the close, the tray, a second start and SIGTERM use it
-    let window = Window::default();
-    let shown_ctx: Arc<std::sync::OnceLock<egui::Context>> = Arc::default();
+    let launch = Launch {
+        config,
+        config_path,
+        exe,
+        lock_error,
+        handle: runtime.handle().clone(),
+        events_tx,
+        events,
+        slot: running_slot.clone(),
+        // the window's one visibility: the close, the tray, a second start and SIGTERM use it
+        window: Window::default(),
+        shown_ctx: Arc::default(),
+    };
     if let Ok(lock) = &lock {
-        let (window, ctx) = (window.clone(), shown_ctx.clone());
-        let served = lock.serve_show_requests(move || {
-            if let Some(ctx) = ctx.get() {
-                window.show(ctx);
-            }
-        });
-        if let Err(e) = served {
-            tracing::warn!("a second start cannot bring this window to the front: {e}");
-        }
+        show_on_request(lock, launch.window.clone(), launch.shown_ctx.clone());
     }
     let result = eframe::run_native(
         "Strata Desk",
         options,
-        Box::new(move |cc| {
-            let ctx = cc.egui_ctx.clone();
-            let _ = shown_ctx.set(ctx.clone());
-            handle.spawn(close_on_signal(ctx.clone(), window.clone()));
-            let repainted = ctx.clone();
-            let repaint = move || repainted.request_repaint();
-            match lock_error {
-                None => startup::start_in_background(
-                    config,
-                    config_path,
-                    exe,
-                    handle.clone(),
-                    events_tx,
-                    repaint,
-                ),
-                Some(e) => {
-                    let _ = events_tx.send(startup::StartEvent::Failed(e));
-                }
+        Box::new(move |cc| Ok(Box::new(launch.app(cc)) as Box<dyn eframe::App>)),
+    );
+    if let Err(e) = &result {
+        // no window at all: on Windows a program started from the Start menu has no terminal
+        // either, so the user sees a message box
+        native_message_box(&format!("Strata Desk could not open its window: {e}"));
+    }
+    stop_server(&runtime, &running_slot);
+    runtime.shutdown_timeout(Duration::from_secs(2));
+    drop(lock);
+    result.map_err(|e| GuiError::Window(e.to_string()))
+}
+
+/// One instance per config file, held until the app ends: a second start brings the running
+/// app's window to the front and ends (`None`); where it cannot, it says who holds the lock,
+/// in its window and on stderr (the window stays open to say it; a start from a terminal or
+/// a script sees why there is no server).
+fn claim_instance(
+    config_path: Option<&std::path::Path>,
+) -> Option<Result<crate::control::InstanceLock, crate::control::LockError>> {
+    let lock = crate::control::lock_instance(config_path);
+    if let Err(held @ crate::control::LockError::AlreadyRunning { pid, .. }) = &lock {
+        match held.ask_holder_to_show() {
+            Ok(()) => {
+                eprintln!(
+                    "strata-desk: Strata Desk is already running with this config (process \
+                     {pid}): its window was brought to the front"
+                );
+                return None;
             }
-            let spawner = handle.clone();
-            let app = startup::App::new(events, handle.clone(), slot, move |dashboard, running| {
+            Err(why) => tracing::info!("the running app's window was not shown: {why}"),
+        }
+    }
+    Some(lock)
+}
+
+/// A second start's request to show the window shows it, once the window has a context.
+fn show_on_request(
+    lock: &crate::control::InstanceLock,
+    window: Window,
+    shown_ctx: Arc<std::sync::OnceLock<egui::Context>>,
+) {
+    let served = lock.serve_show_requests(move || {
+        if let Some(ctx) = shown_ctx.get() {
+            window.show(ctx);
+        }
+    });
+    if let Err(e) = served {
+        tracing::warn!("a second start cannot bring this window to the front: {e}");
+    }
+}
+
+/// What the window needs when it opens: the start to run (or the lock's error to show), the
+/// runtime, the start's events and the server's slot, and the window's visibility.
+struct Launch {
+    config: Result<Config, crate::config::ConfigError>,
+    config_path: Option<PathBuf>,
+    exe: PathBuf,
+    lock_error: Option<String>,
+    handle: tokio::runtime::Handle,
+    events_tx: std::sync::mpsc::Sender<StartEvent>,
+    events: std::sync::mpsc::Receiver<StartEvent>,
+    slot: Arc<Mutex<Option<Running>>>,
+    window: Window,
+    shown_ctx: Arc<std::sync::OnceLock<egui::Context>>,
+}
+
+impl Launch {
+    /// The window's app: the start runs in the background (or its failure is shown), and once
+    /// the server runs the dashboard gets the window, the tray and repaints on changes.
+    fn app(self, cc: &eframe::CreationContext<'_>) -> App {
+        let ctx = cc.egui_ctx.clone();
+        let _ = self.shown_ctx.set(ctx.clone());
+        self.handle
+            .spawn(close_on_signal(ctx.clone(), self.window.clone()));
+        let repainted = ctx.clone();
+        let repaint = move || repainted.request_repaint();
+        match self.lock_error {
+            None => startup::start_in_background(
+                self.config,
+                self.config_path,
+                self.exe,
+                self.handle.clone(),
+                self.events_tx,
+                repaint,
+            ),
+            Some(e) => {
+                let _ = self.events_tx.send(startup::StartEvent::Failed(e));
+            }
+        }
+        let (spawner, window) = (self.handle.clone(), self.window);
+        startup::App::new(
+            self.events,
+            self.handle,
+            self.slot,
+            move |dashboard, running| {
                 let control = running.control.clone();
                 // repaint on the changes of each engine unit's service, at most five times a
                 // second; a new unit (an apply) is followed
@@ -206,22 +267,20 @@ pub fn run(
                 if running.control.config().app.close_to_tray && !session_bus::tray_host_seen() {
                     eprintln!(
                         "strata-desk: no tray host shows the icon here: closing the window \
-                         minimises it (or quits, as chosen)"
+                     minimises it (or quits, as chosen)"
                     );
                 }
                 dashboard.set_tray(tray);
-            });
-            Ok(Box::new(app) as Box<dyn eframe::App>)
-        }),
-    );
-    if let Err(e) = &result {
-        // no window at all: on Windows a program started from the Start menu has no terminal
-        // either, so the user sees a message box
-        native_message_box(&format!("Strata Desk could not open its window: {e}"));
+            },
+        )
     }
+}
+
+/// Stops the server if it runs, waiting at most 15 s (an apply in progress holds the control
+/// plane: do not wait on it for ever).
+fn stop_server(runtime: &tokio::runtime::Runtime, running_slot: &Mutex<Option<Running>>) {
     let running = running_slot.lock().ok().and_then(|mut r| r.take());
     if let Some(running) = running {
-        // an apply in progress holds the control plane: do not wait on it for ever
         let stopped = runtime.block_on(async {
             tokio::time::timeout(Duration::from_secs(15), running.stop()).await
         });
@@ -229,9 +288,6 @@ pub fn run(
             tracing::warn!("the server did not stop within 15 s; exiting anyway");
         }
     }
-    runtime.shutdown_timeout(Duration::from_secs(2));
-    drop(lock);
-    result.map_err(|e| GuiError::Window(e.to_string()))
 }
 
 /// A native message box where no window could open (Windows: the program has no console).

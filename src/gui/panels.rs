@@ -24,15 +24,7 @@ pub fn engine_ui(
     // wrapped: a real model's file, sizes and context are wider than the window
     ui.horizontal_wrapped(|ui| {
         ui.strong("Engine");
-        let state = match &s.engine.status {
-            EngineStatus::Loading => "loading".to_owned(),
-            EngineStatus::Ready => "ready".to_owned(),
-            EngineStatus::Restarting => "restarting".to_owned(),
-            // the banner below says why, with Retry
-            EngineStatus::Failed(_) if s.engine.needs_retry => "failed (see below)".to_owned(),
-            EngineStatus::Failed(reason) => format!("failed: {reason}"),
-        };
-        ui.label(format!("{} - {state}", display_model(s)))
+        ui.label(format!("{} - {}", display_model(s), engine_state_words(s)))
             .on_hover_text(format!("its GGUF title: {}", s.engine.model));
         if !s.engine.model_file.is_empty() {
             ui.weak(model_words(s)).on_hover_text(
@@ -44,43 +36,9 @@ pub fn engine_ui(
         if s.engine.simulated {
             ui.colored_label(Color32::YELLOW, "SIMULATED engine");
         }
-        let chosen = &s.engine.context_chosen_by;
-        ui.label(format!(
-            "context {} tokens{}, KV {} / {} cells, {} slot(s), chunk {} tokens",
-            s.engine.context_tokens,
-            if chosen.is_empty() {
-                String::new()
-            } else {
-                format!(" ({chosen})")
-            },
-            s.engine.kv_cells_used,
-            s.engine.kv_cells_total,
-            s.engine.parallel,
-            s.chunk_tokens
-        ))
-        .on_hover_text(format!(
-            "context: the longest conversation one request may hold (prompt and output){}; \
-             KV: cells held now of the pool all slots and kept conversations share; chunk: \
-             the most prompt tokens one step reads (a long read may give way between chunks)",
-            crate::service::context_words(chosen)
-        ));
+        context_line_ui(ui, s);
         pool_mismatches_ui(ui, s.engine.kv_pool_mismatches);
-        if ui
-            .button("Restart engine")
-            .on_hover_text(
-                "start a new engine worker with the same settings; asks first when requests \
-                 are running or parked (they fail with \"engine restarted\"; waiting ones stay)",
-            )
-            .clicked()
-        {
-            let in_flight =
-                s.slots.iter().filter(|x| x.request_id.is_some()).count() + s.parked.len();
-            if in_flight == 0 {
-                q.send(Command::RestartEngine);
-            } else {
-                *confirm_restart = Some(now);
-            }
-        }
+        restart_button_ui(ui, s, now, confirm_restart, q);
     });
     if let Some(device) = s.engine.device.as_ref().filter(|_| !s.engine.simulated) {
         ui.horizontal_wrapped(|ui| device_ui(ui, device, s.engine.threads));
@@ -89,37 +47,110 @@ pub fn engine_ui(
         *confirm_restart = None;
     }
     if let Some(asked) = *confirm_restart {
-        // the countdown moves with no snapshot
-        ui.ctx()
-            .request_repaint_after(std::time::Duration::from_secs(1));
-        let running = s.slots.iter().filter(|x| x.request_id.is_some()).count();
-        ui.horizontal(|ui| {
-            ui.colored_label(
-                STARVING,
-                format!(
-                    "A restart fails {running} running and {} parked request(s) with \"engine restarted\"; {} waiting stay queued. (This question closes in {:.0} s.)",
-                    s.parked.len(),
-                    s.waiting.len(),
-                    (CONFIRM_SECS - (now - asked)).max(0.0)
-                ),
-            );
-            if ui
-                .button("Restart now")
-                .on_hover_text("fail those requests and start a new engine")
-                .clicked()
-            {
-                q.send(Command::RestartEngine);
-                *confirm_restart = None;
-            }
-            if ui
-                .button("Keep running")
-                .on_hover_text("no restart")
-                .clicked()
-            {
-                *confirm_restart = None;
-            }
-        });
+        confirm_restart_ui(ui, s, now - asked, confirm_restart, q);
     }
+}
+
+/// The engine's state in words.
+fn engine_state_words(s: &ServiceSnapshot) -> String {
+    match &s.engine.status {
+        EngineStatus::Loading => "loading".to_owned(),
+        EngineStatus::Ready => "ready".to_owned(),
+        EngineStatus::Restarting => "restarting".to_owned(),
+        // the banner below says why, with Retry
+        EngineStatus::Failed(_) if s.engine.needs_retry => "failed (see below)".to_owned(),
+        EngineStatus::Failed(reason) => format!("failed: {reason}"),
+    }
+}
+
+/// The context (and what chose it), the KV pool's use, the slots and the chunk size.
+fn context_line_ui(ui: &mut Ui, s: &ServiceSnapshot) {
+    let chosen = &s.engine.context_chosen_by;
+    ui.label(format!(
+        "context {} tokens{}, KV {} / {} cells, {} slot(s), chunk {} tokens",
+        s.engine.context_tokens,
+        if chosen.is_empty() {
+            String::new()
+        } else {
+            format!(" ({chosen})")
+        },
+        s.engine.kv_cells_used,
+        s.engine.kv_cells_total,
+        s.engine.parallel,
+        s.chunk_tokens
+    ))
+    .on_hover_text(format!(
+        "context: the longest conversation one request may hold (prompt and output){}; \
+         KV: cells held now of the pool all slots and kept conversations share; chunk: \
+         the most prompt tokens one step reads (a long read may give way between chunks)",
+        crate::service::context_words(chosen)
+    ));
+}
+
+/// Restart engine: at once when nothing runs or is parked, else it asks first.
+fn restart_button_ui(
+    ui: &mut Ui,
+    s: &ServiceSnapshot,
+    now: f64,
+    confirm_restart: &mut Option<f64>,
+    q: &mut CommandQueue,
+) {
+    if ui
+        .button("Restart engine")
+        .on_hover_text(
+            "start a new engine worker with the same settings; asks first when requests \
+             are running or parked (they fail with \"engine restarted\"; waiting ones stay)",
+        )
+        .clicked()
+    {
+        let in_flight = s.slots.iter().filter(|x| x.request_id.is_some()).count() + s.parked.len();
+        if in_flight == 0 {
+            q.send(Command::RestartEngine);
+        } else {
+            *confirm_restart = Some(now);
+        }
+    }
+}
+
+/// The restart's question: what it does to the requests in flight, with its countdown;
+/// `asked_secs` ago.
+fn confirm_restart_ui(
+    ui: &mut Ui,
+    s: &ServiceSnapshot,
+    asked_secs: f64,
+    confirm_restart: &mut Option<f64>,
+    q: &mut CommandQueue,
+) {
+    // the countdown moves with no snapshot
+    ui.ctx()
+        .request_repaint_after(std::time::Duration::from_secs(1));
+    let running = s.slots.iter().filter(|x| x.request_id.is_some()).count();
+    ui.horizontal(|ui| {
+        ui.colored_label(
+            STARVING,
+            format!(
+                "A restart fails {running} running and {} parked request(s) with \"engine restarted\"; {} waiting stay queued. (This question closes in {:.0} s.)",
+                s.parked.len(),
+                s.waiting.len(),
+                (CONFIRM_SECS - asked_secs).max(0.0)
+            ),
+        );
+        if ui
+            .button("Restart now")
+            .on_hover_text("fail those requests and start a new engine")
+            .clicked()
+        {
+            q.send(Command::RestartEngine);
+            *confirm_restart = None;
+        }
+        if ui
+            .button("Keep running")
+            .on_hover_text("no restart")
+            .clicked()
+        {
+            *confirm_restart = None;
+        }
+    });
 }
 
 /// "model.gguf, 100.2 MiB, Q4_1, 134.5 M parameters; weights 98.3 MiB, KV pool 180.0 MiB".

@@ -218,27 +218,7 @@ fn row_ui(
         ui.weak(if r.client.is_empty() { "-" } else { &r.client })
             .on_hover_text("the API key's name, else the User-Agent's product");
     });
-    let state = match r.state {
-        RequestStatus::Waiting | RequestStatus::Parked => {
-            format!("{} {}", r.state, secs_words(r.waited_secs))
-        }
-        _ => r.state.to_string(),
-    };
-    // a starving request is marked in its own row, not only in the Waiting section
-    let state = if row.starving {
-        RichText::new(format!("{state} - starving"))
-            .color(STARVING)
-            .strong()
-    } else {
-        RichText::new(state)
-    };
-    let parked = match r.parks {
-        0 => String::new(),
-        1 => format!("; parked once, {:.1} s in all", r.parked_secs),
-        n => format!("; parked {n} times, {:.1} s in all", r.parked_secs),
-    };
-    ui.label(state)
-        .on_hover_text(format!("{:.1} s since it arrived{parked}", r.elapsed_secs));
+    state_cell_ui(ui, r, row.starving);
     ui.label(priority_cell(r)).on_hover_text(format!(
         "given {}; effective {}",
         r.priority,
@@ -258,41 +238,7 @@ fn row_ui(
     });
     // ids by request, not by position: a click lands on its row whatever moved since
     ui.push_id(r.request_id.0, |ui| {
-        ui.horizontal(|ui| {
-            if ui
-                .small_button("+1")
-                .on_hover_text("raise its priority")
-                .clicked()
-            {
-                q.send(Command::SetPriority(
-                    r.request_id,
-                    r.priority.saturating_add(1),
-                ));
-            }
-            if ui
-                .small_button("-1")
-                .on_hover_text("lower its priority")
-                .clicked()
-            {
-                q.send(Command::SetPriority(
-                    r.request_id,
-                    r.priority.saturating_sub(1),
-                ));
-            }
-            if ui
-                .small_button("Cancel")
-                .on_hover_text(format!("cancel {} (its client gets an error)", r.client_id))
-                .clicked()
-            {
-                // a request that has written something loses it: confirmed below the table
-                // first (a decoding one, and a paused stream)
-                if r.generated_tokens > 0 {
-                    *confirm = Some(r.request_id);
-                } else {
-                    q.send(Command::Cancel(r.request_id));
-                }
-            }
-        })
+        ui.horizontal(|ui| row_buttons_ui(ui, r, q, confirm))
     });
     let why = match r.state {
         RequestStatus::Waiting | RequestStatus::Parked => RichText::new(&r.why).color(WAITING_WHY),
@@ -306,6 +252,74 @@ fn row_ui(
         ui.set_max_width(width);
         ui.add(egui::Label::new(why).wrap());
     });
+}
+
+/// The row's state (how long it has waited, whether it starves), with its time and parks on
+/// hover.
+fn state_cell_ui(ui: &mut Ui, r: &RequestRow, starving: bool) {
+    let state = match r.state {
+        RequestStatus::Waiting | RequestStatus::Parked => {
+            format!("{} {}", r.state, secs_words(r.waited_secs))
+        }
+        _ => r.state.to_string(),
+    };
+    // a starving request is marked in its own row, not only in the Waiting section
+    let state = if starving {
+        RichText::new(format!("{state} - starving"))
+            .color(STARVING)
+            .strong()
+    } else {
+        RichText::new(state)
+    };
+    let parked = match r.parks {
+        0 => String::new(),
+        1 => format!("; parked once, {:.1} s in all", r.parked_secs),
+        n => format!("; parked {n} times, {:.1} s in all", r.parked_secs),
+    };
+    ui.label(state)
+        .on_hover_text(format!("{:.1} s since it arrived{parked}", r.elapsed_secs));
+}
+
+/// The row's +1, -1 and Cancel (a cancel of a request that wrote something asks first).
+fn row_buttons_ui(
+    ui: &mut Ui,
+    r: &RequestRow,
+    q: &mut CommandQueue,
+    confirm: &mut Option<crate::ids::RequestId>,
+) {
+    if ui
+        .small_button("+1")
+        .on_hover_text("raise its priority")
+        .clicked()
+    {
+        q.send(Command::SetPriority(
+            r.request_id,
+            r.priority.saturating_add(1),
+        ));
+    }
+    if ui
+        .small_button("-1")
+        .on_hover_text("lower its priority")
+        .clicked()
+    {
+        q.send(Command::SetPriority(
+            r.request_id,
+            r.priority.saturating_sub(1),
+        ));
+    }
+    if ui
+        .small_button("Cancel")
+        .on_hover_text(format!("cancel {} (its client gets an error)", r.client_id))
+        .clicked()
+    {
+        // a request that has written something loses it: confirmed below the table
+        // first (a decoding one, and a paused stream)
+        if r.generated_tokens > 0 {
+            *confirm = Some(r.request_id);
+        } else {
+            q.send(Command::Cancel(r.request_id));
+        }
+    }
 }
 
 #[cfg(test)]

@@ -254,27 +254,66 @@ pub fn timeline_ui(ui: &mut Ui, timeline: &Timeline) {
     // the rows, then one of the stream's marks
     let size = vec2(ui.available_width(), row_height * (rows.len() + 1) as f32);
     let (rect, response) = ui.allocate_exact_size(size, Sense::hover());
-    let painter = ui.painter_at(rect);
-    let now = timeline.now_secs();
-    let start = now - TIMELINE_SECS;
-    let plot_left = rect.left() + label_width;
-    let x_of = |secs: f64| {
-        plot_left
-            + ((secs - start) / TIMELINE_SECS).clamp(0.0, 1.0) as f32 * (rect.right() - plot_left)
+    let plot = Plot {
+        painter: ui.painter_at(rect),
+        rect,
+        plot_left: rect.left() + label_width,
+        start: timeline.now_secs() - TIMELINE_SECS,
+        row_height,
+        font: FontId::proportional(11.0),
     };
-    let font = FontId::proportional(11.0);
     for (i, row) in rows.iter().enumerate() {
-        let top = rect.top() + i as f32 * row_height;
+        plot.row(ui, rect.top() + i as f32 * row_height, row);
+    }
+    let marks_top = rect.top() + rows.len() as f32 * row_height;
+    plot.marks(ui, marks_top, timeline, response);
+    for at in timeline.restarts_at_secs() {
+        let x = plot.x_of(at);
+        plot.painter
+            .vline(x, rect.y_range(), Stroke::new(2.0, Color32::WHITE));
+        plot.painter.text(
+            pos2(x + 3.0, rect.top()),
+            Align2::LEFT_TOP,
+            "engine restarted",
+            plot.font.clone(),
+            ui.visuals().strong_text_color(),
+        );
+    }
+}
+
+/// Where the timeline is drawn: its rectangle, the plot's left edge (right of the rows'
+/// names), the time at that edge, a row's height and the font.
+struct Plot {
+    painter: egui::Painter,
+    rect: Rect,
+    plot_left: f32,
+    start: f64,
+    row_height: f32,
+    font: FontId,
+}
+
+impl Plot {
+    /// The x of `secs` on the plot, clamped to it.
+    fn x_of(&self, secs: f64) -> f32 {
+        self.plot_left
+            + ((secs - self.start) / TIMELINE_SECS).clamp(0.0, 1.0) as f32
+                * (self.rect.right() - self.plot_left)
+    }
+
+    /// One row at `top`: its name, its frame, and a bar per segment (with its request's label
+    /// where it fits).
+    fn row(&self, ui: &Ui, top: f32, row: &Row) {
+        let (painter, rect, row_height) = (&self.painter, self.rect, self.row_height);
         painter.text(
             pos2(rect.left(), top + row_height / 2.0),
             Align2::LEFT_CENTER,
             &row.name,
-            font.clone(),
+            self.font.clone(),
             ui.visuals().text_color(),
         );
         painter.rect_stroke(
             Rect::from_min_max(
-                pos2(plot_left, top + 2.0),
+                pos2(self.plot_left, top + 2.0),
                 pos2(rect.right(), top + row_height - 2.0),
             ),
             0.0,
@@ -283,8 +322,8 @@ pub fn timeline_ui(ui: &mut Ui, timeline: &Timeline) {
         );
         for seg in &row.segments {
             let (left, right) = (
-                x_of(seg.from_secs),
-                x_of(seg.to_secs).max(x_of(seg.from_secs) + 2.0),
+                self.x_of(seg.from_secs),
+                self.x_of(seg.to_secs).max(self.x_of(seg.from_secs) + 2.0),
             );
             let bar =
                 Rect::from_min_max(pos2(left, top + 3.0), pos2(right, top + row_height - 3.0));
@@ -294,51 +333,43 @@ pub fn timeline_ui(ui: &mut Ui, timeline: &Timeline) {
                     bar.center(),
                     Align2::CENTER_CENTER,
                     &seg.label,
-                    font.clone(),
+                    self.font.clone(),
                     Color32::BLACK,
                 );
             }
         }
     }
-    let marks_top = rect.top() + rows.len() as f32 * row_height;
-    painter.text(
-        pos2(rect.left(), marks_top + row_height / 2.0),
-        Align2::LEFT_CENTER,
-        "events",
-        font.clone(),
-        ui.visuals().text_color(),
-    );
-    let marks_y = marks_top + 2.0..=marks_top + row_height - 2.0;
-    for mark in timeline.marks() {
-        let stroke = Stroke::new(2.0, colour(mark.request, Activity::Reading));
-        painter.vline(x_of(mark.at_secs), marks_y.clone(), stroke);
-    }
-    // the words of the marks under the pointer
-    if let Some(pointer) = response.hover_pos()
-        && marks_y.contains(&pointer.y)
-    {
-        let near: Vec<&Mark> = timeline
-            .marks()
-            .filter(|m| (x_of(m.at_secs) - pointer.x).abs() <= 4.0)
-            .collect();
-        if !near.is_empty() {
-            response.on_hover_ui_at_pointer(|ui| {
-                for mark in near {
-                    ui.label(format!("{:.1} s: {}", mark.at_secs, mark.words));
-                }
-            });
-        }
-    }
-    for at in timeline.restarts_at_secs() {
-        let x = x_of(at);
-        painter.vline(x, rect.y_range(), Stroke::new(2.0, Color32::WHITE));
-        painter.text(
-            pos2(x + 3.0, rect.top()),
-            Align2::LEFT_TOP,
-            "engine restarted",
-            font.clone(),
-            ui.visuals().strong_text_color(),
+
+    /// The events row at `top`: a line per mark, and the words of the marks under the pointer.
+    fn marks(&self, ui: &Ui, top: f32, timeline: &Timeline, response: egui::Response) {
+        self.painter.text(
+            pos2(self.rect.left(), top + self.row_height / 2.0),
+            Align2::LEFT_CENTER,
+            "events",
+            self.font.clone(),
+            ui.visuals().text_color(),
         );
+        let marks_y = top + 2.0..=top + self.row_height - 2.0;
+        for mark in timeline.marks() {
+            let stroke = Stroke::new(2.0, colour(mark.request, Activity::Reading));
+            self.painter
+                .vline(self.x_of(mark.at_secs), marks_y.clone(), stroke);
+        }
+        if let Some(pointer) = response.hover_pos()
+            && marks_y.contains(&pointer.y)
+        {
+            let near: Vec<&Mark> = timeline
+                .marks()
+                .filter(|m| (self.x_of(m.at_secs) - pointer.x).abs() <= 4.0)
+                .collect();
+            if !near.is_empty() {
+                response.on_hover_ui_at_pointer(|ui| {
+                    for mark in near {
+                        ui.label(format!("{:.1} s: {}", mark.at_secs, mark.words));
+                    }
+                });
+            }
+        }
     }
 }
 

@@ -89,25 +89,51 @@ impl Scheduler {
                 .and_then(|h| Some((h, self.host_cache.remove(h)?))),
             _ => None,
         };
-        let seq = match seq {
-            Some(s) => s,
-            None => {
-                let protect: Vec<SeqId> = match via {
-                    Via::Copy(from) => vec![from],
-                    _ => Vec::new(),
-                };
-                match self.free_seq(&protect, now) {
-                    Some(s) => s,
-                    None => {
-                        if let Some((h, entry)) = restoring {
-                            self.host_cache.insert(h, entry);
-                        }
-                        return false;
-                    }
-                }
+        let Some(seq) = seq.or_else(|| self.free_seq_for(via, now)) else {
+            if let Some((h, entry)) = restoring {
+                self.host_cache.insert(h, entry);
             }
+            return false;
         };
-        let mut keep = keep;
+        self.share_prefix(id, seq, keep, via);
+        // the new sequence is taken before room is made, so nothing evicts it
+        let mut protect = vec![seq];
+        if let Via::Copy(from) = via {
+            protect.push(from);
+        }
+        if !self.make_room(u64::from(need), &protect, now) {
+            self.diag(format!("{id}: the room planned for it was not there"));
+        }
+        let keep = match restoring {
+            Some((_, (cid, conv))) => {
+                self.out.actions.push(Action::RestoreConversation {
+                    conversation: cid,
+                    into_seq: seq,
+                    for_request: id,
+                });
+                self.pool.append(seq, conv.tokens.len());
+                self.pool.trim(seq, keep);
+                keep
+            }
+            None if matches!(via, Via::Restore(_)) => 0,
+            None => keep,
+        };
+        self.seat(id, slot, seq, keep, reserve, now);
+        true
+    }
+
+    /// A sequence freed for an admission that takes none over (the one it copies from kept).
+    fn free_seq_for(&mut self, via: Via, now: Now) -> Option<SeqId> {
+        let protect: Vec<SeqId> = match via {
+            Via::Copy(from) => vec![from],
+            _ => Vec::new(),
+        };
+        self.free_seq(&protect, now)
+    }
+
+    /// The prefix an admission keeps in `seq`: the sequence taken over trimmed to it, or the
+    /// prefix copied from another.
+    fn share_prefix(&mut self, id: RequestId, seq: SeqId, keep: u32, via: Via) {
         match via {
             Via::TakeOver => self.pool.trim(seq, keep),
             Via::Copy(from) => {
@@ -121,27 +147,10 @@ impl Scheduler {
             }
             Via::Restore(_) | Via::Fresh => {}
         }
-        // the new sequence is taken before room is made, so nothing evicts it
-        let mut protect = vec![seq];
-        if let Via::Copy(from) = via {
-            protect.push(from);
-        }
-        if !self.make_room(u64::from(need), &protect, now) {
-            self.diag(format!("{id}: the room planned for it was not there"));
-        }
-        match restoring {
-            Some((_, (cid, conv))) => {
-                self.out.actions.push(Action::RestoreConversation {
-                    conversation: cid,
-                    into_seq: seq,
-                    for_request: id,
-                });
-                self.pool.append(seq, conv.tokens.len());
-                self.pool.trim(seq, keep);
-            }
-            None if matches!(via, Via::Restore(_)) => keep = 0,
-            None => {}
-        }
+    }
+
+    /// The admitted request takes its slot and sequence, and reads from `keep`.
+    fn seat(&mut self, id: RequestId, slot: usize, seq: SeqId, keep: u32, reserve: u32, now: Now) {
         self.out.actions.push(Action::Assign {
             request: id,
             seq,
@@ -159,7 +168,6 @@ impl Scheduler {
             r.admitted_at = Some(now);
             r.held_at_admission = keep;
         }
-        true
     }
 
     /// How a waiting request would take a slot now, best first, that fits: (the sequence it

@@ -10,7 +10,8 @@ use super::lifecycle::{Phase, Request, SeqState};
 use super::prefix::TokenSeq;
 use super::settings::MaxTokensOverContext;
 use super::types::{
-    Action, Event, FailKind, FinishReason, NewRequest, Now, ParkPlace, Refusal, Step, StepOutput,
+    Action, Chunk, Event, FailKind, FinishReason, NewRequest, Now, ParkPlace, Refusal, Step,
+    StepOutput,
 };
 use super::{EngineState, Scheduler, SchedulerSettings};
 
@@ -60,11 +61,39 @@ impl Scheduler {
         if let Some(refusal) = self.refusal_without_engine() {
             return Err(refusal);
         }
-        if nr.prompt.is_empty() {
+        let room = self.room_for_output(&nr.prompt)?;
+        let (max_tokens, cut_by_cap) = self.output_limit(nr.max_tokens, room)?;
+        if self.waiting.len() >= self.settings.queue_max as usize {
+            return Err(Refusal::QueueFull {
+                retry_after_secs: self.settings.retry_after_secs,
+            });
+        }
+        let priority_given = nr.priority_given;
+        let req = self.waiting_request(nr, max_tokens, cut_by_cap, now);
+        self.requests.insert(id, req);
+        self.waiting.push(id);
+        // the small-request boost is decided at arrival, by what is left to read then
+        let left = self.left_to_read(id);
+        let small = !priority_given && left <= self.settings.small_request_tokens;
+        if let Some(r) = self.requests.get_mut(&id) {
+            r.boost_eligible = small;
+        }
+        // a death with nothing waiting left it down: this arrival is work for a new engine
+        // (a failed engine never gets here: it refused the arrival above)
+        if self.engine == EngineState::Down {
+            self.start_again();
+        }
+        Ok(())
+    }
+
+    /// The context's room for output after `prompt`; refused when the prompt is empty or
+    /// leaves none.
+    fn room_for_output(&self, prompt: &[TokenId]) -> Result<u32, Refusal> {
+        if prompt.is_empty() {
             return Err(Refusal::EmptyPrompt);
         }
         let ctx = self.context_tokens();
-        let len = u32::try_from(nr.prompt.len()).unwrap_or(u32::MAX);
+        let len = u32::try_from(prompt.len()).unwrap_or(u32::MAX);
         if len >= ctx {
             // a prompt as long as the context leaves no room for output: the longest prompt
             // accepted is context - 1, and that is the maximum reported
@@ -73,10 +102,15 @@ impl Scheduler {
                 max_context_tokens: ctx - 1,
             });
         }
-        let room = ctx - len;
+        Ok(ctx - len)
+    }
+
+    /// The request's output limit within `room`, and whether the server's cap cut it; refused
+    /// when it asks past the room and the settings say so.
+    fn output_limit(&self, asked: Option<u32>, room: u32) -> Result<(u32, bool), Refusal> {
         // the server's default for a request that names no limit, then its cap for every
         // request; both clamp silently (a capped request ends with `length`)
-        let asked = nr.max_tokens.or(self.settings.max_output_tokens_default);
+        let asked = asked.or(self.settings.max_output_tokens_default);
         let capped = match (asked, self.settings.max_output_tokens_cap) {
             (Some(a), Some(cap)) => Some(a.min(cap)),
             (None, Some(cap)) => Some(cap),
@@ -96,17 +130,23 @@ impl Scheduler {
             }
             max_tokens = room;
         }
-        if self.waiting.len() >= self.settings.queue_max as usize {
-            return Err(Refusal::QueueFull {
-                retry_after_secs: self.settings.retry_after_secs,
-            });
-        }
+        Ok((max_tokens, cut_by_cap))
+    }
+
+    /// An admitted arrival as a request in line, with its ticket.
+    fn waiting_request(
+        &mut self,
+        nr: NewRequest,
+        max_tokens: u32,
+        cut_by_cap: bool,
+        now: Now,
+    ) -> Request {
         // `resolve_priority` clamped in user units; clamp to the same range as resolved (the
         // mirror image when lower-first) so a flipped value is never clamped a second time
         let (lo, hi) = super::settings::resolved_range(&self.settings);
         let ticket = self.take_ticket();
-        let req = Request {
-            id,
+        Request {
+            id: nr.id,
             priority: nr.priority.clamp(lo, hi),
             boost_eligible: false,
             prompt: Arc::new(TokenSeq::new(nr.prompt, self.facts.turn_token)),
@@ -133,21 +173,7 @@ impl Scheduler {
             admitted_at: None,
             prompt_tokens_read: 0,
             read_high: 0,
-        };
-        self.requests.insert(id, req);
-        self.waiting.push(id);
-        // the small-request boost is decided at arrival, by what is left to read then
-        let left = self.left_to_read(id);
-        let small = !nr.priority_given && left <= self.settings.small_request_tokens;
-        if let Some(r) = self.requests.get_mut(&id) {
-            r.boost_eligible = small;
         }
-        // a death with nothing waiting left it down: this arrival is work for a new engine
-        // (a failed engine never gets here: it refused the arrival above)
-        if self.engine == EngineState::Down {
-            self.start_again();
-        }
-        Ok(())
     }
 
     fn on_cancelled(&mut self, id: RequestId, now: Now) {
@@ -342,7 +368,35 @@ impl Scheduler {
             self.diag("step done with no step outstanding".to_string());
             return;
         };
-        // requests the engine failed in this step: none of their part ran
+        let (step, failed_ids) = self.fail_engine_failed(step, now);
+        let mut by: HashMap<RequestId, StepOutput> = outputs
+            .into_iter()
+            .filter(|o| !failed_ids.contains(&o.request))
+            .map(|o| (o.request, o))
+            .collect();
+        let mut sampled: Vec<RequestId> = Vec::new();
+        // the cells the step took: the chunk's tokens, and one fed token per decode
+        if let Some(ch) = &step.chunk {
+            self.pool.append(ch.seq, ch.tokens.end - ch.tokens.start);
+        }
+        for (_, seq) in &step.decode {
+            self.pool.append(*seq, 1);
+        }
+        if let Some(ch) = &step.chunk {
+            sampled.extend(self.chunk_read(ch));
+        }
+        sampled.extend(step.decode.iter().map(|(id, _)| *id));
+        for id in sampled {
+            self.take_sample(id, &mut by, now);
+        }
+        for (id, _) in by {
+            self.diag(format!("step output for {id}, which was not in the step"));
+        }
+    }
+
+    /// The requests the engine failed in this step (none of their part ran) fail; the step
+    /// without them, and their ids.
+    fn fail_engine_failed(&mut self, step: Step, now: Now) -> (Step, Vec<RequestId>) {
         let failed: Vec<(RequestId, String)> = step
             .chunk
             .iter()
@@ -364,80 +418,70 @@ impl Scheduler {
         for (id, message) in failed {
             self.fail_in_engine(id, message, now);
         }
-        let mut by: HashMap<RequestId, StepOutput> = outputs
-            .into_iter()
-            .filter(|o| !failed_ids.contains(&o.request))
-            .map(|o| (o.request, o))
-            .collect();
-        let mut sampled: Vec<RequestId> = Vec::new();
-        // the cells the step took: the chunk's tokens, and one fed token per decode
-        if let Some(ch) = &step.chunk {
-            self.pool.append(ch.seq, ch.tokens.end - ch.tokens.start);
+        (step, failed_ids)
+    }
+
+    /// A chunk read: its request's progress, and the request when the chunk was its prompt's
+    /// last (it sampled its first token).
+    fn chunk_read(&mut self, ch: &Chunk) -> Option<RequestId> {
+        let id = ch.request;
+        let r = self.requests.get_mut(&id)?;
+        r.prompt_tokens_read += ch.tokens.end - ch.tokens.start;
+        let again = super::lifecycle::reread_tokens(r.read_high, &ch.tokens);
+        r.read_high = r.read_high.max(ch.tokens.end);
+        self.counters.processed_prefix_losses += u64::from(again);
+        self.set_phase(
+            id,
+            Phase::Reading {
+                seq: ch.seq,
+                read_to: ch.tokens.end,
+            },
+        );
+        if !ch.is_last {
+            return None;
         }
-        for (_, seq) in &step.decode {
-            self.pool.append(*seq, 1);
+        if self.lane == Some(id) {
+            self.lane = None;
         }
-        if let Some(ch) = &step.chunk {
-            let id = ch.request;
-            if let Some(r) = self.requests.get_mut(&id) {
-                r.prompt_tokens_read += ch.tokens.end - ch.tokens.start;
-                let again = super::lifecycle::reread_tokens(r.read_high, &ch.tokens);
-                r.read_high = r.read_high.max(ch.tokens.end);
-                self.counters.processed_prefix_losses += u64::from(again);
-                self.set_phase(
-                    id,
-                    Phase::Reading {
-                        seq: ch.seq,
-                        read_to: ch.tokens.end,
-                    },
-                );
-                if ch.is_last {
-                    if self.lane == Some(id) {
-                        self.lane = None;
-                    }
-                    self.set_phase(id, Phase::Decoding { seq: ch.seq });
-                    if let Some(r) = self.requests.get_mut(&id) {
-                        r.idle_since = None;
-                    }
-                    sampled.push(id);
+        self.set_phase(id, Phase::Decoding { seq: ch.seq });
+        if let Some(r) = self.requests.get_mut(&id) {
+            r.idle_since = None;
+        }
+        Some(id)
+    }
+
+    /// The token `id` sampled in the step, accepted (unless a cancel is pending); a sample
+    /// owed and missing is the engine's protocol error, and fails the request.
+    fn take_sample(&mut self, id: RequestId, by: &mut HashMap<RequestId, StepOutput>, now: Now) {
+        let Some(r) = self.requests.get_mut(&id) else {
+            return;
+        };
+        if r.cancel_pending {
+            // the step fed its last token; the new sample is not accepted
+            r.last_token_fed = !r.output.is_empty();
+            by.remove(&id);
+            return;
+        }
+        match by.remove(&id) {
+            Some(StepOutput {
+                token: Some(t),
+                finished,
+                ..
+            }) => self.accept(id, t, finished, now),
+            _ => {
+                self.diag(format!("step done without the token {id} was owed"));
+                if let Some(seq) = self.requests.get(&id).and_then(|r| r.phase.seq()) {
+                    self.out.actions.push(Action::Release {
+                        request: id,
+                        seq,
+                        keep_as_conversation: false,
+                    });
+                    self.free_slot_of(id, now);
+                    self.pool.clear(seq);
+                    self.set_seq(seq, SeqState::Free, now);
                 }
+                self.fail(id, FailKind::EngineProtocol);
             }
-        }
-        sampled.extend(step.decode.iter().map(|(id, _)| *id));
-        for id in sampled {
-            let Some(r) = self.requests.get_mut(&id) else {
-                continue;
-            };
-            if r.cancel_pending {
-                // the step fed its last token; the new sample is not accepted
-                r.last_token_fed = !r.output.is_empty();
-                by.remove(&id);
-                continue;
-            }
-            match by.remove(&id) {
-                Some(StepOutput {
-                    token: Some(t),
-                    finished,
-                    ..
-                }) => self.accept(id, t, finished, now),
-                _ => {
-                    self.diag(format!("step done without the token {id} was owed"));
-                    if let Some(seq) = self.requests.get(&id).and_then(|r| r.phase.seq()) {
-                        self.out.actions.push(Action::Release {
-                            request: id,
-                            seq,
-                            keep_as_conversation: false,
-                        });
-                        self.free_slot_of(id, now);
-                        self.pool.clear(seq);
-                        self.set_seq(seq, SeqState::Free, now);
-                    }
-                    self.fail(id, FailKind::EngineProtocol);
-                }
-            }
-        }
-        for (id, _) in by {
-            self.diag(format!("step output for {id}, which was not in the step"));
         }
     }
 

@@ -161,6 +161,12 @@ fn bound<T: PartialOrd + std::fmt::Display>(
 impl SchedulerSettings {
     /// Checks every bound; the error names the key, the bound and the value.
     pub fn validate(&self) -> Result<(), ConfigError> {
+        self.validate_scheduling()?;
+        self.validate_limits()
+    }
+
+    /// The bounds of how requests are read, run, aged and queued.
+    fn validate_scheduling(&self) -> Result<(), ConfigError> {
         if let Some(c) = self.chunk_tokens {
             bound(
                 "chunk_tokens",
@@ -208,6 +214,11 @@ impl SchedulerSettings {
             r.min <= r.max && r.min >= -1_000_000 && r.max <= 1_000_000,
             "min <= max, both within -1000000..1000000",
         )?;
+        Ok(())
+    }
+
+    /// The bounds of output lengths, the host cache and restarts.
+    fn validate_limits(&self) -> Result<(), ConfigError> {
         for (key, value) in [
             ("max_output_tokens_default", self.max_output_tokens_default),
             ("max_output_tokens_cap", self.max_output_tokens_cap),

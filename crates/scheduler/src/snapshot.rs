@@ -266,8 +266,42 @@ impl Scheduler {
         } else {
             Mode::Solo
         };
-        let slots = self
-            .slots
+        let slots = self.slot_views(now);
+        let conversations = self.conversation_views(now);
+        let parked = self.parked_views(now);
+        let waiting = self.waiting_views(now);
+        Snapshot {
+            mode,
+            engine: match self.engine {
+                EngineState::Ready => EngineCondition::Ready,
+                EngineState::Starting { .. } => EngineCondition::Starting,
+                // no variant of its own yet: the service matches `EngineCondition`
+                // exhaustively; `Scheduler::engine_failed` tells the two apart
+                EngineState::Down | EngineState::Failed { .. } => EngineCondition::Down,
+            },
+            settings: self.settings.clone(),
+            chunk_tokens: self.chunk_tokens(),
+            kv_cells_total: self.facts.kv_cells_total,
+            kv_cells_used: self.cells_used(),
+            kv_sequences: self.seqs.len() as u32,
+            kv_sequences_free: self
+                .seqs
+                .iter()
+                .filter(|s| matches!(s.state, SeqState::Free))
+                .count() as u32,
+            host_cached_conversations: self.host_cache.len(),
+            conversations,
+            slots,
+            parked,
+            waiting,
+            pause_outlook: self.outlook_view(now),
+            counters: self.counters.clone(),
+        }
+    }
+
+    /// Each slot, with what its holder has read and made.
+    fn slot_views(&self, now: Now) -> Vec<SlotView> {
+        self.slots
             .iter()
             .enumerate()
             .map(|(i, s)| {
@@ -300,7 +334,11 @@ impl Scheduler {
                         .map(|left| left.as_secs_f64()),
                 }
             })
-            .collect();
+            .collect()
+    }
+
+    /// Kept conversations, in the pool (least recently used first), then in host RAM.
+    fn conversation_views(&self, now: Now) -> Vec<ConversationView> {
         let mut in_pool: Vec<(Now, ConversationView)> = self
             .seqs
             .iter()
@@ -319,7 +357,7 @@ impl Scheduler {
             })
             .collect();
         in_pool.sort_by_key(|(t, c)| (*t, c.id));
-        let conversations = in_pool
+        in_pool
             .into_iter()
             .map(|(_, c)| c)
             .chain(self.host_cache.iter().map(|(id, c)| ConversationView {
@@ -329,9 +367,12 @@ impl Scheduler {
                 tokens: c.tokens.len(),
                 idle_secs: None,
             }))
-            .collect();
-        let parked = self
-            .parked
+            .collect()
+    }
+
+    /// Parked requests, where and why.
+    fn parked_views(&self, now: Now) -> Vec<ParkedView> {
+        self.parked
             .iter()
             .filter_map(|id| self.requests.get(id))
             .map(|r| {
@@ -368,9 +409,12 @@ impl Scheduler {
                     parked_for: r.parked_because.and_then(|(_, w)| w),
                 }
             })
-            .collect();
-        let waiting = self
-            .waiting
+            .collect()
+    }
+
+    /// Requests in line, in order.
+    fn waiting_views(&self, now: Now) -> Vec<WaitingView> {
+        self.waiting
             .iter()
             .filter_map(|id| self.requests.get(id))
             .map(|r| WaitingView {
@@ -382,33 +426,6 @@ impl Scheduler {
                 waited_secs: now.saturating_sub(r.arrived_at).as_secs_f64(),
                 tokens_left_to_read: r.prompt_len() - self.held_for_sure_peek(r.id),
             })
-            .collect();
-        Snapshot {
-            mode,
-            engine: match self.engine {
-                EngineState::Ready => EngineCondition::Ready,
-                EngineState::Starting { .. } => EngineCondition::Starting,
-                // no variant of its own yet: the service matches `EngineCondition`
-                // exhaustively; `Scheduler::engine_failed` tells the two apart
-                EngineState::Down | EngineState::Failed { .. } => EngineCondition::Down,
-            },
-            settings: self.settings.clone(),
-            chunk_tokens: self.chunk_tokens(),
-            kv_cells_total: self.facts.kv_cells_total,
-            kv_cells_used: self.cells_used(),
-            kv_sequences: self.seqs.len() as u32,
-            kv_sequences_free: self
-                .seqs
-                .iter()
-                .filter(|s| matches!(s.state, SeqState::Free))
-                .count() as u32,
-            host_cached_conversations: self.host_cache.len(),
-            conversations,
-            slots,
-            parked,
-            waiting,
-            pause_outlook: self.outlook_view(now),
-            counters: self.counters.clone(),
-        }
+            .collect()
     }
 }

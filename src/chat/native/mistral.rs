@@ -9,22 +9,7 @@ impl NativeRewriter {
     pub(super) fn step_mistral(&mut self, out: &mut String, ended: bool) -> bool {
         const MARKERS: [&str; 3] = ["[TOOL_CALLS]", "[THINK]", "[/THINK]"];
         match &mut self.mode {
-            Mode::Text => match self.find(&MARKERS) {
-                Ok((at, i)) => {
-                    out.push_str(&self.pending[..at]);
-                    self.pending.drain(..at + MARKERS[i].len());
-                    match i {
-                        0 => self.mode = Mode::Name { raw: String::new() },
-                        1 => out.push_str("<think>"),
-                        _ => out.push_str("</think>"),
-                    }
-                    true
-                }
-                Err(hold) => {
-                    self.pass(out, hold, ended);
-                    false
-                }
-            },
+            Mode::Text => self.mistral_text(out, ended, &MARKERS),
             Mode::Name { raw } => {
                 raw.push_str(&std::mem::take(&mut self.pending));
                 if raw.trim_start().starts_with('[') {
@@ -55,33 +40,14 @@ impl NativeRewriter {
             Mode::Args { .. } => self.args_to_json_end(out, JSON_CALL_CLOSE),
             Mode::Array { element, depth } => {
                 let rest = std::mem::take(&mut self.pending);
-                for (i, c) in rest.char_indices() {
-                    if *depth == 0 {
-                        match c {
-                            '{' => {
-                                *depth = 1;
-                                element.clear();
-                                element.push(c);
-                                out.push_str("<tool_call>{");
-                            }
-                            ']' => {
-                                self.pending = rest[i + 1..].to_owned();
-                                self.mode = Mode::Text;
-                                return true;
-                            }
-                            _ => {} // commas and whitespace between calls
-                        }
-                        continue;
+                match stream_array(&rest, element, depth, out) {
+                    Some(after) => {
+                        self.pending = rest[after..].to_owned();
+                        self.mode = Mode::Text;
+                        true
                     }
-                    element.push(c);
-                    out.push(c);
-                    // only a closing bracket can end it: the scan is not rerun per character
-                    if matches!(c, '}' | ']') && json_end(element).is_some() {
-                        *depth = 0;
-                        out.push_str("</tool_call>");
-                    }
+                    None => false,
                 }
-                false
             }
             _ => {
                 self.mode = Mode::Text;
@@ -89,4 +55,57 @@ impl NativeRewriter {
             }
         }
     }
+
+    /// Text between calls: the calls' marker, or reasoning's rewritten.
+    fn mistral_text(&mut self, out: &mut String, ended: bool, markers: &[&str; 3]) -> bool {
+        match self.find(markers) {
+            Ok((at, i)) => {
+                out.push_str(&self.pending[..at]);
+                self.pending.drain(..at + markers[i].len());
+                match i {
+                    0 => self.mode = Mode::Name { raw: String::new() },
+                    1 => out.push_str("<think>"),
+                    _ => out.push_str("</think>"),
+                }
+                true
+            }
+            Err(hold) => {
+                self.pass(out, hold, ended);
+                false
+            }
+        }
+    }
+}
+
+/// Nemo's array of calls: each object passed on as a call as it streams; where the array
+/// closes in `rest`, the place after its `]`.
+fn stream_array(
+    rest: &str,
+    element: &mut String,
+    depth: &mut u32,
+    out: &mut String,
+) -> Option<usize> {
+    for (i, c) in rest.char_indices() {
+        if *depth == 0 {
+            match c {
+                '{' => {
+                    *depth = 1;
+                    element.clear();
+                    element.push(c);
+                    out.push_str("<tool_call>{");
+                }
+                ']' => return Some(i + 1),
+                _ => {} // commas and whitespace between calls
+            }
+            continue;
+        }
+        element.push(c);
+        out.push(c);
+        // only a closing bracket can end it: the scan is not rerun per character
+        if matches!(c, '}' | ']') && json_end(element).is_some() {
+            *depth = 0;
+            out.push_str("</tool_call>");
+        }
+    }
+    None
 }

@@ -31,86 +31,87 @@ pub(super) struct SectionFamily {
     pub markers: &'static [&'static str],
 }
 
+static KIMI: SectionFamily = SectionFamily {
+    text: &[
+        ("<|tool_calls_section_begin|>", ""),
+        ("<|tool_calls_section_end|>", ""),
+    ],
+    call: "<|tool_call_begin|>",
+    separator: "<|tool_call_argument_begin|>",
+    name_after: None,
+    call_end: &["<|tool_call_end|>"],
+    markers: &[
+        "<|tool_calls_section_begin|>",
+        "<|tool_calls_section_end|>",
+        "<|tool_call_begin|>",
+        "<|tool_call_argument_begin|>",
+        "<|tool_call_end|>",
+        "<think>",
+        "</think>",
+    ],
+};
+static DEEPSEEK: SectionFamily = SectionFamily {
+    text: &[("<｜tool▁calls▁begin｜>", ""), ("<｜tool▁calls▁end｜>", "")],
+    call: "<｜tool▁call▁begin｜>",
+    separator: "<｜tool▁sep｜>",
+    name_after: None,
+    call_end: &["<｜tool▁call▁end｜>"],
+    markers: &[
+        "<｜tool▁calls▁begin｜>",
+        "<｜tool▁calls▁end｜>",
+        "<｜tool▁call▁begin｜>",
+        "<｜tool▁sep｜>",
+        "<｜tool▁call▁end｜>",
+        "<think>",
+        "</think>",
+    ],
+};
+static DEEPSEEK_R1: SectionFamily = SectionFamily {
+    separator: "```json",
+    name_after: Some("<｜tool▁sep｜>"),
+    call_end: &[
+        "```<｜tool▁call▁end｜>",
+        "```\n<｜tool▁call▁end｜>",
+        "<｜tool▁call▁end｜>",
+    ],
+    ..DEEPSEEK
+};
+static SOLAR: SectionFamily = SectionFamily {
+    text: &[
+        ("<|think|>", "<think>"),
+        ("<|end|><|begin|>assistant", "</think>"),
+        ("<|content|>", ""),
+        ("<|tool_calls|>", ""),
+        ("<|calls|>", ""),
+    ],
+    call: "<|tool_call:begin|>",
+    separator: "<|tool_call:args|>",
+    name_after: Some("<|tool_call:name|>"),
+    call_end: &["<|tool_call:end|>"],
+    markers: &[
+        "<|think|>",
+        "<|end|>",
+        "<|begin|>",
+        "<|content|>",
+        "<|tool_calls|>",
+        "<|calls|>",
+        "<|tool_call:begin|>",
+        "<|tool_call:name|>",
+        "<|tool_call:args|>",
+        "<|tool_call:end|>",
+    ],
+};
+static FUNCTIONARY: SectionFamily = SectionFamily {
+    text: &[],
+    call: "<function=",
+    separator: ">",
+    name_after: None,
+    call_end: &["</function>"],
+    markers: &[],
+};
+
 /// The family of `format`, if its calls are a name and JSON arguments between markers.
 pub(super) fn family(format: ToolFormat) -> Option<&'static SectionFamily> {
-    static KIMI: SectionFamily = SectionFamily {
-        text: &[
-            ("<|tool_calls_section_begin|>", ""),
-            ("<|tool_calls_section_end|>", ""),
-        ],
-        call: "<|tool_call_begin|>",
-        separator: "<|tool_call_argument_begin|>",
-        name_after: None,
-        call_end: &["<|tool_call_end|>"],
-        markers: &[
-            "<|tool_calls_section_begin|>",
-            "<|tool_calls_section_end|>",
-            "<|tool_call_begin|>",
-            "<|tool_call_argument_begin|>",
-            "<|tool_call_end|>",
-            "<think>",
-            "</think>",
-        ],
-    };
-    static DEEPSEEK: SectionFamily = SectionFamily {
-        text: &[("<｜tool▁calls▁begin｜>", ""), ("<｜tool▁calls▁end｜>", "")],
-        call: "<｜tool▁call▁begin｜>",
-        separator: "<｜tool▁sep｜>",
-        name_after: None,
-        call_end: &["<｜tool▁call▁end｜>"],
-        markers: &[
-            "<｜tool▁calls▁begin｜>",
-            "<｜tool▁calls▁end｜>",
-            "<｜tool▁call▁begin｜>",
-            "<｜tool▁sep｜>",
-            "<｜tool▁call▁end｜>",
-            "<think>",
-            "</think>",
-        ],
-    };
-    static DEEPSEEK_R1: SectionFamily = SectionFamily {
-        separator: "```json",
-        name_after: Some("<｜tool▁sep｜>"),
-        call_end: &[
-            "```<｜tool▁call▁end｜>",
-            "```\n<｜tool▁call▁end｜>",
-            "<｜tool▁call▁end｜>",
-        ],
-        ..DEEPSEEK
-    };
-    static SOLAR: SectionFamily = SectionFamily {
-        text: &[
-            ("<|think|>", "<think>"),
-            ("<|end|><|begin|>assistant", "</think>"),
-            ("<|content|>", ""),
-            ("<|tool_calls|>", ""),
-            ("<|calls|>", ""),
-        ],
-        call: "<|tool_call:begin|>",
-        separator: "<|tool_call:args|>",
-        name_after: Some("<|tool_call:name|>"),
-        call_end: &["<|tool_call:end|>"],
-        markers: &[
-            "<|think|>",
-            "<|end|>",
-            "<|begin|>",
-            "<|content|>",
-            "<|tool_calls|>",
-            "<|calls|>",
-            "<|tool_call:begin|>",
-            "<|tool_call:name|>",
-            "<|tool_call:args|>",
-            "<|tool_call:end|>",
-        ],
-    };
-    static FUNCTIONARY: SectionFamily = SectionFamily {
-        text: &[],
-        call: "<function=",
-        separator: ">",
-        name_after: None,
-        call_end: &["</function>"],
-        markers: &[],
-    };
     match format {
         ToolFormat::Kimi => Some(&KIMI),
         ToolFormat::DeepSeek => Some(&DEEPSEEK),

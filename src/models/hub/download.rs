@@ -204,71 +204,23 @@ impl Job<'_> {
         progress: &mut (dyn FnMut(&DownloadProgress) + Send),
         cancel: &AtomicBool,
     ) -> Result<(), HubError> {
-        let mut request = self.client.get(&self.url);
-        if have > 0 {
-            request = request.header(RANGE, format!("bytes={have}-"));
-        }
-        let path = self.file.path.clone();
-        let response = self
-            .client
-            .send(request, &self.url, self.repo, || {
-                format!("{path} in {}", self.repo)
-            })
-            .await;
-        let mut response = match response {
-            // the hub's file ends before what is here: it changed since it was listed
-            Err(HubError::Status { status: 416, .. }) => {
-                remove(part)?;
-                return Err(self.changed(have));
-            }
-            other => other?,
-        };
+        let mut response = self.request_rest(part, have).await?;
         // 206: the rest, appended; 200: a server that ignored the range sends it all
         let resumed = response.status() == StatusCode::PARTIAL_CONTENT;
-        let mut out = if resumed {
+        let out = if resumed {
             OpenOptions::new().append(true).open(part)
         } else {
             File::create(part)
         }
         .map_err(io(format!("opening {}", part.display())))?;
-        let mut written = if resumed { have } else { 0 };
+        let written = if resumed { have } else { 0 };
         self.progress.resumed_from_bytes = written;
-        let started = Instant::now();
-        let mut this_request_bytes = 0u64;
-        loop {
-            let chunk = match next_chunk(&mut response, cancel, &self.url).await? {
-                Next::Data(chunk) => chunk,
-                Next::End => break,
-                Next::Cancelled => {
-                    out.flush()
-                        .map_err(|e| self.write_error(part, written, e))?;
-                    return Err(HubError::Cancelled {
-                        file: self.file.path.clone(),
-                        done_bytes: written,
-                    });
-                }
-            };
-            if written + chunk.len() as u64 > self.file.size_bytes {
-                // longer than listed: the file changed on the hub
-                drop(out);
-                remove(part)?;
-                return Err(self.changed(written + chunk.len() as u64));
-            }
-            if let Err(e) = out.write_all(&chunk) {
-                return Err(self.write_error(part, written, e));
-            }
-            written += chunk.len() as u64;
-            this_request_bytes += chunk.len() as u64;
-            self.report(written, this_request_bytes, started, progress);
-            if cancel.load(Ordering::Relaxed) {
-                out.flush()
-                    .map_err(|e| self.write_error(part, written, e))?;
-                return Err(HubError::Cancelled {
-                    file: self.file.path.clone(),
-                    done_bytes: written,
-                });
-            }
-        }
+        let body = Body {
+            part,
+            progress,
+            cancel,
+        };
+        let (mut out, written) = self.write_body(&mut response, out, written, body).await?;
         out.flush()
             .map_err(|e| self.write_error(part, written, e))?;
         if written != self.file.size_bytes {
@@ -282,6 +234,76 @@ impl Job<'_> {
             });
         }
         Ok(())
+    }
+
+    /// The request for the file from `have` bytes on; a file that ends before them changed
+    /// on the hub since it was listed (its part is removed).
+    async fn request_rest(&self, part: &Path, have: u64) -> Result<reqwest::Response, HubError> {
+        let mut request = self.client.get(&self.url);
+        if have > 0 {
+            request = request.header(RANGE, format!("bytes={have}-"));
+        }
+        let path = self.file.path.clone();
+        let response = self
+            .client
+            .send(request, &self.url, self.repo, || {
+                format!("{path} in {}", self.repo)
+            })
+            .await;
+        match response {
+            // the hub's file ends before what is here: it changed since it was listed
+            Err(HubError::Status { status: 416, .. }) => {
+                remove(part)?;
+                Err(self.changed(have))
+            }
+            other => other,
+        }
+    }
+
+    /// The response's body appended to `out` from `written` bytes on, with progress, until
+    /// it ends or a cancel; the file and the bytes written then.
+    async fn write_body(
+        &mut self,
+        response: &mut reqwest::Response,
+        mut out: File,
+        mut written: u64,
+        body: Body<'_>,
+    ) -> Result<(File, u64), HubError> {
+        let started = Instant::now();
+        let mut this_request_bytes = 0u64;
+        loop {
+            let chunk = match next_chunk(response, body.cancel, &self.url).await? {
+                Next::Data(chunk) => chunk,
+                Next::End => return Ok((out, written)),
+                Next::Cancelled => return Err(self.cancelled(&mut out, body.part, written)),
+            };
+            if written + chunk.len() as u64 > self.file.size_bytes {
+                // longer than listed: the file changed on the hub
+                drop(out);
+                remove(body.part)?;
+                return Err(self.changed(written + chunk.len() as u64));
+            }
+            if let Err(e) = out.write_all(&chunk) {
+                return Err(self.write_error(body.part, written, e));
+            }
+            written += chunk.len() as u64;
+            this_request_bytes += chunk.len() as u64;
+            self.report(written, this_request_bytes, started, body.progress);
+            if body.cancel.load(Ordering::Relaxed) {
+                return Err(self.cancelled(&mut out, body.part, written));
+            }
+        }
+    }
+
+    /// A cancel: what is written is flushed, to be resumed.
+    fn cancelled(&self, out: &mut File, part: &Path, written: u64) -> HubError {
+        match out.flush() {
+            Err(e) => self.write_error(part, written, e),
+            Ok(()) => HubError::Cancelled {
+                file: self.file.path.clone(),
+                done_bytes: written,
+            },
+        }
     }
 
     fn report(
@@ -341,6 +363,13 @@ enum Next {
     Data(bytes::Bytes),
     End,
     Cancelled,
+}
+
+/// Where a body goes, who hears its progress, and what cancels it.
+struct Body<'a> {
+    part: &'a Path,
+    progress: &'a mut (dyn FnMut(&DownloadProgress) + Send),
+    cancel: &'a AtomicBool,
 }
 
 /// The body's next chunk, or `Cancelled` as soon as the flag is set, even while the
