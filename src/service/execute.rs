@@ -5,9 +5,9 @@
 
 use super::actor::Actor;
 use crate::engine::EngineError;
-use crate::ids::RequestId;
+use crate::ids::{RequestId, SeqId};
 use crate::protocol::{self, Command};
-use crate::scheduler::{Action, ConversationId, Event, ParkPlace};
+use crate::scheduler::{Action, ConversationId, Event, ParkPlace, Step};
 use std::time::Duration;
 
 impl Actor {
@@ -48,6 +48,8 @@ impl Actor {
         self.queue.iter().any(needs_engine)
     }
 
+    /// One action, dispatched by what it does: the client's stream, the engine's step, a
+    /// sequence given or taken back, a request's state moved, a conversation kept or loaded.
     async fn execute_one(&mut self, action: Action) -> Result<(), Failed> {
         match action {
             Action::Deliver { request, .. } => {
@@ -72,54 +74,13 @@ impl Actor {
                 self.streams.fail(request, &error);
                 closed?;
             }
-            Action::RestartEngine { delay_secs, .. } => {
-                self.engine.stop().await;
-                self.engine
-                    .start(Duration::from_secs_f64(delay_secs.max(0.0)));
-            }
-            Action::Step(step) => {
-                // what the engine must hold after the chunk (checked against its reply)
-                self.expected_read = step.chunk.as_ref().map(|c| (c.request, c.tokens.end));
-                let chunk = step.chunk.map(|c| {
-                    let prompt = self.streams.get(c.request).map(|l| &l.submission.prompt);
-                    let tokens = prompt.map_or_else(Vec::new, |p| {
-                        p[c.tokens.start as usize..c.tokens.end as usize].to_vec()
-                    });
-                    protocol::Chunk {
-                        request: c.request,
-                        start: c.tokens.start,
-                        tokens,
-                        last: c.is_last,
-                    }
-                });
-                let decode: Vec<RequestId> = step.decode.iter().map(|(id, _)| *id).collect();
-                self.engine.send_step(chunk, decode).await?;
-            }
+            Action::RestartEngine { delay_secs, .. } => self.restart_engine(delay_secs).await,
+            Action::Step(step) => self.send_step(step).await?,
             Action::Assign {
                 request,
                 seq,
                 keep_tokens,
-            } => {
-                let sampling = self
-                    .streams
-                    .get(request)
-                    .map(|l| l.submission.sampling.clone())
-                    .unwrap_or_default();
-                let kept = self
-                    .engine
-                    .open(request, seq, keep_tokens, sampling)
-                    .await
-                    .map_err(|e| for_request(e, request, keep_tokens))?;
-                if kept != keep_tokens {
-                    return Err(Failed::Request {
-                        request,
-                        message: format!(
-                            "the engine kept {kept} tokens of {seq}, {keep_tokens} were counted"
-                        ),
-                        lost_tokens: keep_tokens.saturating_sub(kept),
-                    });
-                }
-            }
+            } => self.assign(request, seq, keep_tokens).await?,
             Action::Release {
                 request,
                 seq,
@@ -127,44 +88,15 @@ impl Actor {
             } => {
                 self.engine.close(request).await?;
                 if !keep_as_conversation {
-                    self.engine
-                        .call(Command::Trim {
-                            seq,
-                            keep_tokens: 0,
-                        })
-                        .await?;
+                    self.trim_to_nothing(seq).await?;
                 }
             }
-            // Parked in its own sequence: nothing moves, the engine is not asked.
-            Action::Park {
-                to: ParkPlace::Pool(_),
-                ..
-            }
-            | Action::Restore {
-                from: ParkPlace::Pool(_),
-                ..
-            } => {}
-            Action::Park { request, .. } => {
-                let reply = self
-                    .engine
-                    .call(Command::Park { request })
-                    .await
-                    .map_err(|e| for_request(e, request, 0))?;
-                log_moved("parked to host RAM", &reply);
-            }
+            Action::Park { request, to, .. } => self.park(request, to).await?,
             Action::Restore {
-                request, into_seq, ..
-            } => {
-                let reply = self
-                    .engine
-                    .call(Command::Restore {
-                        request,
-                        seq: into_seq,
-                    })
-                    .await
-                    .map_err(|e| for_request(e, request, 0))?;
-                log_moved("restored from host RAM", &reply);
-            }
+                request,
+                from,
+                into_seq,
+            } => self.restore(request, from, into_seq).await?,
             Action::CopyPrefix {
                 from,
                 to,
@@ -177,59 +109,173 @@ impl Actor {
                     .map_err(|e| for_request(e, request, tokens))?;
             }
             Action::DropParked { request, .. } => self.engine.close(request).await?,
-            Action::EvictConversation {
-                seq,
-                to_cache: Some(conversation),
-            } => {
-                // Conversations this batch is about to load must survive the save.
-                let keep = self
-                    .queue
-                    .iter()
-                    .filter_map(|a| match a {
-                        Action::RestoreConversation { conversation, .. } => Some(conversation.0),
-                        _ => None,
-                    })
-                    .collect();
-                let evicted = self
-                    .engine
-                    .save_conversation(seq, conversation.0, keep)
-                    .await?;
-                if !evicted.is_empty() {
-                    // The engine's byte bound is tighter than the scheduler's count.
-                    let evicted = evicted.into_iter().map(ConversationId).collect();
-                    self.feed(Event::ConversationsEvicted(evicted));
-                }
-            }
-            Action::EvictConversation {
-                seq,
-                to_cache: None,
-            } => {
-                self.engine
-                    .call(Command::Trim {
-                        seq,
-                        keep_tokens: 0,
-                    })
-                    .await?;
-            }
+            Action::EvictConversation { seq, to_cache } => match to_cache {
+                Some(conversation) => self.save_conversation(seq, conversation).await?,
+                None => self.trim_to_nothing(seq).await?,
+            },
             Action::RestoreConversation {
                 conversation,
                 into_seq,
-                for_request: request,
+                for_request,
             } => {
-                let loaded = self
-                    .engine
-                    .load_conversation(conversation.0, into_seq)
-                    .await
-                    .map_err(|e| for_request(e, request, 0));
-                if loaded.is_err() {
-                    // the scheduler let the entry go with the load: the engine's copy goes too
-                    self.engine.drop_conversation(conversation.0).await?;
-                }
-                loaded?;
+                self.load_conversation(conversation, into_seq, for_request)
+                    .await?;
             }
             Action::DropConversation { conversation } => {
-                self.engine.drop_conversation(conversation.0).await?;
+                self.engine.drop_conversation(conversation.0).await?
             }
+        }
+        Ok(())
+    }
+
+    /// The engine stopped and started again after `delay_secs` (the scheduler's backoff).
+    async fn restart_engine(&mut self, delay_secs: f64) {
+        self.engine.stop().await;
+        self.engine
+            .start(Duration::from_secs_f64(delay_secs.max(0.0)));
+    }
+
+    /// A step: the chunk's tokens taken from the request's prompt, and the requests decoding.
+    async fn send_step(&mut self, step: Step) -> Result<(), Failed> {
+        // what the engine must hold after the chunk (checked against its reply)
+        self.expected_read = step.chunk.as_ref().map(|c| (c.request, c.tokens.end));
+        let chunk = step.chunk.map(|c| {
+            let prompt = self.streams.get(c.request).map(|l| &l.submission.prompt);
+            let tokens = prompt.map_or_else(Vec::new, |p| {
+                p[c.tokens.start as usize..c.tokens.end as usize].to_vec()
+            });
+            protocol::Chunk {
+                request: c.request,
+                start: c.tokens.start,
+                tokens,
+                last: c.is_last,
+            }
+        });
+        let decode: Vec<RequestId> = step.decode.iter().map(|(id, _)| *id).collect();
+        self.engine.send_step(chunk, decode).await?;
+        Ok(())
+    }
+
+    /// A sequence given to a request with its sampling; the engine must keep what was counted.
+    async fn assign(
+        &mut self,
+        request: RequestId,
+        seq: SeqId,
+        keep_tokens: u32,
+    ) -> Result<(), Failed> {
+        let sampling = self
+            .streams
+            .get(request)
+            .map(|l| l.submission.sampling.clone())
+            .unwrap_or_default();
+        let kept = self
+            .engine
+            .open(request, seq, keep_tokens, sampling)
+            .await
+            .map_err(|e| for_request(e, request, keep_tokens))?;
+        if kept != keep_tokens {
+            return Err(Failed::Request {
+                request,
+                message: format!(
+                    "the engine kept {kept} tokens of {seq}, {keep_tokens} were counted"
+                ),
+                lost_tokens: keep_tokens.saturating_sub(kept),
+            });
+        }
+        Ok(())
+    }
+
+    /// A sequence emptied.
+    async fn trim_to_nothing(&mut self, seq: SeqId) -> Result<(), Failed> {
+        self.engine
+            .call(Command::Trim {
+                seq,
+                keep_tokens: 0,
+            })
+            .await?;
+        Ok(())
+    }
+
+    /// A paused stream parked: to host RAM through the engine; in its own sequence in the
+    /// pool nothing moves and the engine is not asked.
+    async fn park(&mut self, request: RequestId, to: ParkPlace) -> Result<(), Failed> {
+        if let ParkPlace::Pool(_) = to {
+            return Ok(());
+        }
+        let reply = self
+            .engine
+            .call(Command::Park { request })
+            .await
+            .map_err(|e| for_request(e, request, 0))?;
+        log_moved("parked to host RAM", &reply);
+        Ok(())
+    }
+
+    /// A parked stream back in a sequence: from host RAM through the engine; from its own
+    /// sequence in the pool nothing moves.
+    async fn restore(
+        &mut self,
+        request: RequestId,
+        from: ParkPlace,
+        into_seq: SeqId,
+    ) -> Result<(), Failed> {
+        if let ParkPlace::Pool(_) = from {
+            return Ok(());
+        }
+        let reply = self
+            .engine
+            .call(Command::Restore {
+                request,
+                seq: into_seq,
+            })
+            .await
+            .map_err(|e| for_request(e, request, 0))?;
+        log_moved("restored from host RAM", &reply);
+        Ok(())
+    }
+
+    /// A conversation loaded from the RAM cache into the sequence a request will continue it in.
+    async fn load_conversation(
+        &mut self,
+        conversation: ConversationId,
+        into_seq: SeqId,
+        request: RequestId,
+    ) -> Result<(), Failed> {
+        let loaded = self
+            .engine
+            .load_conversation(conversation.0, into_seq)
+            .await
+            .map_err(|e| for_request(e, request, 0));
+        if loaded.is_err() {
+            // the scheduler let the entry go with the load: the engine's copy goes too
+            self.engine.drop_conversation(conversation.0).await?;
+        }
+        loaded
+    }
+
+    /// A conversation saved to the RAM cache as its sequence is taken for another request.
+    async fn save_conversation(
+        &mut self,
+        seq: SeqId,
+        conversation: ConversationId,
+    ) -> Result<(), Failed> {
+        // Conversations this batch is about to load must survive the save.
+        let keep = self
+            .queue
+            .iter()
+            .filter_map(|a| match a {
+                Action::RestoreConversation { conversation, .. } => Some(conversation.0),
+                _ => None,
+            })
+            .collect();
+        let evicted = self
+            .engine
+            .save_conversation(seq, conversation.0, keep)
+            .await?;
+        if !evicted.is_empty() {
+            // The engine's byte bound is tighter than the scheduler's count.
+            let evicted = evicted.into_iter().map(ConversationId).collect();
+            self.feed(Event::ConversationsEvicted(evicted));
         }
         Ok(())
     }
