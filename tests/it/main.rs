@@ -42,6 +42,7 @@ mod fake_hub;
 mod fault_every_message;
 mod grammar_real;
 mod gui;
+mod gui_apply;
 mod gui_layout;
 mod hostile_hub;
 mod lifecycle;
