@@ -20,6 +20,7 @@ use std::time::{Duration, Instant};
 use strata_desk::engine::{EngineProcess, WorkerLaunch};
 use strata_desk::engine_worker::WorkerOptions;
 use strata_desk::ids::{RequestId, SeqId, TokenId};
+use strata_desk::protocol::EngineSettings;
 use strata_desk::protocol::{Chunk, Command, Reply, Sampling};
 
 const THREADS: u32 = 1;
@@ -216,11 +217,11 @@ fn main() {
         LlamaModel::load_from_file(&backend, &path, &LlamaModelParams::default()).expect("model");
     let prompt = prompt(&model);
     let runtime = tokio::runtime::Runtime::new().expect("runtime");
-    let options = WorkerOptions {
+    let options = WorkerOptions::of(EngineSettings {
         ctx_tokens: CTX,
         threads: THREADS,
-        ..WorkerOptions::for_model(path)
-    };
+        ..EngineSettings::for_model(path)
+    });
     let mut engine = runtime
         .block_on(EngineProcess::start(
             &WorkerLaunch::new(PathBuf::from(env!("CARGO_BIN_EXE_strata-desk")), options),

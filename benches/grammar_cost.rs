@@ -21,6 +21,7 @@ use strata_desk::engine::{EngineProcess, WorkerLaunch};
 use strata_desk::engine_worker::WorkerOptions;
 use strata_desk::grammar::{ToolSpec, for_tool_calls};
 use strata_desk::ids::{RequestId, SeqId, TokenId};
+use strata_desk::protocol::EngineSettings;
 use strata_desk::protocol::{Chunk, Command, Grammar, Reply, Sampling};
 
 const CTX: u32 = 4096;
@@ -173,11 +174,11 @@ fn main() {
     drop(model);
     let (tool, any) = (one_tool(), any_of());
     let runtime = tokio::runtime::Runtime::new().expect("runtime");
-    let options = WorkerOptions {
+    let options = WorkerOptions::of(EngineSettings {
         ctx_tokens: CTX,
         slots: 2,
-        ..WorkerOptions::for_model(path)
-    };
+        ..EngineSettings::for_model(path)
+    });
     let mut engine = runtime
         .block_on(EngineProcess::start(
             &WorkerLaunch::new(PathBuf::from(env!("CARGO_BIN_EXE_strata-desk")), options),

@@ -197,10 +197,10 @@ pub fn output_plan(
 
 /// The tools checked: each as the prompt offers it (OpenAI-shaped), and as the grammar
 /// constrains it (with its index in `tools`).
-fn offered_tools(
-    tools: Vec<ToolDto>,
-    app: &AppSettings,
-) -> Result<(Vec<Value>, Vec<(usize, ToolSpec)>), ApiError> {
+type OfferedTools = (Vec<Value>, Vec<(usize, ToolSpec)>);
+
+/// The tools a request offers, checked (see [`OfferedTools`]).
+fn offered_tools(tools: Vec<ToolDto>, app: &AppSettings) -> Result<OfferedTools, ApiError> {
     if tools.len() > app.max_tools as usize {
         return Err(bad(
             format!(

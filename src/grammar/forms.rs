@@ -383,8 +383,8 @@ fn root_and_trigger(form: CallForm, call: &str) -> (String, &'static str) {
             ),
             "<|tool_call_start|>",
         ),
-        CallForm::Json(json) => (json.root(&call), json.trigger()),
-        CallForm::Pairs(pairs) => (pairs.root(&call), pairs.trigger()),
+        CallForm::Json(json) => (json.root(call), json.trigger()),
+        CallForm::Pairs(pairs) => (pairs.root(call), pairs.trigger()),
     }
 }
 

@@ -142,7 +142,7 @@ pub fn ttft_ui(ui: &mut Ui, s: &ServiceSnapshot, restarts_at_secs: &[f64]) {
         );
         return;
     }
-    let series = ttft_series(&samples);
+    let series = ttft_series(samples);
     let summary: Vec<String> = series
         .iter()
         .filter_map(|(name, points)| {
