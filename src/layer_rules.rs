@@ -255,8 +255,9 @@ fn anyhow_is_used_only_in_main() {
     );
 }
 
-/// Every `.rs` file under `dir` and its folders.
-fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
+/// Every `.rs` file under `dir` and its folders (the walker `layer_counts` and `docs_facts`
+/// share).
+pub(crate) fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
     for entry in std::fs::read_dir(dir).unwrap() {
         let path = entry.unwrap().path();
         if path.is_dir() && !path.ends_with("target") {

@@ -1,13 +1,15 @@
 //! The project counts itself (issue #63, item 6): over the source text, (a) imports that run
 //! up a floor of docs/ARCHITECTURE.md's order, (b) cycles across folders, (c) functions
-//! longer than 80 lines. (a) and (b) are held at 0; (c) at no more than [`LONG_FNS_MAX`],
-//! which goes down as functions are split.
+//! longer than 80 lines. (a) and (b) are held at 0; (c) at no more than
+//! [`PROGRAM_LONG_FNS_MAX`] in the program's code and [`TEST_LONG_FNS_MAX`] in the tests',
+//! which go down as functions are split.
 //!
 //! Read by hand rather than with `syn`: the counts need only comments, string literals and
 //! braces told apart, and a lexer of that much is shorter than a parser's dependency.
 
 mod code;
 
+use crate::layer_rules::rust_files;
 use code::{code_only, ident, matching_brace, without_test_blocks};
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -39,9 +41,15 @@ pub(crate) const FLOORS: &[&[&str]] = &[
     &["machine"],
 ];
 
-/// Functions longer than 80 lines, at most: the count measured when the counter came (issue
-/// #63); lower it as functions are split, never raise it.
-const LONG_FNS_MAX: usize = 82;
+/// Functions longer than 80 lines in the program's code (the crates' sources and benches, not
+/// their tests), at most: the count reached by issue #63 (47 when it was filed, over the same
+/// code); lower it as functions are split, never raise it.
+const PROGRAM_LONG_FNS_MAX: usize = 12;
+
+/// Functions longer than 80 lines in the tests (`tests/`, test-only modules and their
+/// folders, `#[cfg(test)] mod` blocks), at most: a scenario test reads top to bottom and may
+/// run long, but no longer than it does now.
+const TEST_LONG_FNS_MAX: usize = 35;
 
 /// Longer than this many lines is a long function.
 const LONG_FN_LINES: usize = 80;
@@ -244,18 +252,6 @@ pub(crate) fn long_fns(path: &str, text: &str) -> Vec<(String, usize)> {
     found
 }
 
-/// Every `.rs` file under `dir`.
-fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
-    for entry in std::fs::read_dir(dir).unwrap() {
-        let path = entry.unwrap().path();
-        if path.is_dir() && !path.ends_with("target") {
-            rust_files(&path, out);
-        } else if path.extension().is_some_and(|e| e == "rs") {
-            out.push(path);
-        }
-    }
-}
-
 fn root() -> &'static Path {
     Path::new(env!("CARGO_MANIFEST_DIR"))
 }
@@ -296,35 +292,17 @@ fn test_modules(file: &Path, text: &str) -> Vec<PathBuf> {
     found
 }
 
-/// The files of `src/` that are in the program (not a test-only file: one its parent declares
-/// `#[cfg(test)] mod name;`, or one in such a module's folder), each with its top-level part.
+/// The files of `src/` that are in the program (not test code, see [`project_files`]), each
+/// with its top-level part.
 fn program_files() -> Vec<Source> {
-    let src = root().join("src");
-    let mut files = Vec::new();
-    rust_files(&src, &mut files);
-    let texts: Vec<(PathBuf, String)> = files
+    project_files()
         .into_iter()
-        .map(|f| {
-            let text = std::fs::read_to_string(&f).unwrap();
-            (f, text)
-        })
-        .collect();
-    let test_only: BTreeSet<PathBuf> = texts
-        .iter()
-        .flat_map(|(file, text)| test_modules(file, text))
-        .collect();
-    texts
-        .into_iter()
-        .filter(|(file, _)| !file.ancestors().any(|p| test_only.contains(p)))
-        .map(|(file, text)| {
-            let relative = file.strip_prefix(&src).unwrap();
+        .filter(|(path, _, is_test)| path.starts_with("src/") && !is_test)
+        .map(|(path, text, _)| {
+            let relative = Path::new(&path).strip_prefix("src").unwrap();
             let first = relative.components().next().unwrap().as_os_str();
             let part = first.to_string_lossy().trim_end_matches(".rs").to_owned();
-            Source {
-                part,
-                path: format!("src/{}", relative.display()),
-                text,
-            }
+            Source { part, path, text }
         })
         .collect()
 }
@@ -352,30 +330,91 @@ fn no_cycle_runs_across_folders() {
     );
 }
 
-#[test]
-fn no_more_functions_are_over_80_lines_than_counted() {
+/// The project's Rust files (`src`, `crates`, `tests`, `benches`) as (path, text, is test
+/// code): a file is test code under a `tests` folder, or as a test-only module its parent
+/// declares (or in such a module's folder).
+fn project_files() -> Vec<(String, String, bool)> {
     let mut files = Vec::new();
     for dir in ["src", "crates", "tests", "benches"] {
         if root().join(dir).is_dir() {
             rust_files(&root().join(dir), &mut files);
         }
     }
-    let mut long = Vec::new();
-    for file in files {
-        let path = file.strip_prefix(root()).unwrap().display().to_string();
-        long.extend(long_fns(&path, &std::fs::read_to_string(&file).unwrap()));
+    let texts: Vec<(PathBuf, String)> = files
+        .into_iter()
+        .map(|f| {
+            let text = std::fs::read_to_string(&f).unwrap();
+            (f, text)
+        })
+        .collect();
+    let test_only: BTreeSet<PathBuf> = texts
+        .iter()
+        .flat_map(|(file, text)| test_modules(file, text))
+        .collect();
+    texts
+        .into_iter()
+        .map(|(file, text)| {
+            let path = file.strip_prefix(root()).unwrap();
+            let is_test = path.components().any(|c| c.as_os_str() == "tests")
+                || file.ancestors().any(|p| test_only.contains(p));
+            (path.display().to_string(), text, is_test)
+        })
+        .collect()
+}
+
+/// Functions as (`path:line name`, lines).
+type LongFns = Vec<(String, usize)>;
+
+/// The functions over [`LONG_FN_LINES`] lines, as (in the program's code, in the tests'),
+/// each longest first.
+fn long_fns_by_kind() -> (LongFns, LongFns) {
+    let (mut program, mut tests) = (Vec::new(), Vec::new());
+    for (path, text, is_test) in project_files() {
+        let all = long_fns(&path, &text);
+        if is_test {
+            tests.extend(all);
+            continue;
+        }
+        // a `#[cfg(test)] mod` block inside a program file is the tests'
+        let outside = long_fns(&path, &without_test_blocks(&code_only(&text)));
+        for found in all {
+            if outside.contains(&found) {
+                program.push(found);
+            } else {
+                tests.push(found);
+            }
+        }
     }
-    long.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
+    for list in [&mut program, &mut tests] {
+        list.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
+    }
+    (program, tests)
+}
+
+fn listed(long: &[(String, usize)]) -> String {
     let words: Vec<String> = long
         .iter()
         .map(|(f, n)| format!("{n:>4} lines  {f}"))
         .collect();
+    words.join("\n")
+}
+
+#[test]
+fn no_more_functions_are_over_80_lines_than_counted() {
+    let (program, tests) = long_fns_by_kind();
     assert!(
-        long.len() <= LONG_FNS_MAX,
-        "{} functions are over {LONG_FN_LINES} lines, more than LONG_FNS_MAX ({LONG_FNS_MAX}); split one, \
-         longest first:\n{}",
-        long.len(),
-        words.join("\n")
+        program.len() <= PROGRAM_LONG_FNS_MAX,
+        "{} of the program's functions are over {LONG_FN_LINES} lines, more than \
+         PROGRAM_LONG_FNS_MAX ({PROGRAM_LONG_FNS_MAX}); split one, longest first:\n{}",
+        program.len(),
+        listed(&program)
+    );
+    assert!(
+        tests.len() <= TEST_LONG_FNS_MAX,
+        "{} test functions are over {LONG_FN_LINES} lines, more than TEST_LONG_FNS_MAX \
+         ({TEST_LONG_FNS_MAX}); split one, longest first:\n{}",
+        tests.len(),
+        listed(&tests)
     );
 }
 
@@ -437,6 +476,15 @@ fn the_counter_measures_a_function_from_its_fn_line_to_its_closing_brace() {
     // 1 line of `fn`, 80 of body, the tail expression and the closing brace
     assert_eq!(long_fns("x.rs", &text), [("x.rs:3 long".to_owned(), 83)]);
     assert!(long_fns("x.rs", "fn fine() {\n}\n").is_empty());
+}
+
+#[test]
+fn a_long_function_in_a_test_block_is_the_tests_not_the_programs() {
+    let body = "    let _ = 1;\n".repeat(81);
+    let text =
+        format!("fn a() {{}}\n#[cfg(test)]\nmod tests {{\n    fn long() {{\n{body}    }}\n}}\n");
+    assert_eq!(long_fns("x.rs", &text).len(), 1);
+    assert!(long_fns("x.rs", &without_test_blocks(&code_only(&text))).is_empty());
 }
 
 #[test]
