@@ -162,7 +162,7 @@ kill "$XVFB" 2>/dev/null || true
 
 echo "== Windows + Vulkan 4. no display: no device for winevulkan, the CPU"
 device=$(serve "$WORK/vulkan-nodisplay.log" -u DISPLAY GGML_VK_VISIBLE_DEVICES=0 \
-    STRATA_LOG=warn,strata_desk::engine_worker::modules=info)
+    STRATA_LOG=warn,strata_desk::machine::modules=info)
 IFS='|' read -r backend name layers model_layers picked variant _ <<<"$device"
 echo "device: $name ($backend), $layers of $model_layers layers on a GPU ($picked); CPU code: $variant"
 [ "$backend" = CPU ] && [ "$layers" = 0 ] || fail "expected the CPU without a display: $device"
