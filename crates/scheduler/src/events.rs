@@ -2,7 +2,7 @@
 //! token is delivered), a request the engine failed, re-prioritise, settings (R12). The
 //! engine's own events (R10) are in engine_events.rs.
 
-use crate::ids::{RequestId, TokenId};
+use crate::ids::{RequestId, SeqId, TokenId};
 use std::collections::HashMap;
 use std::sync::Arc;
 
@@ -346,14 +346,7 @@ impl Scheduler {
             }),
             phase => {
                 if let Some(seq) = phase.own_seq() {
-                    self.out.actions.push(Action::Release {
-                        request: id,
-                        seq,
-                        keep_as_conversation: false,
-                    });
-                    self.free_slot_of(id, now);
-                    self.pool.clear(seq);
-                    self.set_seq(seq, SeqState::Free, now);
+                    self.release_emptied(id, seq, now);
                 }
             }
         }
@@ -471,14 +464,7 @@ impl Scheduler {
             _ => {
                 self.diag(format!("step done without the token {id} was owed"));
                 if let Some(seq) = self.requests.get(&id).and_then(|r| r.phase.seq()) {
-                    self.out.actions.push(Action::Release {
-                        request: id,
-                        seq,
-                        keep_as_conversation: false,
-                    });
-                    self.free_slot_of(id, now);
-                    self.pool.clear(seq);
-                    self.set_seq(seq, SeqState::Free, now);
+                    self.release_emptied(id, seq, now);
                 }
                 self.fail(id, FailKind::EngineProtocol);
             }
@@ -487,6 +473,19 @@ impl Scheduler {
 
     /// A user's new priority: the request keeps its place among equals (its ticket) and is
     /// ranked by the new value from the next decision on.
+    /// A request's sequence released and emptied (not kept as a conversation): its slot
+    /// and the sequence free, its cells cleared.
+    fn release_emptied(&mut self, id: RequestId, seq: SeqId, now: Now) {
+        self.out.actions.push(Action::Release {
+            request: id,
+            seq,
+            keep_as_conversation: false,
+        });
+        self.free_slot_of(id, now);
+        self.pool.clear(seq);
+        self.set_seq(seq, SeqState::Free, now);
+    }
+
     fn on_reprioritised(&mut self, id: RequestId, priority: i32) {
         // clamped like an arrival's (the dashboard's +1/-1 send the next integer as it is)
         let (lo, hi) = super::settings::resolved_range(&self.settings);
