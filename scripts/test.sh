@@ -10,7 +10,7 @@ export PATH="$HOME/.cargo/bin:$PATH"
 # resolve features without the dev-dependencies and compile llama.cpp a second time).
 cargo build --locked --workspace --tests
 scripts/check-llama-patch.sh "${CARGO_TARGET_DIR:-target}/debug"
-"${CARGO_TARGET_DIR:-target}/debug/strata-desk" fetch-model
+model="$("${CARGO_TARGET_DIR:-target}/debug/strata-desk" fetch-model)"
 # The chat-template corpus of the tool-call tests (checked by SHA-256, cached).
 STRATA_TEST_TEMPLATES="$(scripts/fetch-templates.sh)"
 export STRATA_TEST_TEMPLATES
@@ -23,6 +23,10 @@ export STRATA_TEST_GEMMA
 [ -x .venv/bin/python ] || python3 -m venv .venv
 .venv/bin/python -m pip install -q --disable-pip-version-check -r tests/python/requirements.txt
 export STRATA_TEST_PYTHON="$PWD/.venv/bin/python"
+# The recurrent model of the checkpoint tests: a tiny Mamba with random weights and the test
+# model's vocabulary, written once with the `gguf` package (scripts/make-mamba-gguf.py).
+STRATA_TEST_MAMBA="$(scripts/make-mamba.sh "$model" .venv/bin/python)"
+export STRATA_TEST_MAMBA
 cargo test --locked --workspace "$@"
 # Four coding-agent CLIs (pinned npm versions) run a whole tool loop against the simulated
 # engine (docs/DEPLOYMENT.md, "The agents' tool loop"); it prints why when it skips.

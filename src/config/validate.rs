@@ -8,7 +8,7 @@ type Bound = (&'static str, bool, &'static str, String);
 impl Config {
     /// Checks every key's bounds; the first one out names the key, the bound and the value.
     pub fn validate(&self) -> Result<(), ConfigError> {
-        for (key, ok, bound, value) in self.bounds() {
+        for (key, ok, bound, value) in self.bounds().into_iter().chain(self.app_bounds()) {
             if !ok {
                 return Err(ConfigError::OutOfBounds { key, bound, value });
             }
@@ -56,12 +56,6 @@ impl Config {
                 e.threads.to_string(),
             ),
             (
-                "port",
-                a.port != 0,
-                "between 1 and 65535",
-                a.port.to_string(),
-            ),
-            (
                 "ubatch_tokens",
                 (64..=2048).contains(&e.ubatch_tokens),
                 "between 64 and 2048",
@@ -78,6 +72,37 @@ impl Config {
                 (1..=5_000).contains(&e.grammar_ms_per_token),
                 "between 1 and 5000 (the host gives a step 10 s and up)",
                 e.grammar_ms_per_token.to_string(),
+            ),
+            (
+                "ctx_checkpoints",
+                e.ctx_checkpoints <= 1024,
+                "at most 1024",
+                e.ctx_checkpoints.to_string(),
+            ),
+            (
+                "checkpoint_min_step",
+                e.checkpoint_min_step_tokens >= 64,
+                "at least 64",
+                e.checkpoint_min_step_tokens.to_string(),
+            ),
+            (
+                "checkpoint_mib",
+                e.checkpoint_mib <= 1_048_576,
+                "at most 1048576",
+                e.checkpoint_mib.to_string(),
+            ),
+        ]
+    }
+
+    /// The app's keys whose bound is said in words.
+    fn app_bounds(&self) -> [Bound; 3] {
+        let a = &self.app;
+        [
+            (
+                "port",
+                a.port != 0,
+                "between 1 and 65535",
+                a.port.to_string(),
             ),
             (
                 "fim_priority",

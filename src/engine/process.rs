@@ -456,6 +456,7 @@ fn placeholder_handshake() -> Handshake {
             trims_at_any_token: true,
             rewinds_last_token: true,
             keeps_checkpoints: false,
+            rewindable_tokens: u32::MAX,
             chat_template: None,
             size: Box::default(),
         },

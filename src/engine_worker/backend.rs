@@ -49,8 +49,8 @@ pub enum Fault {
 }
 
 pub trait Backend {
-    /// A sequence's state moved to host RAM.
-    type Saved;
+    /// A sequence's state moved to host RAM, or a checkpoint's part of it.
+    type Saved: Clone;
 
     fn handshake(&self) -> &Handshake;
     /// Fails only when the engine cannot build the sampler (a grammar it does not take).
@@ -80,6 +80,20 @@ pub trait Backend {
     fn saved_bytes(saved: &Self::Saved) -> u64;
     /// Puts a saved state into `seq` (cleared first).
     fn load(&mut self, saved: &Self::Saved, seq: SeqId) -> Result<(), Refusal>;
+    /// Whether `seq` can be cut to `keep_tokens` exactly as its cache is now, with no
+    /// checkpoint (always on a cache that trims at any token).
+    fn cuts_exactly(&self, seq: SeqId, keep_tokens: u32) -> bool;
+    /// A checkpoint of `seq`: the part of its state a cut cannot rebuild (its window layers'
+    /// cells, its recurrent state).
+    fn save_partial(&mut self, seq: SeqId) -> Result<Self::Saved, Refusal>;
+    /// Puts back a checkpoint taken when `seq` held `tokens` tokens and drops every position
+    /// from `tokens` on: `seq` then continues exactly as it did from there.
+    fn restore_partial(
+        &mut self,
+        saved: &Self::Saved,
+        seq: SeqId,
+        tokens: u32,
+    ) -> Result<(), Refusal>;
     /// A fault to inject before answering step number `step` (1-based).
     fn fault_at_step(&mut self, _step: u64) -> Option<Fault> {
         None

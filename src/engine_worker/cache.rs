@@ -94,6 +94,13 @@ impl<S> ConversationCache<S> {
         self.entries.get(&key).map(|e| e.tokens)
     }
 
+    /// Takes the entry out (a move into a sequence).
+    pub fn take(&mut self, key: u64) -> Option<S> {
+        let e = self.entries.remove(&key)?;
+        self.used_bytes -= e.bytes;
+        Some(e.saved)
+    }
+
     pub fn remove(&mut self, key: u64) -> bool {
         match self.entries.remove(&key) {
             Some(e) => {

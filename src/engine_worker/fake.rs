@@ -50,7 +50,7 @@ fn script_text(tokens: &[TokenId]) -> Vec<u8> {
 }
 
 /// Simulated bytes of KV state per token, for park and cache accounting.
-const FAKE_BYTES_PER_TOKEN: u64 = 1024;
+pub(crate) const FAKE_BYTES_PER_TOKEN: u64 = 1024;
 const LETTERS: &[u8] = b"etaoinshrdlucmfwypvbgkjqxz";
 
 #[derive(Debug, Clone, Default, Deserialize)]
@@ -158,7 +158,9 @@ impl FakeEngine {
                     turn_token: Some(FAKE_TURN),
                     trims_at_any_token: !options.non_trimmable,
                     rewinds_last_token: !options.non_trimmable,
-                    keeps_checkpoints: false,
+                    // a non-trimmable cache keeps checkpoints, as a recurrent model's does
+                    keeps_checkpoints: options.non_trimmable,
+                    rewindable_tokens: if options.non_trimmable { 0 } else { u32::MAX },
                     chat_template: None,
                     size: Box::default(),
                 },
@@ -387,6 +389,34 @@ impl Backend for FakeEngine {
     }
 
     fn load(&mut self, saved: &Vec<TokenId>, seq: SeqId) -> Result<(), Refusal> {
+        self.seqs[seq.0 as usize] = saved.clone();
+        Ok(())
+    }
+
+    fn cuts_exactly(&self, seq: SeqId, keep_tokens: u32) -> bool {
+        !self.options.non_trimmable || keep_tokens as usize >= self.seqs[seq.0 as usize].len()
+    }
+
+    /// What a recurrent state stands for: everything the sequence read, as it is now.
+    fn save_partial(&mut self, seq: SeqId) -> Result<Vec<TokenId>, Refusal> {
+        Ok(self.seqs[seq.0 as usize].clone())
+    }
+
+    fn restore_partial(
+        &mut self,
+        saved: &Vec<TokenId>,
+        seq: SeqId,
+        tokens: u32,
+    ) -> Result<(), Refusal> {
+        if saved.len() != tokens as usize {
+            return Err((
+                ErrorKind::Engine,
+                format!(
+                    "a checkpoint of {} tokens restored at {tokens}",
+                    saved.len()
+                ),
+            ));
+        }
         self.seqs[seq.0 as usize] = saved.clone();
         Ok(())
     }

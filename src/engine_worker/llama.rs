@@ -2,10 +2,11 @@
 //! every sequence, one sampler per request.
 
 use super::backend::{Backend, ChunkRun, DecodeRun, Refusal, SamplerCheckpoint};
+use super::llama_facts::{model_facts, sliding_window};
 use super::sampler::{GRAMMARS_PER_STEP, GrammarCounts, TokenSampler, VocabBytes};
 use super::{FlashAttn, KvType, WorkerError, WorkerOptions};
 use crate::ids::{RequestId, SeqId, TokenId};
-use crate::protocol::{DeviceFacts, ErrorKind, Handshake, ModelFacts, PROTOCOL_VERSION, Sampling};
+use crate::protocol::{DeviceFacts, ErrorKind, Handshake, PROTOCOL_VERSION, Sampling};
 use llama_cpp_2::context::LlamaContext;
 use llama_cpp_2::context::params::{KvCacheType, LlamaContextParams};
 use llama_cpp_2::context::session::{LlamaStateSeqFlags, SeqState};
@@ -16,15 +17,6 @@ use llama_cpp_2::token::LlamaToken;
 use std::collections::HashMap;
 use std::num::NonZeroU32;
 use std::time::Instant;
-
-/// Turn-start markers of the common chat formats, the first one the vocabulary has as a
-/// single control token is the engine's checkpoint token.
-const TURN_MARKERS: [&str; 4] = [
-    "<|im_start|>",
-    "<|start_header_id|>",
-    "<start_of_turn>",
-    "<|turn>",
-];
 
 /// The context the engine makes from the options, the model and the context chosen
 /// ([`super::fit`]): also what llama.cpp's fitting measures.
@@ -114,6 +106,8 @@ pub struct LlamaEngine<'m> {
     /// A sliding-window model's window (tokens) when its window layers keep only that:
     /// a cut must leave the window before the cut in the cache ([`Backend::trim`]).
     window_only: Option<u32>,
+    /// Recurrent or hybrid layers: the state is cut nowhere but at its end.
+    recurrent: bool,
 }
 
 impl<'m> LlamaEngine<'m> {
@@ -146,8 +140,18 @@ impl<'m> LlamaEngine<'m> {
         let mut facts = model_facts(model, model_path, kv_cells, options.kv_type);
         facts.ctx_chosen_by = context.chosen_by.to_owned();
         let window_only = sliding_window(model).filter(|_| !plan.swa_full);
-        // the pool's cells before a cut may be gone: only a whole conversation continues
+        let recurrent = model.is_recurrent() || model.is_hybrid();
+        // the pool's cells before a cut may be gone: only a whole conversation continues, or
+        // one cut back to a checkpoint
         facts.trims_at_any_token &= window_only.is_none();
+        facts.rewindable_tokens = match (recurrent, window_only) {
+            (true, _) => 0,
+            (false, Some(_)) => 1,
+            (false, None) => u32::MAX,
+        };
+        facts.keeps_checkpoints = (recurrent || window_only.is_some())
+            && options.ctx_checkpoints > 0
+            && options.checkpoint_mib > 0;
         let mut engine = Self {
             model,
             ctx,
@@ -172,6 +176,7 @@ impl<'m> LlamaEngine<'m> {
             vocab_bytes: None,
             grammar_per_token: std::time::Duration::from_millis(options.grammar_ms_per_token),
             window_only,
+            recurrent,
         };
         let speed = engine.warm_up()?;
         engine.handshake.prompt_tokens_per_sec = speed;
@@ -468,6 +473,51 @@ impl Backend for LlamaEngine<'_> {
             .state_seq_set(saved, seq.0 as i32)
             .map_err(|e| (ErrorKind::Engine, format!("restoring into {seq}: {e}")))
     }
+
+    fn cuts_exactly(&self, seq: SeqId, keep_tokens: u32) -> bool {
+        let held = self.ctx.kv_cache_seq_pos_max(seq.0 as i32) + 1;
+        if i64::from(keep_tokens) >= i64::from(held) {
+            return true;
+        }
+        match self.window_only {
+            _ if self.recurrent => false,
+            Some(window) => self.window_kept(seq, keep_tokens, window).is_ok(),
+            None => true,
+        }
+    }
+
+    /// `PARTIAL_ONLY`: the window layers' cells of `seq` (not the full-attention layers',
+    /// which a cut keeps), or its recurrent state (not a hybrid's attention layers').
+    fn save_partial(&mut self, seq: SeqId) -> Result<SeqState, Refusal> {
+        self.ctx
+            .state_seq_get(seq.0 as i32, LlamaStateSeqFlags::PARTIAL_ONLY)
+            .map_err(|e| (ErrorKind::Engine, format!("a checkpoint of {seq}: {e}")))
+    }
+
+    /// The checkpoint first (it replaces `seq`'s window cells or recurrent state whole), then
+    /// the cut: the full-attention cells from `tokens` on go, and a recurrent state, now at
+    /// `tokens`, has nothing past the cut to refuse it (llama-server's order).
+    fn restore_partial(
+        &mut self,
+        saved: &SeqState,
+        seq: SeqId,
+        tokens: u32,
+    ) -> Result<(), Refusal> {
+        self.ctx.state_seq_set(saved, seq.0 as i32).map_err(|e| {
+            (
+                ErrorKind::Engine,
+                format!("restoring a checkpoint of {seq}: {e}"),
+            )
+        })?;
+        self.ctx
+            .kv_cache_seq_rm(seq.0 as i32, Some(tokens), None)
+            .map_err(|e| {
+                (
+                    ErrorKind::Engine,
+                    format!("cutting {seq} to its checkpoint at {tokens}: {e}"),
+                )
+            })
+    }
 }
 
 /// Seconds of prompt reading per chunk: the longest a short request waits for a long read to
@@ -484,92 +534,6 @@ pub const CHUNK_SECS: f64 = 0.25;
 pub fn chunk_tokens_for(prompt_tokens_per_sec: f64, n_batch: u32) -> u32 {
     let rounded = ((prompt_tokens_per_sec * CHUNK_SECS / 64.0).round() as u32).max(1) * 64;
     rounded.clamp(64, 8192).min(n_batch.max(64))
-}
-
-fn model_facts(
-    model: &LlamaModel,
-    model_path: &std::path::Path,
-    n_ctx: u32,
-    kv: KvType,
-) -> ModelFacts {
-    let vocab = model.vocab();
-    let name = model.meta_val_str("general.name").unwrap_or_else(|_| {
-        model_path
-            .file_stem()
-            .map(|s| s.to_string_lossy().into_owned())
-            .unwrap_or_default()
-    });
-    let eog = (0..vocab.n_tokens())
-        .filter(|t| vocab.is_eog(LlamaToken(*t)))
-        .collect();
-    let turn_token = TURN_MARKERS.iter().find_map(|marker| {
-        let tokens = vocab.tokenize(marker.as_bytes(), false, true);
-        match tokens.as_slice() {
-            [one] if vocab.is_control(*one) => Some(one.0),
-            _ => None,
-        }
-    });
-    let bos = vocab.bos();
-    ModelFacts {
-        name,
-        path: model_path.display().to_string(),
-        n_ctx,
-        n_ctx_train: model.n_ctx_train(),
-        ctx_chosen_by: String::new(),
-        n_vocab: vocab.n_tokens(),
-        bos: (bos.0 >= 0).then_some(bos.0),
-        eog,
-        turn_token,
-        trims_at_any_token: !(model.is_recurrent() || model.is_hybrid()),
-        rewinds_last_token: !(model.is_recurrent() || model.is_hybrid()),
-        keeps_checkpoints: false,
-        chat_template: model
-            .chat_template(None)
-            .ok()
-            .and_then(|t| t.to_string().ok()),
-        size: Box::new(model_size(model, kv)),
-    }
-}
-
-/// The model's attention window when its header names one (`{arch}.attention.sliding_window`:
-/// Gemma 2 and 3, gpt-oss, Phi-3, ...). A header that names one for a model llama.cpp runs
-/// without a window only costs that model's cuts of conversations; llama-cpp-2 does not
-/// expose `llama_model_n_swa`.
-fn sliding_window(model: &LlamaModel) -> Option<u32> {
-    let arch = model.meta_val_str("general.architecture").ok()?;
-    let key = format!("{arch}.attention.sliding_window");
-    let window = model.meta_val_str(&key).ok()?.trim().parse::<u32>().ok()?;
-    (window > 0).then_some(window)
-}
-
-/// The model's quantization (its header's file type) and sizes.
-fn model_size(model: &LlamaModel, kv: KvType) -> crate::protocol::ModelSize {
-    let meta_u32 = |key: &str| model.meta_val_str(key).ok()?.trim().parse::<u32>().ok();
-    let arch = model
-        .meta_val_str("general.architecture")
-        .unwrap_or_default();
-    let head = model.n_embd().max(0) as u32 / model.n_head().max(1);
-    let shape = super::model_size::AttentionShape {
-        layers: model.n_layer(),
-        kv_heads: model.n_head_kv(),
-        key_length: meta_u32(&format!("{arch}.attention.key_length")).unwrap_or(head),
-        value_length: meta_u32(&format!("{arch}.attention.value_length")).unwrap_or(head),
-    };
-    // a recurrent model's state is not a cache of cells
-    let per_cell = !(model.is_recurrent() || model.is_hybrid());
-    crate::protocol::ModelSize {
-        quantization: meta_u32("general.file_type")
-            .and_then(super::model_size::quantization_name)
-            .unwrap_or_default()
-            .to_owned(),
-        params: model.n_params(),
-        weights_bytes: model.size(),
-        kv_bytes_per_cell: if per_cell {
-            super::model_size::kv_bytes_per_cell(shape, kv)
-        } else {
-            0
-        },
-    }
 }
 
 #[cfg(test)]

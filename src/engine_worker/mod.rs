@@ -13,11 +13,15 @@
 
 mod backend;
 mod cache;
+#[cfg(test)]
+mod checkpoint_tests;
+mod checkpoints;
 mod device;
 mod fake;
 pub mod fault;
 mod fit;
 mod llama;
+mod llama_facts;
 mod load;
 pub mod model_size;
 #[cfg(test)]
@@ -69,7 +73,6 @@ pub const IGNORE_STDIN_EOF: &str = "ignore-stdin-eof";
 
 /// Runs the worker until stdin closes.
 pub fn run(options: &WorkerOptions) -> Result<(), WorkerError> {
-    let cache_bytes = options.conversation_cache_mib * MIB;
     if options.fake.enabled {
         let mut fake = options.fake.clone();
         let linger = fake.faults.iter().any(|f| f == IGNORE_STDIN_EOF);
@@ -78,7 +81,7 @@ pub fn run(options: &WorkerOptions) -> Result<(), WorkerError> {
         if fake.load_secs > 0.0 {
             std::thread::sleep(std::time::Duration::from_secs_f64(fake.load_secs));
         }
-        serve_stdio(&mut Worker::new(engine, cache_bytes))?;
+        serve_stdio(&mut worker(engine, options))?;
         if linger {
             // Not `eprintln!`: with the app gone stderr is a broken pipe, and it would panic.
             let _ = writeln!(
@@ -105,7 +108,16 @@ pub fn run(options: &WorkerOptions) -> Result<(), WorkerError> {
         loaded.device,
         &loaded.context,
     )?;
-    serve_stdio(&mut Worker::new(engine, cache_bytes))
+    serve_stdio(&mut worker(engine, options))
+}
+
+/// The worker over a backend, with the options' bounds.
+fn worker<B: Backend>(engine: B, options: &WorkerOptions) -> Worker<B> {
+    Worker::new(engine, options.conversation_cache_mib * MIB).with_checkpoints(
+        options.ctx_checkpoints,
+        options.checkpoint_mib * MIB,
+        options.checkpoint_min_step_tokens,
+    )
 }
 
 /// The handshake, then one reply line per command line, until stdin closes.

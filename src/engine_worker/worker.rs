@@ -4,6 +4,7 @@
 
 use super::backend::{Backend, ChunkRun, DecodeRun, Fault, Refusal};
 use super::cache::ConversationCache;
+use super::checkpoints::{Checkpoint, CheckpointStore};
 use crate::ids::{RequestId, SeqId, TokenId};
 use crate::protocol::pool::CellPool;
 use crate::protocol::{
@@ -14,6 +15,7 @@ use std::collections::HashMap;
 use std::time::Instant;
 
 mod ahead;
+mod held;
 use ahead::StepUndo;
 
 #[derive(Debug)]
@@ -24,11 +26,21 @@ struct OpenRequest {
     pending: Option<TokenId>,
 }
 
+/// A sequence's state in host RAM (a parked request's, a saved conversation's), with its
+/// checkpoints; `bytes` counts both.
 #[derive(Debug)]
-struct ParkedState<S> {
+struct HeldState<S> {
     saved: S,
+    checkpoints: Vec<Checkpoint<S>>,
     tokens: u32,
     bytes: u64,
+}
+
+/// What checkpoints did: restores and the prompt tokens they spared a read of.
+#[derive(Debug, Default)]
+struct CheckpointCounts {
+    restores: u64,
+    tokens_saved: u64,
 }
 
 #[derive(Debug)]
@@ -37,8 +49,13 @@ pub struct Worker<B: Backend> {
     requests: HashMap<RequestId, OpenRequest>,
     /// The cells each sequence holds (positions `0..len`), prefix copies shared.
     pool: CellPool,
-    parked: HashMap<RequestId, ParkedState<B::Saved>>,
-    cache: ConversationCache<B::Saved>,
+    parked: HashMap<RequestId, HeldState<B::Saved>>,
+    cache: ConversationCache<HeldState<B::Saved>>,
+    /// Checkpoints of the sequences in the pool (a model that keeps them).
+    checkpoints: CheckpointStore<B::Saved>,
+    /// Within a long read, a checkpoint at least this many tokens after the last.
+    checkpoint_min_step_tokens: u32,
+    checkpoint_counts: CheckpointCounts,
     steps: u64,
     /// Command lines served so far (the fault schedule's other clock).
     messages: u64,
@@ -67,6 +84,9 @@ impl<B: Backend> Worker<B> {
             pool: CellPool::new(sequences),
             parked: HashMap::new(),
             cache: ConversationCache::new(conversation_cache_bytes),
+            checkpoints: CheckpointStore::new(0, 0),
+            checkpoint_min_step_tokens: u32::MAX,
+            checkpoint_counts: CheckpointCounts::default(),
             steps: 0,
             messages: 0,
             rewinds: 0,
@@ -76,6 +96,17 @@ impl<B: Backend> Worker<B> {
             tokens_decoded: 0,
             undo: None,
         }
+    }
+
+    /// Keeps checkpoints (if the model's facts say it keeps them): at most `per_seq` a
+    /// sequence and `bytes` in all, taken at the end of each prompt read and, within a long
+    /// one, at least `min_step_tokens` apart.
+    pub fn with_checkpoints(mut self, per_seq: u32, bytes: u64, min_step_tokens: u32) -> Self {
+        if self.backend.handshake().model.keeps_checkpoints {
+            self.checkpoints = CheckpointStore::new(per_seq, bytes);
+            self.checkpoint_min_step_tokens = min_step_tokens.max(1);
+        }
+        self
     }
 
     pub fn backend(&self) -> &B {
@@ -289,6 +320,7 @@ impl<B: Backend> Worker<B> {
                 request: run.request,
                 held_tokens: self.pool.len(run.seq),
             });
+            done.checkpoints = self.checkpoint_after_read(run.seq, run.sample);
             if run.sample {
                 sampled_for.push(run.request);
             }
@@ -326,60 +358,6 @@ impl<B: Backend> Worker<B> {
         Ok(done)
     }
 
-    fn park(&mut self, request: RequestId) -> Result<Reply, Refusal> {
-        let seq = self.running(request)?.seq.expect("running");
-        let started = Instant::now();
-        let saved = self.backend.save(seq)?;
-        let tokens = self.pool.len(seq);
-        let bytes = B::saved_bytes(&saved);
-        self.set_len(seq, 0)?;
-        self.parked.insert(
-            request,
-            ParkedState {
-                saved,
-                tokens,
-                bytes,
-            },
-        );
-        if let Some(open) = self.requests.get_mut(&request) {
-            open.seq = None;
-        }
-        Ok(Reply::Parked(moved(
-            Some(request),
-            seq,
-            tokens,
-            bytes,
-            started,
-        )))
-    }
-
-    fn restore(&mut self, request: RequestId, seq: SeqId) -> Result<Reply, Refusal> {
-        if !self.parked.contains_key(&request) {
-            return Err(invalid(format!("{request} is not parked")));
-        }
-        self.free_seq(seq)?;
-        let tokens = self.parked[&request].tokens;
-        self.room_replacing(seq, tokens)?;
-        let started = Instant::now();
-        let parked = self.parked.remove(&request).expect("checked");
-        if let Err(e) = self.backend.load(&parked.saved, seq) {
-            self.parked.insert(request, parked);
-            return Err(e);
-        }
-        self.pool.clear(seq);
-        self.pool.append(seq, parked.tokens);
-        if let Some(open) = self.requests.get_mut(&request) {
-            open.seq = Some(seq);
-        }
-        Ok(Reply::Restored(moved(
-            Some(request),
-            seq,
-            parked.tokens,
-            parked.bytes,
-            started,
-        )))
-    }
-
     fn trim(&mut self, seq: SeqId, keep_tokens: u32) -> Result<Reply, Refusal> {
         let held = self.free_seq(seq)?;
         let kept = keep_tokens.min(held);
@@ -409,40 +387,6 @@ impl<B: Backend> Worker<B> {
         })
     }
 
-    fn save_conversation(&mut self, seq: SeqId, key: u64, keep: &[u64]) -> Result<Reply, Refusal> {
-        let tokens = self.free_seq(seq)?;
-        let started = Instant::now();
-        let saved = self.backend.save(seq)?;
-        let bytes = B::saved_bytes(&saved);
-        self.set_len(seq, 0)?;
-        let evicted = self.cache.insert(key, saved, tokens, bytes, keep);
-        Ok(Reply::ConversationSaved {
-            key,
-            moved: moved(None, seq, tokens, bytes, started),
-            evicted,
-        })
-    }
-
-    fn load_conversation(&mut self, key: u64, seq: SeqId, take: bool) -> Result<Reply, Refusal> {
-        self.free_seq(seq)?;
-        let Some(tokens) = self.cache.tokens_of(key) else {
-            return Err(invalid(format!("no cached conversation {key}")));
-        };
-        self.room_replacing(seq, tokens)?;
-        let started = Instant::now();
-        let (saved, tokens, bytes) = self.cache.get(key).expect("checked");
-        self.backend.load(saved, seq)?;
-        self.pool.clear(seq);
-        self.pool.append(seq, tokens);
-        if take {
-            self.cache.remove(key);
-        }
-        Ok(Reply::ConversationLoaded {
-            key,
-            moved: moved(None, seq, tokens, bytes, started),
-        })
-    }
-
     pub fn stats(&self) -> Stats {
         Stats {
             kv_cells: self.backend.handshake().kv_cells,
@@ -459,6 +403,10 @@ impl<B: Backend> Worker<B> {
             steps: self.steps,
             prompt_tokens_read: self.prompt_tokens_read,
             tokens_decoded: self.tokens_decoded,
+            checkpoints: self.checkpoints.len() as u32,
+            checkpoint_bytes: self.checkpoints.used_bytes(),
+            checkpoint_restores: self.checkpoint_counts.restores,
+            checkpoint_tokens_saved: self.checkpoint_counts.tokens_saved,
         }
     }
 
@@ -516,8 +464,21 @@ impl<B: Backend> Worker<B> {
         }
     }
 
+    /// Keeps `seq`'s first `tokens`: cut exactly where the cache allows it, else back to the
+    /// checkpoint at exactly `tokens` (restored); else the backend refuses the cut.
     fn set_len(&mut self, seq: SeqId, tokens: u32) -> Result<(), Refusal> {
-        self.backend.trim(seq, tokens)?;
+        let held = self.pool.len(seq);
+        let cut = 0 < tokens && tokens < held;
+        match self.checkpoints.at(seq, tokens) {
+            Some(checkpoint) if cut && !self.backend.cuts_exactly(seq, tokens) => {
+                self.backend
+                    .restore_partial(&checkpoint.saved, seq, tokens)?;
+                self.checkpoint_counts.restores += 1;
+                self.checkpoint_counts.tokens_saved += u64::from(tokens);
+            }
+            _ => self.backend.trim(seq, tokens)?,
+        }
+        self.checkpoints.cut(seq, tokens);
         self.pool.trim(seq, tokens);
         Ok(())
     }

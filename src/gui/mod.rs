@@ -47,6 +47,7 @@ mod queue;
 mod requests;
 mod session_bus;
 mod settings;
+mod settings_cache;
 mod settings_in_force;
 mod startup;
 mod timeline;

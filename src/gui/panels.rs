@@ -232,7 +232,7 @@ pub fn conversations_ui(ui: &mut Ui, s: &ServiceSnapshot) {
     }
     egui::Grid::new("conversations")
         .striped(true)
-        .num_columns(3)
+        .num_columns(4)
         .show(ui, |ui| {
             for c in &s.conversations {
                 ui.label(match c.seq {
@@ -244,9 +244,24 @@ pub fn conversations_ui(ui: &mut Ui, s: &ServiceSnapshot) {
                     Some(secs) => format!("idle {secs:.0} s"),
                     None => "saved".to_owned(),
                 });
+                checkpoints_ui(ui, c.checkpoints, c.checkpoint_bytes);
                 ui.end_row();
             }
         });
+}
+
+/// A conversation's context checkpoints: how many, their memory, and what they are for.
+fn checkpoints_ui(ui: &mut Ui, count: u32, bytes: u64) {
+    if count == 0 {
+        ui.label("");
+        return;
+    }
+    let mib = bytes as f64 / (1024.0 * 1024.0);
+    ui.label(format!("{count} checkpoints, {mib:.1} MiB"))
+        .on_hover_text(
+            "this model's cache cannot be cut at any token: a next turn that departs from this \
+             conversation reads from the last checkpoint before the departure",
+        );
 }
 
 /// The counters the window shows: name, value, what it counts.

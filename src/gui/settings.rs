@@ -381,8 +381,8 @@ fn engine_rows_ui(ui: &mut Ui, draft: &mut Draft, in_force: &InForce) {
     ui.end_row();
 }
 
-/// The device and the engine's kernels: `device`, `cpu_code`, `flash_attn`, `kv_type`,
-/// `swa_full`.
+/// The device and the engine's kernels and cache: `device`, `cpu_code`, `flash_attn`,
+/// `kv_type`, `swa_full`, the checkpoints.
 fn device_rows_ui(ui: &mut Ui, draft: &mut Draft, devices: &[String], cpu_variants: &[String]) {
     let e = &mut draft.settings.engine;
     ui.label("device");
@@ -421,6 +421,7 @@ fn device_rows_ui(ui: &mut Ui, draft: &mut Draft, devices: &[String], cpu_varian
              more memory and a slower decode; off, only a conversation the prompt \
              extends whole continues",
         );
+        super::settings_cache::checkpoints_ui(ui, e);
     });
     ui.end_row();
 }

@@ -16,10 +16,13 @@ pub(super) struct Families {
     pub(super) kv_cells_total: Gauge,
     pub(super) cache_entries: Gauge,
     pub(super) cache_bytes: Gauge,
+    pub(super) checkpoint_bytes: Gauge,
     pub(super) engine_up: Gauge,
     pub(super) preemptions: Counter,
     pub(super) give_ways: Family<ReasonLabel, Counter>,
     pub(super) resumes: Counter,
+    pub(super) checkpoint_restores: Counter,
+    pub(super) checkpoint_tokens_saved: Counter,
     pub(super) prefix_losses: Counter,
     pub(super) cancellations: Family<StateLabel, Counter>,
     pub(super) engine_restarts: Counter,
@@ -110,6 +113,11 @@ pub(super) fn register_levels(r: &mut Registry, f: &Families) {
             &f.cache_bytes,
         ),
         (
+            "strata_checkpoint_bytes",
+            "Bytes of the context checkpoints the engine keeps in host RAM",
+            &f.checkpoint_bytes,
+        ),
+        (
             "strata_engine_up",
             "1 while the engine is ready",
             &f.engine_up,
@@ -130,6 +138,16 @@ pub(super) fn register_scheduler_counters(r: &mut Registry, f: &Families) {
             &f.preemptions,
         ),
         ("strata_resumes", "Paused decodes resumed", &f.resumes),
+        (
+            "strata_checkpoint_restores",
+            "Conversations continued from a context checkpoint (a cut the cache could not make)",
+            &f.checkpoint_restores,
+        ),
+        (
+            "strata_checkpoint_tokens_saved",
+            "Prompt tokens a context checkpoint kept from being read again",
+            &f.checkpoint_tokens_saved,
+        ),
         (
             "strata_processed_prefix_losses",
             "Prompt tokens read a second time (0 when healthy)",

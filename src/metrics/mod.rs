@@ -71,6 +71,8 @@ pub struct Levels {
     pub kv_cells_total: u64,
     pub conversation_cache_entries: usize,
     pub conversation_cache_bytes: u64,
+    /// Bytes of the checkpoints the engine keeps.
+    pub checkpoint_bytes: u64,
     pub engine_up: bool,
     pub model: String,
 }
@@ -289,6 +291,16 @@ impl Metrics {
             (&self.f.preemptions, c.pauses, o.pauses),
             (&self.f.resumes, c.resumes, o.resumes),
             (
+                &self.f.checkpoint_restores,
+                c.checkpoint_restores,
+                o.checkpoint_restores,
+            ),
+            (
+                &self.f.checkpoint_tokens_saved,
+                c.checkpoint_tokens_saved,
+                o.checkpoint_tokens_saved,
+            ),
+            (
                 &self.f.prefix_losses,
                 c.processed_prefix_losses,
                 o.processed_prefix_losses,
@@ -358,6 +370,7 @@ impl Metrics {
         gauge(&f.kv_cells_total, levels.kv_cells_total);
         gauge(&f.cache_entries, levels.conversation_cache_entries as u64);
         gauge(&f.cache_bytes, levels.conversation_cache_bytes);
+        gauge(&f.checkpoint_bytes, levels.checkpoint_bytes);
         gauge(&f.engine_up, u64::from(levels.engine_up));
         if let Some(model) = model {
             gauge(&f.vllm_waiting.get_or_create(model), levels.waiting as u64);
@@ -501,10 +514,13 @@ mod tests {
             "strata_kv_cells_capacity",
             "strata_conversation_cache_entries",
             "strata_conversation_cache_bytes",
+            "strata_checkpoint_bytes",
             "strata_engine_up",
             "strata_preemptions",
             "strata_give_ways",
             "strata_resumes",
+            "strata_checkpoint_restores",
+            "strata_checkpoint_tokens_saved",
             "strata_processed_prefix_losses",
             "strata_cancellations",
             "strata_engine_restarts",

@@ -20,8 +20,8 @@ use crate::engine::WorkerLaunch;
 use crate::ids::RequestId;
 use crate::protocol::Handshake;
 use crate::scheduler::{
-    Action, ConfigError, EngineFacts, Event, NewRequest, Refusal, Refused, RequestStatus,
-    Scheduler, SchedulerSettings,
+    Action, Checkpoint, ConfigError, EngineFacts, Event, NewRequest, Refusal, Refused,
+    RequestStatus, Scheduler, SchedulerSettings,
 };
 use std::collections::VecDeque;
 use std::sync::Arc;
@@ -458,6 +458,20 @@ impl Actor {
                 lost_tokens,
             });
         }
+        if !done.checkpoints.is_empty() {
+            let reports = done
+                .checkpoints
+                .into_iter()
+                .map(|c| {
+                    let list = c.checkpoints.iter();
+                    (
+                        c.seq,
+                        list.map(|k| Checkpoint::new(k.tokens, k.bytes)).collect(),
+                    )
+                })
+                .collect();
+            self.feed(Event::CheckpointsChanged(reports));
+        }
         let outputs = self.streams.sampled(done.sampled);
         self.feed(Event::StepDone(outputs));
     }
@@ -523,7 +537,6 @@ fn engine_facts(handshake: &Handshake, settings: &SchedulerSettings) -> EngineFa
         context_tokens: handshake.model.n_ctx,
         chunk_tokens: settings.chunk_tokens.unwrap_or(handshake.chunk_tokens),
         trims_at_any_token: handshake.model.trims_at_any_token,
-        checkpoints: handshake.model.keeps_checkpoints,
-        turn_token: handshake.model.turn_token,
+        rewindable_tokens: handshake.model.rewindable_tokens,
     }
 }

@@ -173,6 +173,8 @@ pub(super) fn add(a: &Counters, b: &Counters) -> Counters {
         refusals: a.refusals + b.refusals,
         finished: a.finished + b.finished,
         failed: a.failed + b.failed,
+        checkpoint_restores: a.checkpoint_restores + b.checkpoint_restores,
+        checkpoint_tokens_saved: a.checkpoint_tokens_saved + b.checkpoint_tokens_saved,
         output_cap_cuts: a.output_cap_cuts + b.output_cap_cuts,
     }
 }

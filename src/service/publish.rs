@@ -167,6 +167,7 @@ impl Actor {
             kv_cells_total: u64::from(snapshot.engine.kv_cells_total),
             conversation_cache_entries: snapshot.conversation_cache.entries,
             conversation_cache_bytes: snapshot.conversation_cache.bytes,
+            checkpoint_bytes: snapshot.checkpoint_bytes,
             engine_up: snapshot.engine.status == EngineStatus::Ready,
             model: snapshot.engine.model.clone(),
         };

@@ -158,6 +158,9 @@ pub struct CountersView {
     pub failed: u64,
     /// Requests that ended at a limit `max_output_tokens_cap` had lowered.
     pub output_cap_cuts: u64,
+    /// Continuations cut back to a checkpoint, and the prompt tokens they kept.
+    pub checkpoint_restores: u64,
+    pub checkpoint_tokens_saved: u64,
 }
 
 impl From<&scheduler::Counters> for CountersView {
@@ -185,6 +188,8 @@ impl From<&scheduler::Counters> for CountersView {
             finished: c.finished,
             failed: c.failed,
             output_cap_cuts: c.output_cap_cuts,
+            checkpoint_restores: c.checkpoint_restores,
+            checkpoint_tokens_saved: c.checkpoint_tokens_saved,
         }
     }
 }
@@ -230,6 +235,9 @@ pub struct ServiceSnapshot {
     /// Kept conversations (no text): in the pool least recently used first, then in host RAM.
     pub conversations: Vec<ConversationView>,
     pub conversation_cache: ConversationCacheView,
+    /// Bytes of the context checkpoints the engine keeps (a model whose cache cannot be cut
+    /// at any token), in host RAM.
+    pub checkpoint_bytes: u64,
     pub counters: CountersView,
     /// The most recent first tokens, oldest first.
     pub ttft: super::shared::Shared<TtftSample>,
@@ -336,6 +344,7 @@ impl ServiceSnapshot {
             last_length_refusal: None,
             conversations: Vec::new(),
             conversation_cache: ConversationCacheView::default(),
+            checkpoint_bytes: 0,
             counters: CountersView::default(),
             ttft: Default::default(),
             finished: Default::default(),
@@ -363,6 +372,7 @@ impl ServiceSnapshot {
         self.engine.kv_sequences = s.kv_sequences;
         self.engine.kv_sequences_free = s.kv_sequences_free;
         self.conversations = s.conversations.clone();
+        self.checkpoint_bytes = s.checkpoint_bytes;
         self.engine.restarts = s.counters.engine_restarts;
         self.engine.parallel = s.slots.len() as u32;
         self.conversation_cache.entries = s.host_cached_conversations;

@@ -52,10 +52,12 @@ mod models_hub_bounds;
 mod models_hub_faults;
 mod models_hub_hostile;
 mod platform;
+mod recurrent_checkpoints;
 mod rollback;
 mod room_real;
 #[cfg(target_os = "linux")]
 mod second_start;
 mod settings_every_key;
 mod sliding_window;
+mod sliding_window_checkpoints;
 mod support;

@@ -87,6 +87,45 @@ pub fn long_text(sentences: usize) -> String {
         .collect()
 }
 
+/// `n` tokens of `model`'s vocabulary from text seeded by `seed` (its BOS first when `bos`).
+pub fn seeded_tokens(model: &std::path::Path, n: usize, seed: usize, bos: bool) -> Vec<TokenId> {
+    let t = Tokenizer::load(model).expect("the vocabulary loads");
+    let mut out: Vec<TokenId> = if bos {
+        t.bos_to_add().into_iter().collect()
+    } else {
+        Vec::new()
+    };
+    let text = long_text(n / 8 + 40 + seed).split_off(seed * 997 % 400);
+    out.extend(t.tokenize_text(&text));
+    assert!(out.len() >= n, "only {} tokens", out.len());
+    out.truncate(n);
+    out
+}
+
+/// Reads `prompt[from..]` on absolute `chunk_tokens` boundaries: each step's reply.
+pub async fn read_on_boundaries(
+    engine: &mut EngineProcess,
+    request: RequestId,
+    prompt: &[TokenId],
+    from: usize,
+    chunk_tokens: usize,
+) -> Vec<StepDone> {
+    let mut replies = Vec::new();
+    let mut start = from;
+    while start < prompt.len() {
+        let end = ((start / chunk_tokens + 1) * chunk_tokens).min(prompt.len());
+        let chunk = Chunk {
+            request,
+            start: start as u32,
+            tokens: prompt[start..end].to_vec(),
+            last: end == prompt.len(),
+        };
+        replies.push(step(engine, Some(chunk), vec![]).await);
+        start = end;
+    }
+    replies
+}
+
 pub fn greedy() -> Sampling {
     Sampling::default()
 }

@@ -13,7 +13,7 @@ use crate::ids::{RequestId, SeqId, TokenId};
 use serde::{Deserialize, Serialize};
 
 /// Bumped on every incompatible change; the host refuses a worker that speaks another one.
-pub const PROTOCOL_VERSION: u32 = 4;
+pub const PROTOCOL_VERSION: u32 = 5;
 
 /// One line from the host to the worker.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -307,10 +307,18 @@ pub struct ModelFacts {
     /// cells that its own window no longer reaches. False from an older worker: no step ahead.
     #[serde(default)]
     pub rewinds_last_token: bool,
-    /// Whether a cache that cannot be cut anywhere keeps checkpoints at turn tokens it can be
-    /// cut back to (no engine of ours does yet: only a whole conversation is continued).
+    /// Whether a cache that cannot be cut anywhere keeps checkpoints it can be cut back to
+    /// exactly: the positions each sequence holds one at are reported
+    /// ([`StepDone::checkpoints`]), and an open or a trim may keep exactly that many tokens.
     #[serde(default)]
     pub keeps_checkpoints: bool,
+    /// How many trailing tokens of a sequence can always be cut exactly, with no checkpoint:
+    /// unbounded (`u32::MAX`) where the cache trims at any token, 1 on a sliding-window cache
+    /// (a token's decode frees only cells its own window no longer reaches; more may still be
+    /// there, but nothing more is sure), 0 for recurrent and hybrid layers. 0 from an older
+    /// worker.
+    #[serde(default)]
+    pub rewindable_tokens: u32,
     pub chat_template: Option<String>,
     /// Its quantization and sizes (all empty or 0 for the simulated engine); boxed, so that a
     /// handshake reply stays near the size of the others.
@@ -349,6 +357,26 @@ pub struct StepDone {
     /// them with the scheduler's pool.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub kv_cells_used: Option<u32>,
+    /// Sequences whose checkpoints changed in this step (one taken after the chunk, older ones
+    /// let go to stay within the bounds), each with all the checkpoints it now holds.
+    /// Checkpoints change nowhere else but where the host knows: a cut drops those past it,
+    /// a park or a conversation save takes them along, a restore or a load brings them back.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub checkpoints: Vec<SeqCheckpoints>,
+}
+
+/// The checkpoints a sequence holds, ascending: the places it can be cut back to exactly.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SeqCheckpoints {
+    pub seq: SeqId,
+    pub checkpoints: Vec<CheckpointAt>,
+}
+
+/// One checkpoint: taken when its sequence held `tokens` tokens; `bytes` in host RAM.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CheckpointAt {
+    pub tokens: u32,
+    pub bytes: u64,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -403,6 +431,16 @@ pub struct Stats {
     pub steps: u64,
     pub prompt_tokens_read: u64,
     pub tokens_decoded: u64,
+    /// Checkpoints the sequences in the pool hold, and their bytes in host RAM.
+    #[serde(default)]
+    pub checkpoints: u32,
+    #[serde(default)]
+    pub checkpoint_bytes: u64,
+    /// Cuts made by restoring a checkpoint, and the prompt tokens they kept (not read again).
+    #[serde(default)]
+    pub checkpoint_restores: u64,
+    #[serde(default)]
+    pub checkpoint_tokens_saved: u64,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

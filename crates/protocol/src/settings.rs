@@ -20,6 +20,20 @@ pub const DEFAULT_GRAMMAR_MS_PER_TOKEN: u64 = 2_000;
 /// work and compact (docs/DEPLOYMENT.md, "Context windows"; Claude Code needs about 100K).
 pub const DEFAULT_CTX_MIN_TOKENS: u32 = 32_768;
 
+/// Checkpoints per sequence, by default: llama-server's `--ctx-checkpoints`. An agent's turn
+/// takes one (the end of its prompt read), so 32 cover a long session's recent turns.
+pub const DEFAULT_CTX_CHECKPOINTS: u32 = 32;
+
+/// Tokens between checkpoints within one long read, by default: llama-server's
+/// `--checkpoint-min-step`. A re-rendered turn departs at the end of the last prompt, which
+/// the end-of-read checkpoint covers; these only shorten a far edit's read.
+pub const DEFAULT_CHECKPOINT_MIN_STEP_TOKENS: u32 = 8192;
+
+/// All checkpoints' host RAM, by default, in MiB: 32 of Gemma 3 270M's (about 7.5 MiB each,
+/// docs/DEPLOYMENT.md) in each of 8 conversations; a 27B model's (hundreds of MiB each) keep
+/// fewer, the oldest leaving first.
+pub const DEFAULT_CHECKPOINT_MIB: u64 = 2048;
+
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 #[cfg_attr(feature = "cli", derive(clap::Args))]
 #[serde(default)]
@@ -120,6 +134,29 @@ pub struct EngineSettings {
         arg(long, default_value_t = EngineSettings::default().grammar_ms_per_token)
     )]
     pub grammar_ms_per_token: u64,
+    /// Checkpoints a sequence keeps at most, on a model whose cache cannot be cut at any token
+    /// (sliding-window layers without --swa-full; recurrent and hybrid layers): the state a cut
+    /// cannot rebuild, saved at the end of each prompt read, so that a prompt departing from a
+    /// kept conversation reads from the last one at or before the departure; 0: none.
+    #[cfg_attr(
+        feature = "cli",
+        arg(long, default_value_t = EngineSettings::default().ctx_checkpoints)
+    )]
+    pub ctx_checkpoints: u32,
+    /// Within a long prompt read, a checkpoint at least this many tokens after the last.
+    #[cfg_attr(
+        feature = "cli",
+        arg(id = "checkpoint_min_step", long = "checkpoint-min-step", value_name = "CHECKPOINT_MIN_STEP",
+            default_value_t = EngineSettings::default().checkpoint_min_step_tokens)
+    )]
+    #[serde(rename = "checkpoint_min_step")]
+    pub checkpoint_min_step_tokens: u32,
+    /// Bound of all sequences' checkpoints in host RAM, in MiB (the oldest leave first).
+    #[cfg_attr(
+        feature = "cli",
+        arg(long, default_value_t = EngineSettings::default().checkpoint_mib)
+    )]
+    pub checkpoint_mib: u64,
 }
 
 impl Default for EngineSettings {
@@ -141,6 +178,9 @@ impl Default for EngineSettings {
             ubatch_tokens: 512,
             conversation_cache_mib: 1024,
             grammar_ms_per_token: DEFAULT_GRAMMAR_MS_PER_TOKEN,
+            ctx_checkpoints: DEFAULT_CTX_CHECKPOINTS,
+            checkpoint_min_step_tokens: DEFAULT_CHECKPOINT_MIN_STEP_TOKENS,
+            checkpoint_mib: DEFAULT_CHECKPOINT_MIB,
         }
     }
 }
@@ -314,5 +354,28 @@ pub const ENGINE_KEY_DOCS: &[EngineKeyDoc] = &[
         None,
         "between 1 and 5000: the most a request's grammar (tools, `response_format`) may spend \
          choosing one token; past it that request fails alone with a 500 saying so",
+    ),
+    doc(
+        "ctx_checkpoints",
+        None,
+        "0-1024: checkpoints one sequence keeps at most on a model whose cache cannot be cut at \
+         any token (sliding-window layers with `swa_full` off; recurrent and hybrid layers): \
+         the part of its state a cut cannot rebuild, saved in host RAM at the end of each \
+         prompt read, so that a prompt that departs from a kept conversation (a re-rendered \
+         answer, an edit) reads from the last checkpoint at or before the departure instead \
+         of from the start; 0: none. No effect on other models",
+    ),
+    doc(
+        "checkpoint_min_step",
+        None,
+        "at least 64: within one long prompt read, a checkpoint at least this many tokens \
+         after the last one",
+    ),
+    doc(
+        "checkpoint_mib",
+        None,
+        "at most 1048576: all sequences' checkpoints in host RAM, in MiB; the oldest leave \
+         first (a conversation saved to the conversation cache takes its own along, counted \
+         there)",
     ),
 ];

@@ -73,8 +73,7 @@ fn setup(slots: u32, waiting: u32, len: u32, shared: u32) -> (Scheduler, Event, 
         context_tokens: len + 1024,
         chunk_tokens: 8192,
         trims_at_any_token: true,
-        checkpoints: false,
-        turn_token: None,
+        rewindable_tokens: u32::MAX,
     };
     let settings = SchedulerSettings {
         queue_max: waiting + slots + 1,

@@ -7,7 +7,7 @@ use crate::ids::{RequestId, SeqId};
 use super::Scheduler;
 use super::kv::Source;
 use super::lifecycle::{ParkedKind, Phase, SeqState, SlotState};
-use super::types::{Action, ConversationId, Now, ParkPlace};
+use super::types::{Action, Checkpoint, ConversationId, Now, ParkPlace};
 
 /// How a waiting request gets its sequence.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -95,6 +95,14 @@ impl Scheduler {
             }
             return false;
         };
+        // the checkpoints of a conversation it continues, up to where it is cut (a copy takes
+        // none: only engines that trim anywhere copy)
+        let (mut inherited, mut source_len) = match (&via, &self.seqs[seq.0 as usize].state) {
+            (Via::TakeOver, SeqState::Kept(c)) => {
+                (c.tokens.checkpoints_to(keep), Some(c.tokens.len()))
+            }
+            _ => (Vec::new(), None),
+        };
         self.share_prefix(id, seq, keep, via);
         // the new sequence is taken before room is made, so nothing evicts it
         let mut protect = vec![seq];
@@ -113,13 +121,38 @@ impl Scheduler {
                 });
                 self.pool.append(seq, conv.tokens.len());
                 self.pool.trim(seq, keep);
+                inherited = conv.tokens.checkpoints_to(keep);
+                source_len = Some(conv.tokens.len());
                 keep
             }
             None if matches!(via, Via::Restore(_)) => 0,
             None => keep,
         };
         self.seat(id, slot, seq, keep, reserve, now);
+        self.inherit_checkpoints(id, inherited, keep, source_len.unwrap_or(0));
         true
+    }
+
+    /// An admitted request takes the checkpoints of the conversation it continues, up to
+    /// `keep`; a keep that only a checkpoint allows (a cut further back than the engine can
+    /// cut exactly, from `held` tokens) is counted as a checkpoint restore.
+    fn inherit_checkpoints(
+        &mut self,
+        id: RequestId,
+        inherited: Vec<Checkpoint>,
+        keep: u32,
+        held: u32,
+    ) {
+        if !self.facts.trims_at_any_token
+            && inherited.last().is_some_and(|c| c.tokens == keep)
+            && held.saturating_sub(keep) > self.facts.rewindable_tokens
+        {
+            self.counters.checkpoint_restores += 1;
+            self.counters.checkpoint_tokens_saved += u64::from(keep);
+        }
+        if let Some(r) = self.requests.get_mut(&id) {
+            r.checkpoints = inherited;
+        }
     }
 
     /// A sequence freed for an admission that takes none over (the one it copies from kept).

@@ -10,8 +10,8 @@ use super::lifecycle::{Phase, Request, SeqState};
 use super::prefix::TokenSeq;
 use super::settings::MaxTokensOverContext;
 use super::types::{
-    Action, Chunk, Event, FailKind, FinishReason, NewRequest, Now, ParkPlace, Refusal, Step,
-    StepOutput,
+    Action, Checkpoint, Chunk, Event, FailKind, FinishReason, NewRequest, Now, ParkPlace, Refusal,
+    Step, StepOutput,
 };
 use super::{EngineState, Scheduler, SchedulerSettings};
 
@@ -33,6 +33,11 @@ impl Scheduler {
             } => self.on_request_failed(request, message, lost_tokens, now),
             Event::ConversationsEvicted(keys) => {
                 self.host_cache.retain(|(cid, _)| !keys.contains(cid));
+            }
+            Event::CheckpointsChanged(reports) => {
+                for (seq, checkpoints) in reports {
+                    self.on_checkpoints(seq, checkpoints);
+                }
             }
             Event::Tick => {}
         }
@@ -149,7 +154,7 @@ impl Scheduler {
             id: nr.id,
             priority: nr.priority.clamp(lo, hi),
             boost_eligible: false,
-            prompt: Arc::new(TokenSeq::new(nr.prompt, self.facts.turn_token)),
+            prompt: Arc::new(TokenSeq::new(nr.prompt)),
             max_tokens,
             ticket,
             arrived_at: now,
@@ -173,6 +178,7 @@ impl Scheduler {
             admitted_at: None,
             prompt_tokens_read: 0,
             read_high: 0,
+            checkpoints: Vec::new(),
         }
     }
 
@@ -242,7 +248,7 @@ impl Scheduler {
             return;
         };
         let output_tokens = r.generated();
-        let held = r.held_tokens(self.facts.turn_token);
+        let held = r.held_tokens();
         let keep = held.len() > 0;
         self.out.actions.push(Action::Release {
             request: id,
@@ -484,6 +490,28 @@ impl Scheduler {
         self.free_slot_of(id, now);
         self.pool.clear(seq);
         self.set_seq(seq, SeqState::Free, now);
+    }
+
+    /// A sequence's checkpoints as the engine reports them: its request's, or its kept
+    /// conversation's (then a new conversation of the same tokens, since what one is worth to
+    /// a prompt is memoized per conversation; its state and place in the LRU order stay).
+    fn on_checkpoints(&mut self, seq: SeqId, checkpoints: Vec<Checkpoint>) {
+        let state = self.seqs.get(seq.0 as usize).map(|s| s.state.clone());
+        match state {
+            Some(SeqState::Owned(id)) => {
+                if let Some(r) = self.requests.get_mut(&id) {
+                    r.checkpoints = checkpoints;
+                }
+            }
+            Some(SeqState::Kept(c)) => {
+                let tokens = (*c.tokens).clone().with_checkpoints(checkpoints);
+                let conversation = self.new_conversation(tokens);
+                self.seqs[seq.0 as usize].state = SeqState::Kept(conversation);
+            }
+            Some(SeqState::Free) | None => self.diag(format!(
+                "checkpoints reported for {seq}, which holds nothing the scheduler knows"
+            )),
+        }
     }
 
     fn on_reprioritised(&mut self, id: RequestId, priority: i32) {

@@ -246,7 +246,7 @@ impl Scheduler {
     /// (memoized per key: a kept conversation never changes).
     fn usable_from(&mut self, id: RequestId, key: Option<u64>, tokens: &TokenSeq) -> u32 {
         let trims = self.facts.trims_at_any_token;
-        let checkpoints = self.facts.checkpoints;
+        let rewindable = self.facts.rewindable_tokens;
         let live = self.seqs.len() + self.host_cache.len() + 4;
         let Some(r) = self.requests.get_mut(&id) else {
             return 0;
@@ -255,9 +255,7 @@ impl Scheduler {
             return *v;
         }
         let lcp = r.prompt.common_prefix(tokens);
-        let u = r
-            .prompt
-            .usable_prefix(lcp, tokens.len(), trims, checkpoints);
+        let u = r.prompt.usable_prefix(lcp, tokens, trims, rewindable);
         if let Some(k) = key {
             if r.prefix_memo.len() > 4 * live {
                 r.prefix_memo.clear();
@@ -276,7 +274,7 @@ impl Scheduler {
                 SeqState::Kept(c) => out.push((Source::Kept(s.id), Some(c.key), c.tokens.clone())),
                 SeqState::Owned(other) if *other != id && self.facts.trims_at_any_token => {
                     if let Some(r) = self.requests.get(other) {
-                        let held = r.held_tokens(self.facts.turn_token);
+                        let held = r.held_tokens();
                         out.push((Source::Live(s.id), None, Arc::new(held)));
                     }
                 }
@@ -323,7 +321,7 @@ impl Scheduler {
             return 0;
         };
         let trims = self.facts.trims_at_any_token;
-        let checkpoints = self.facts.checkpoints;
+        let rewindable = self.facts.rewindable_tokens;
         self.sources(id)
             .into_iter()
             .map(|(src, key, tokens)| {
@@ -331,8 +329,7 @@ impl Scheduler {
                     Some(v) => *v,
                     None => {
                         let lcp = r.prompt.common_prefix(&tokens);
-                        r.prompt
-                            .usable_prefix(lcp, tokens.len(), trims, checkpoints)
+                        r.prompt.usable_prefix(lcp, &tokens, trims, rewindable)
                     }
                 };
                 if worth(src, u, tokens.len(), r.prompt_len()) {

@@ -101,8 +101,8 @@ pub use snapshot::{
     ParkedIn, ParkedView, RequestStatus, SlotStatus, SlotView, Snapshot, WaitingView,
 };
 pub use types::{
-    Action, Chunk, ConversationId, EngineFacts, Event, FailKind, FinishReason, NewRequest, Now,
-    Outcome, ParkPlace, Refusal, Refused, RequestStats, Step, StepOutput,
+    Action, Checkpoint, Chunk, ConversationId, EngineFacts, Event, FailKind, FinishReason,
+    NewRequest, Now, Outcome, ParkPlace, Refusal, Refused, RequestStats, Step, StepOutput,
 };
 
 /// The id types are the protocol's: the only thing this crate imports of the app.
@@ -185,8 +185,7 @@ impl Scheduler {
             context_tokens: 2,
             chunk_tokens: 1,
             trims_at_any_token: true,
-            checkpoints: false,
-            turn_token: None,
+            rewindable_tokens: u32::MAX,
         };
         Ok(Self {
             settings,
@@ -223,8 +222,15 @@ impl Scheduler {
 
     /// Handles one event at time `now`; returns the actions to execute, in order.
     pub fn handle(&mut self, event: Event, now: Now) -> Outcome {
+        // reported checkpoints change what a later decision sees, never what to do now: no
+        // decision pass between them and the step's `StepDone`, whose cells are not yet counted
+        let decides = !matches!(event, Event::CheckpointsChanged(_));
         self.dispatch(event, now);
-        self.decided(now)
+        if decides {
+            self.decided(now)
+        } else {
+            std::mem::take(&mut self.out)
+        }
     }
 
     /// The decision pass after an arrival or an event, R7's outlook as it leaves things

@@ -218,6 +218,9 @@ pub(crate) struct Request {
     /// The furthest prompt position any chunk of this request ever read (across parks,
     /// give-ways and restores): a chunk starting below it reads tokens again.
     pub read_high: u32,
+    /// The checkpoints of its sequence (the engine's reports, or what it kept of a
+    /// conversation it continued), ascending: its conversation keeps them.
+    pub checkpoints: Vec<crate::types::Checkpoint>,
 }
 
 /// Prompt tokens a chunk `tokens` reads again, given the furthest position read before.
@@ -270,8 +273,9 @@ impl Request {
         len.div_ceil(c) - read_to / c
     }
 
-    /// The tokens its sequence holds (prompt and fed output), as a conversation.
-    pub(crate) fn held_tokens(&self, turn: Option<TokenId>) -> TokenSeq {
+    /// The tokens its sequence holds (prompt and fed output), as a conversation, with its
+    /// checkpoints.
+    pub(crate) fn held_tokens(&self) -> TokenSeq {
         let n = self.held_cells() as usize;
         let p = self.prompt.len() as usize;
         let extra = if n > p {
@@ -279,6 +283,7 @@ impl Request {
         } else {
             &[]
         };
-        TokenSeq::extend_prefix(&self.prompt, n.min(p), extra, turn)
+        TokenSeq::extend_prefix(&self.prompt, n.min(p), extra)
+            .with_checkpoints(self.checkpoints.clone())
     }
 }

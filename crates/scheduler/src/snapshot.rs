@@ -152,6 +152,10 @@ pub struct Counters {
     /// Requests that ended at a limit `max_output_tokens_cap` had lowered (agents take such
     /// an end as a failed turn).
     pub output_cap_cuts: u64,
+    /// Admissions that cut a conversation back to a checkpoint the engine reported (where
+    /// it could not cut it exactly), and the prompt tokens they kept instead of reading.
+    pub checkpoint_restores: u64,
+    pub checkpoint_tokens_saved: u64,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -217,6 +221,10 @@ pub struct ConversationView {
     pub tokens: u32,
     /// Seconds since it was last continued or kept (pool only).
     pub idle_secs: Option<f64>,
+    /// Checkpoints the engine keeps of it (a model whose cache cannot be cut at any token),
+    /// and their bytes in host RAM.
+    pub checkpoints: u32,
+    pub checkpoint_bytes: u64,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -247,6 +255,9 @@ pub struct Snapshot {
     pub host_cached_conversations: usize,
     /// Kept conversations, in the pool (least recently used first), then in host RAM.
     pub conversations: Vec<ConversationView>,
+    /// Bytes of every checkpoint the engine keeps (of conversations, live and parked
+    /// requests), as reported.
+    pub checkpoint_bytes: u64,
     pub slots: Vec<SlotView>,
     pub parked: Vec<ParkedView>,
     pub waiting: Vec<WaitingView>,
@@ -291,6 +302,7 @@ impl Scheduler {
                 .count() as u32,
             host_cached_conversations: self.host_cache.len(),
             conversations,
+            checkpoint_bytes: self.checkpoint_bytes(),
             slots,
             parked,
             waiting,
@@ -337,6 +349,24 @@ impl Scheduler {
             .collect()
     }
 
+    /// Bytes of every checkpoint it knows of: kept and host-cached conversations', and live
+    /// and parked requests'.
+    fn checkpoint_bytes(&self) -> u64 {
+        let kept = self.seqs.iter().filter_map(|s| match &s.state {
+            SeqState::Kept(c) => Some(c.tokens.checkpoint_totals().1),
+            _ => None,
+        });
+        let cached = self
+            .host_cache
+            .iter()
+            .map(|(_, c)| c.tokens.checkpoint_totals().1);
+        let live = self
+            .requests
+            .values()
+            .map(|r| r.checkpoints.iter().map(|c| c.bytes).sum::<u64>());
+        kept.chain(cached).chain(live).sum()
+    }
+
     /// Kept conversations, in the pool (least recently used first), then in host RAM.
     fn conversation_views(&self, now: Now) -> Vec<ConversationView> {
         let mut in_pool: Vec<(Now, ConversationView)> = self
@@ -351,6 +381,8 @@ impl Scheduler {
                         seq: Some(s.id),
                         tokens: c.tokens.len(),
                         idle_secs: Some(now.saturating_sub(s.last_used).as_secs_f64()),
+                        checkpoints: c.tokens.checkpoint_totals().0,
+                        checkpoint_bytes: c.tokens.checkpoint_totals().1,
                     },
                 )),
                 _ => None,
@@ -366,6 +398,8 @@ impl Scheduler {
                 seq: None,
                 tokens: c.tokens.len(),
                 idle_secs: None,
+                checkpoints: c.tokens.checkpoint_totals().0,
+                checkpoint_bytes: c.tokens.checkpoint_totals().1,
             }))
             .collect()
     }

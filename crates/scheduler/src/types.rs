@@ -24,14 +24,15 @@ pub struct EngineFacts {
     pub context_tokens: u32,
     /// The measured chunk size (about a quarter second of prompt reading), used when the setting is unset.
     pub chunk_tokens: u32,
-    /// The engine can trim a sequence at any token (transformers); false: recurrent and
-    /// hybrid models, whose caches are continued whole or cut at a checkpoint they keep.
+    /// The engine can trim a sequence at any token (transformers); false: sliding-window
+    /// caches that keep only their window, recurrent and hybrid models, whose sequences are
+    /// continued whole, cut within their last `rewindable_tokens`, or cut back to a checkpoint
+    /// the engine reported ([`Event::CheckpointsChanged`]).
     pub trims_at_any_token: bool,
-    /// An engine that cannot trim anywhere keeps checkpoints at turn tokens (ours keep none:
-    /// then only a whole conversation continued exactly is held for sure).
-    pub checkpoints: bool,
-    /// The turn token where an engine that cannot trim anywhere keeps a checkpoint.
-    pub turn_token: Option<TokenId>,
+    /// How many trailing tokens of a sequence an engine that cannot trim anywhere can still
+    /// cut exactly (1 on a sliding-window cache, 0 on a recurrent one).
+    #[serde(default)]
+    pub rewindable_tokens: u32,
 }
 
 /// A request, as the API edge hands it over (already tokenized, priority already resolved).
@@ -216,8 +217,26 @@ pub enum Event {
     /// The engine's host-RAM conversation cache dropped these entries to stay in its byte
     /// bound: they can no longer be restored.
     ConversationsEvicted(Vec<ConversationId>),
+    /// The checkpoints these sequences hold now (each list whole, ascending), reported with
+    /// the step that changed them (one taken after a chunk, older ones let go), before that
+    /// step's `StepDone`.
+    CheckpointsChanged(Vec<(SeqId, Vec<Checkpoint>)>),
     /// Nothing happened but time passed (aging); lets the caller poll.
     Tick,
+}
+
+/// A checkpoint the engine keeps of a sequence: taken when it held `tokens` tokens, so it can
+/// be cut back there exactly; `bytes` in host RAM (shown, not scheduled by).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct Checkpoint {
+    pub tokens: u32,
+    pub bytes: u64,
+}
+
+impl Checkpoint {
+    pub fn new(tokens: u32, bytes: u64) -> Self {
+        Self { tokens, bytes }
+    }
 }
 
 /// Actions out, to be executed in order.

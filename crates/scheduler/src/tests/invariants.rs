@@ -66,10 +66,18 @@ fn workload(seed: u64) -> Workload {
     let mut f = facts(parallel, 256);
     f.sequences = parallel + 1 + g.range(0, 3) as u32;
     f.trims_at_any_token = g.chance(70);
-    f.checkpoints = !f.trims_at_any_token && g.chance(50);
+    if !f.trims_at_any_token {
+        f.rewindable_tokens = g.pick(&[0, 1]);
+    }
+    let checkpoints = !f.trims_at_any_token && g.chance(50);
+    let checkpoint_step = g.pick(&[u32::MAX, 100, 300]);
+    let checkpoints_per_seq = g.pick(&[1, 3, 32]);
     f.context_tokens = g.range(800, 3000) as u32;
     f.kv_cells_total = f.context_tokens + g.range(0, u64::from(f.context_tokens) * 3) as u32;
     let mut sim = with(settings.clone(), f.clone());
+    sim.checkpoints = checkpoints;
+    sim.checkpoint_step = checkpoint_step;
+    sim.checkpoints_per_seq = checkpoints_per_seq;
     sim.read_tps = g.range(500, 5000) as f64;
     sim.decode_step_secs = g.range(5, 100) as f64 / 1000.0;
     sim.start_secs = 0.5;

@@ -7,8 +7,8 @@
 use crate::ids::{RequestId, SeqId, TokenId};
 use crate::lifecycle::Phase;
 use crate::{
-    Action, ConversationId, EngineFacts, Event, FailKind, FinishReason, NewRequest, Outcome,
-    ParkPlace, Refusal, Scheduler, SchedulerSettings, Step, StepOutput,
+    Action, Checkpoint, ConversationId, EngineFacts, Event, FailKind, FinishReason, NewRequest,
+    Outcome, ParkPlace, Refusal, Scheduler, SchedulerSettings, Step, StepOutput,
 };
 use std::collections::{BTreeMap, HashMap};
 use std::ops::Range;
@@ -16,6 +16,7 @@ use std::time::Duration;
 use strata_protocol::pool::CellPool;
 
 mod arrival;
+mod checkpoints;
 mod checks;
 mod claims;
 mod queries;
@@ -24,7 +25,7 @@ mod step;
 
 pub(crate) use room::RoomStats;
 
-pub(crate) use arrival::Arrival;
+pub(crate) use arrival::{Arrival, facts, prompt};
 pub(crate) use claims::ClaimStats;
 pub(crate) use queries::{is_assign, is_deliver, is_park, is_release, is_restore};
 
@@ -32,36 +33,6 @@ pub(crate) const TURN: TokenId = 1;
 
 pub(crate) fn secs(s: f64) -> Duration {
     Duration::from_secs_f64(s)
-}
-
-/// Engine facts for tests.
-pub(crate) fn facts(parallel: u32, chunk: u32) -> EngineFacts {
-    EngineFacts {
-        parallel,
-        sequences: (parallel + 1).max(16),
-        kv_cells_total: 1_000_000,
-        context_tokens: 200_000,
-        chunk_tokens: chunk,
-        trims_at_any_token: true,
-        checkpoints: false,
-        turn_token: Some(TURN),
-    }
-}
-
-/// A prompt of `len` tokens: `shared` tokens of a common system prompt (seeded by `family`),
-/// then tokens unique to `unique`. A turn token ends every 500 positions (499, 999, ...).
-pub(crate) fn prompt(family: u32, shared: u32, len: u32, unique: u32) -> Vec<TokenId> {
-    (0..len)
-        .map(|i| {
-            if i % 500 == 499 {
-                TURN
-            } else if i < shared {
-                1000 + ((family * 7919 + i * 31) % 20000) as TokenId
-            } else {
-                30000 + ((unique * 104_729 + i * 17) % 20000) as TokenId
-            }
-        })
-        .collect()
 }
 
 /// What one client saw.
@@ -123,6 +94,13 @@ pub(crate) struct Sim {
     pub failing_starts: u32,
     /// The facts the next successful start hands over (`None`: the facts in force).
     pub next_facts: Option<EngineFacts>,
+    /// The engine keeps checkpoints (where it cannot trim anywhere): at the end of each
+    /// prompt read and every `checkpoint_step` tokens within one, `checkpoints_per_seq` at
+    /// most a sequence, and reports them as the worker does.
+    pub checkpoints: bool,
+    pub checkpoint_step: u32,
+    pub checkpoints_per_seq: usize,
+    ckpts: checkpoints::SimCheckpoints,
     seqs: HashMap<SeqId, Vec<TokenId>>,
     seq_owner: HashMap<SeqId, RequestId>,
     parked: HashMap<RequestId, (ParkPlace, Vec<TokenId>)>,
@@ -167,6 +145,10 @@ impl Sim {
             start_secs: 2.0,
             failing_starts: 0,
             next_facts: None,
+            checkpoints: false,
+            checkpoint_step: u32::MAX,
+            checkpoints_per_seq: 32,
+            ckpts: checkpoints::SimCheckpoints::default(),
             seqs: HashMap::new(),
             seq_owner: HashMap::new(),
             parked: HashMap::new(),
@@ -267,6 +249,15 @@ impl Sim {
             if next_step == Some(t) {
                 let (_, step) = self.pending_step.take().unwrap();
                 let outputs = self.execute_step(&step);
+                let reports = self.take_checkpoint(&step);
+                if !reports.is_empty() {
+                    let out = self.s.handle(Event::CheckpointsChanged(reports), self.now);
+                    self.diagnostics.extend(out.diagnostics.iter().cloned());
+                    assert!(
+                        out.actions.is_empty(),
+                        "reported checkpoints decided something"
+                    );
+                }
                 self.feed(Event::StepDone(outputs));
             } else if self.pending_start == Some(t) {
                 self.pending_start = None;
@@ -323,6 +314,7 @@ impl Sim {
     fn reset_engine(&mut self) {
         self.pending_step = None;
         self.seqs.clear();
+        self.ckpts.pool.clear();
         self.seq_owner.clear();
         self.pool = CellPool::new(self.s.engine_facts().sequences);
         // engine-side state is gone; host RAM (parks, conversation cache) is the service's
@@ -383,6 +375,7 @@ impl Sim {
         let now = self.now;
         self.log.push((now, a.clone()));
         self.move_cells(&a);
+        self.move_checkpoints(&a);
         match &a {
             Action::Finish { request, .. } | Action::Fail { request, .. } => {
                 let rec = self.records.entry(*request).or_default();
@@ -412,11 +405,12 @@ impl Sim {
                     &p[..keep],
                     "{request}: kept cells are not its prompt prefix"
                 );
-                let trims = self.s.engine_facts().trims_at_any_token;
-                assert!(
-                    trims || keep == 0 || keep == content.len() || p[keep] == TURN,
-                    "{request}: keep {keep} is not a checkpoint"
-                );
+                let f = self.s.engine_facts();
+                let cuts = f.trims_at_any_token
+                    || keep == 0
+                    || content.len() - keep <= f.rewindable_tokens as usize
+                    || self.ckpts.at(*seq, keep as u32);
+                assert!(cuts, "{request}: keep {keep} of {seq} is not a checkpoint");
                 assert!(keep < p.len(), "{request}: nothing left to read");
                 content.truncate(keep);
                 self.seq_owner.insert(*seq, *request);

@@ -140,13 +140,15 @@ fn a_request_sharing_a_prefix_with_a_running_one_copies_its_cells() {
 
 #[test]
 fn an_engine_that_cannot_trim_shares_no_prefix_between_sequences() {
-    // with checkpoints, request 1's tokens up to its turn token (499) would be a usable
-    // prefix for request 2 while request 1 runs: still nothing is copied from a live sequence
+    // with checkpoints every 256 tokens, request 1's first 768 would be a usable prefix for
+    // request 2 while request 1 runs: still nothing is copied from a live sequence
     for checkpoints in [false, true] {
         let mut f = facts(2, 256);
         f.trims_at_any_token = false;
-        f.checkpoints = checkpoints;
+        f.rewindable_tokens = 0;
         let mut sim = with(SchedulerSettings::default(), f);
+        sim.checkpoints = checkpoints;
+        sim.checkpoint_step = 256;
         sim.arrive(Arrival::new(1, prompt(1, 900, 1000, 1)).output(300));
         sim.arrive(Arrival::new(2, prompt(1, 900, 1100, 2)).at(2.0).output(5));
         sim.arrive(Arrival::new(3, prompt(1, 900, 1200, 3)).at(30.0).output(5));

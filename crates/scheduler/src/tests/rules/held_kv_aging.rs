@@ -3,13 +3,22 @@
 use super::*;
 
 #[test]
-fn held_for_sure_on_a_checkpoint_engine_is_cut_at_the_last_turn_token() {
-    for (trims, checkpoints, expect) in [(true, false, 900), (false, true, 499), (false, false, 0)]
-    {
+fn held_for_sure_on_a_checkpoint_engine_is_cut_at_the_last_checkpoint_it_reported() {
+    // request 1 reads 1,000 tokens in chunks of 256; request 2 shares its first 900
+    for (trims, checkpoints, step, expect) in [
+        (true, false, u32::MAX, 900),
+        // checkpoints at 256, 512, 768 and 1,000 (the end of the read)
+        (false, true, 256, 768),
+        // only at the end of the read: none at or before 900
+        (false, true, u32::MAX, 0),
+        (false, false, 256, 0),
+    ] {
         let mut f = facts(2, 256);
         f.trims_at_any_token = trims;
-        f.checkpoints = checkpoints;
+        f.rewindable_tokens = if trims { u32::MAX } else { 1 };
         let mut sim = with(SchedulerSettings::default(), f);
+        sim.checkpoints = checkpoints;
+        sim.checkpoint_step = step;
         sim.arrive(Arrival::new(1, prompt(1, 900, 1000, 1)).output(5));
         sim.arrive(Arrival::new(2, prompt(1, 900, 1200, 2)).at(5.0).output(5));
         sim.run(100.0);
@@ -23,10 +32,42 @@ fn held_for_sure_on_a_checkpoint_engine_is_cut_at_the_last_turn_token() {
             // no prefix shared between sequences: request 2 takes request 1's sequence over,
             // cut at the checkpoint
             assert_eq!(sim.count(|a| matches!(a, Action::CopyPrefix { .. })), 0);
-            if checkpoints {
+            if checkpoints && expect > 0 {
                 assert_eq!(assigned_seq(&sim, 2).0, assigned_seq(&sim, 1).0);
             }
         }
+    }
+}
+
+#[test]
+fn a_re_rendered_answer_continues_from_the_checkpoint_at_the_end_of_the_last_prompt() {
+    // an agent sends the history back with the last answer re-serialised: the prompt departs
+    // right where the last prompt ended, which the end-of-read checkpoint covers
+    for (checkpoints, rewindable, expect) in [(true, 1, 1000), (true, 0, 1000), (false, 1, 0)] {
+        let mut f = facts(1, 256);
+        f.trims_at_any_token = false;
+        f.rewindable_tokens = rewindable;
+        let mut sim = with(SchedulerSettings::default(), f);
+        sim.checkpoints = checkpoints;
+        let first = prompt(1, 900, 1000, 1);
+        sim.arrive(Arrival::new(1, first.clone()).output(7));
+        sim.run(10.0);
+        let mut next = first;
+        next.extend(prompt(9, 0, 40, 9)); // not the output sent: another rendering of it
+        sim.arrive(Arrival::new(2, next).at(11.0).output(5));
+        sim.run(100.0);
+        sim.check_end();
+        let (seq, keep) = assigned_seq(&sim, 2);
+        let case = format!("checkpoints: {checkpoints}, rewindable: {rewindable}");
+        assert_eq!(keep, expect, "{case}");
+        if expect > 0 {
+            assert_eq!(
+                seq,
+                assigned_seq(&sim, 1).0,
+                "{case}: it takes the sequence over"
+            );
+        }
+        assert_eq!(sim.rec(2).chunks[0].start, expect);
     }
 }
 

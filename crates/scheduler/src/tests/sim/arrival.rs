@@ -1,4 +1,4 @@
-//! The request builder for [`Sim::arrive`].
+//! The request builder for [`Sim::arrive`], the test engine's facts and the test prompts.
 
 use super::*;
 
@@ -55,4 +55,33 @@ impl Arrival {
         self.max_tokens = Some(tokens);
         self
     }
+}
+
+/// Engine facts for tests.
+pub(crate) fn facts(parallel: u32, chunk: u32) -> EngineFacts {
+    EngineFacts {
+        parallel,
+        sequences: (parallel + 1).max(16),
+        kv_cells_total: 1_000_000,
+        context_tokens: 200_000,
+        chunk_tokens: chunk,
+        trims_at_any_token: true,
+        rewindable_tokens: u32::MAX,
+    }
+}
+
+/// A prompt of `len` tokens: `shared` tokens of a common system prompt (seeded by `family`),
+/// then tokens unique to `unique`. A turn token ends every 500 positions (499, 999, ...).
+pub(crate) fn prompt(family: u32, shared: u32, len: u32, unique: u32) -> Vec<TokenId> {
+    (0..len)
+        .map(|i| {
+            if i % 500 == 499 {
+                TURN
+            } else if i < shared {
+                1000 + ((family * 7919 + i * 31) % 20000) as TokenId
+            } else {
+                30000 + ((unique * 104_729 + i * 17) % 20000) as TokenId
+            }
+        })
+        .collect()
 }
