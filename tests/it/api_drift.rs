@@ -107,3 +107,72 @@ async fn an_engine_that_cannot_cut_its_cache_continues_whole_conversations_and_r
     assert_eq!(snapshot.counters.failed, 0);
     assert_eq!(snapshot.engine.restarts, 0);
 }
+
+/// An agent re-renders its last answer: the next prompt departs from the kept conversation
+/// right where the last prompt ended. The engine cannot cut inside a sequence, but it kept a
+/// checkpoint at the end of that read: the turn continues from it, and the window's and
+/// `/metrics`' figures say so.
+#[tokio::test]
+async fn a_re_rendered_turn_continues_from_the_checkpoint_at_the_last_prompt_s_end_and_is_counted()
+{
+    let server = server(Setup {
+        fake: FakeOptions {
+            non_trimmable: true,
+            ..FakeOptions::instant()
+        },
+        ..Setup::default()
+    })
+    .await;
+    let system = json!({"role": "system", "content": long_text(40)});
+    let user = json!({"role": "user", "content": "first"});
+    let first = json!({"messages": [system, user], "max_tokens": 6});
+    let answer: Value = server
+        .post(&first)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let first_prompt = answer["usage"]["prompt_tokens"].as_u64().unwrap();
+    let kept = &server.service.snapshot().conversations;
+    assert!(kept.len() == 1 && kept[0].checkpoints == 1, "{kept:?}");
+    assert!(kept[0].checkpoint_bytes > 0);
+
+    let next = json!({"messages": [
+        system,
+        user,
+        {"role": "assistant", "content": "the answer, as the agent renders it"},
+        {"role": "user", "content": "second"},
+    ], "max_tokens": 4});
+    let follow_up: Value = server
+        .post(&next)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let cached = &follow_up["usage"]["prompt_tokens_details"]["cached_tokens"];
+    assert_eq!(cached.as_u64(), Some(first_prompt), "{follow_up}");
+
+    let counters = server.service.snapshot().counters;
+    assert_eq!(counters.checkpoint_restores, 1);
+    assert_eq!(counters.checkpoint_tokens_saved, first_prompt);
+    let metrics = reqwest::get(format!("{}/metrics", server.base))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(
+        metrics.contains("strata_checkpoint_restores_total 1\n"),
+        "{metrics}"
+    );
+    let saved = format!("strata_checkpoint_tokens_saved_total {first_prompt}\n");
+    assert!(metrics.contains(&saved), "{metrics}");
+    assert!(
+        !metrics.contains("strata_checkpoint_bytes 0\n"),
+        "{metrics}"
+    );
+}
