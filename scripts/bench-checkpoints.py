@@ -107,7 +107,7 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--ctx", type=int, default=8192)
-    ap.add_argument("--sentences", type=int, default=330)
+    ap.add_argument("--sentences", type=int, default=260)
     ap.add_argument("--cases", default="whole,rerendered,far_edit")
     args = ap.parse_args()
     settings = ["ours"] + (["llama"] if args.llama_server else [])
