@@ -131,6 +131,7 @@ async fn through_protocol(
             start: (i * CHUNK) as u32,
             tokens: piece.to_vec(),
             last: i + 1 == pieces.len(),
+            prompt_tokens: 0,
         };
         engine
             .call(
@@ -276,6 +277,7 @@ fn main() {
             start: 0,
             tokens: prompt.clone(),
             last: true,
+            prompt_tokens: 0,
         };
         engine
             .call(

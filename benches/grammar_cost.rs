@@ -114,6 +114,7 @@ async fn case(
             start: 0,
             tokens: prompt.to_vec(),
             last: true,
+            prompt_tokens: 0,
         };
         let step = Command::Step {
             chunk: Some(chunk),

@@ -197,6 +197,7 @@ fn step_command(pieces: &[&[i32]], step: usize, run: &Run<'_>) -> Command {
                 start: (step * run.chunk_tokens) as u32,
                 tokens: piece.to_vec(),
                 last: step + 1 == pieces.len(),
+                prompt_tokens: pieces.iter().map(|p| p.len() as u32).sum(),
             }),
             decode: vec![],
         },

@@ -10,7 +10,7 @@ use std::collections::HashMap;
 pub type Refusal = (ErrorKind, String);
 
 /// Prompt tokens of one request to read at `start_pos..` of its sequence.
-#[derive(Debug)]
+#[derive(Debug, Clone, Copy)]
 pub struct ChunkRun<'a> {
     pub request: RequestId,
     pub seq: SeqId,

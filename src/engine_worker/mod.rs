@@ -117,6 +117,7 @@ fn worker<B: Backend>(engine: B, options: &WorkerOptions) -> Worker<B> {
         options.ctx_checkpoints,
         options.checkpoint_mib * MIB,
         options.checkpoint_min_step_tokens,
+        worker::before_end_tokens(options.ubatch_tokens),
     )
 }
 

@@ -100,6 +100,7 @@ fn a_command_answered_by_a_fault_lets_the_step_ahead_before_it_stand() {
         start: 0,
         tokens: tokens("tell me a story"),
         last: true,
+        prompt_tokens: 0,
     };
     let open = Command::Open {
         request: RequestId(1),
@@ -183,6 +184,7 @@ fn a_step_that_does_not_fit_fails_only_its_chunk_s_request() {
                 start: 0,
                 tokens: tokens("a second"),
                 last: true,
+                prompt_tokens: 0,
             }),
             decode: vec![RequestId(1)],
         },

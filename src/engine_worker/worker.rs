@@ -11,12 +11,14 @@ use crate::protocol::{
     Chunk, Command, ErrorKind, ErrorReply, ReadProgress, Reply, RequestFailure, Sampled, Sampling,
     StateMoved, Stats, StepDone,
 };
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 use std::time::Instant;
 
 mod ahead;
 mod held;
+mod taking;
 use ahead::StepUndo;
+pub use taking::before_end_tokens;
 
 #[derive(Debug)]
 struct OpenRequest {
@@ -55,6 +57,8 @@ pub struct Worker<B: Backend> {
     checkpoints: CheckpointStore<B::Saved>,
     /// Within a long read, a checkpoint at least this many tokens after the last.
     checkpoint_min_step_tokens: u32,
+    /// Checkpoints this many tokens before a prompt's end (`taking::before_end_tokens`).
+    checkpoint_before_end_tokens: Vec<u32>,
     checkpoint_counts: CheckpointCounts,
     steps: u64,
     /// Command lines served so far (the fault schedule's other clock).
@@ -86,6 +90,7 @@ impl<B: Backend> Worker<B> {
             cache: ConversationCache::new(conversation_cache_bytes),
             checkpoints: CheckpointStore::new(0, 0),
             checkpoint_min_step_tokens: u32::MAX,
+            checkpoint_before_end_tokens: Vec::new(),
             checkpoint_counts: CheckpointCounts::default(),
             steps: 0,
             messages: 0,
@@ -99,12 +104,19 @@ impl<B: Backend> Worker<B> {
     }
 
     /// Keeps checkpoints (if the model's facts say it keeps them): at most `per_seq` a
-    /// sequence and `bytes` in all, taken at the end of each prompt read and, within a long
-    /// one, at least `min_step_tokens` apart.
-    pub fn with_checkpoints(mut self, per_seq: u32, bytes: u64, min_step_tokens: u32) -> Self {
+    /// sequence and `bytes` in all, taken near each prompt's end (`before_end_tokens`) and,
+    /// within a long read, at least `min_step_tokens` apart.
+    pub fn with_checkpoints(
+        mut self,
+        per_seq: u32,
+        bytes: u64,
+        min_step_tokens: u32,
+        before_end_tokens: Vec<u32>,
+    ) -> Self {
         if self.backend.handshake().model.keeps_checkpoints {
             self.checkpoints = CheckpointStore::new(per_seq, bytes);
             self.checkpoint_min_step_tokens = min_step_tokens.max(1);
+            self.checkpoint_before_end_tokens = before_end_tokens;
         }
         self
     }
@@ -310,17 +322,31 @@ impl<B: Backend> Worker<B> {
             });
         }
 
-        let sampled_tokens = self.backend.run(chunk_run.as_ref(), &decodes)?;
+        // the chunk's tokens before a checkpoint near the prompt's end are read first
+        let mut changed = BTreeSet::new();
+        let mut rest_run = None;
+        if let Some(run) = &chunk_run {
+            let prompt_tokens = chunk.as_ref().map_or(0, |c| c.prompt_tokens);
+            let (read, taken) = self.read_to_near_end_places(run, prompt_tokens)?;
+            changed = taken;
+            rest_run = Some(ChunkRun {
+                start_pos: run.start_pos + read as u32,
+                tokens: &run.tokens[read..],
+                ..*run
+            });
+        }
+        let sampled_tokens = self.backend.run(rest_run.as_ref(), &decodes)?;
 
         let mut sampled_for = Vec::with_capacity(decodes.len() + 1);
-        if let Some(run) = &chunk_run {
-            self.pool.append(run.seq, run.tokens.len() as u32);
+        if let (Some(run), Some(rest)) = (&chunk_run, &rest_run) {
+            self.pool.append(run.seq, rest.tokens.len() as u32);
             self.prompt_tokens_read += run.tokens.len() as u64;
             done.read = Some(ReadProgress {
                 request: run.request,
                 held_tokens: self.pool.len(run.seq),
             });
-            done.checkpoints = self.checkpoint_after_read(run.seq, run.sample);
+            changed.extend(self.checkpoint_after_read(run.seq));
+            done.checkpoints = self.checkpoints.report(changed);
             if run.sample {
                 sampled_for.push(run.request);
             }

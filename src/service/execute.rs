@@ -149,6 +149,7 @@ impl Actor {
                 start: c.tokens.start,
                 tokens,
                 last: c.is_last,
+                prompt_tokens: prompt.map_or(0, |p| p.len() as u32),
             }
         });
         let decode: Vec<RequestId> = step.decode.iter().map(|(id, _)| *id).collect();

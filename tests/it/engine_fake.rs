@@ -34,6 +34,7 @@ fn read() -> Command {
             start: 0,
             tokens: b"hello there".iter().map(|b| i32::from(*b)).collect(),
             last: true,
+            prompt_tokens: 0,
         }),
         decode: vec![],
     }

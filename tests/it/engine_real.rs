@@ -83,30 +83,10 @@ async fn two_requests_decoding_in_one_batch_each_continue_exactly_as_when_run_al
     open(&mut engine, b, SeqId(1), greedy()).await;
     let mut out_a = Vec::new();
     let mut out_b = Vec::new();
-    let done = step(
-        &mut engine,
-        Some(Chunk {
-            request: a,
-            start: 0,
-            tokens: first.clone(),
-            last: true,
-        }),
-        vec![],
-    )
-    .await;
+    let done = step(&mut engine, Some(whole_prompt(a, &first)), vec![]).await;
     out_a.extend(done.sampled.iter().map(|s| s.token));
     // b's prompt is read in the same batch as a's first decode.
-    let done = step(
-        &mut engine,
-        Some(Chunk {
-            request: b,
-            start: 0,
-            tokens: second.clone(),
-            last: true,
-        }),
-        vec![a],
-    )
-    .await;
+    let done = step(&mut engine, Some(whole_prompt(b, &second)), vec![a]).await;
     for s in &done.sampled {
         if s.request == a {
             out_a.push(s.token)
@@ -375,6 +355,7 @@ async fn a_worker_killed_mid_step_is_reported_within_two_seconds_and_a_restart_s
                 start: 0,
                 tokens: prompt,
                 last: true,
+                prompt_tokens: 0,
             }),
             decode: vec![],
         })

@@ -1,15 +1,16 @@
 //! Checkpoints on a real recurrent model: a tiny Mamba with random weights
 //! (`STRATA_TEST_MAMBA`, written by scripts/make-mamba.sh), whose state llama.cpp cannot cut
-//! inside a sequence. The worker takes a checkpoint at the end of each prompt read; a next
-//! turn that departs right there (the answer re-rendered) is cut back to it, and what follows
-//! is token-identical to the same prompt read from scratch (one thread, the same chunks).
+//! inside a sequence. The worker takes a checkpoint 4 tokens before each prompt's end; a next
+//! turn that departs at the end (the answer re-rendered) is cut back to it, and what follows
+//! is token-identical to the same prompt read from scratch (one thread, the same chunks: the
+//! prompts' lengths put the near-end places on chunk boundaries).
 
 use crate::support::*;
 use strata_desk::engine::{EngineProcess, WorkerLaunch};
 use strata_desk::ids::{RequestId, SeqId, TokenId};
 use strata_desk::protocol::{Command, Reply};
 
-const CHUNK: usize = 128;
+const CHUNK: usize = 16;
 const CONTINUATION_TOKENS: usize = 12;
 
 fn mamba_path() -> std::path::PathBuf {
@@ -80,10 +81,11 @@ async fn a_recurrent_state_cut_back_to_its_checkpoint_continues_token_identical(
     assert!(!model.trims_at_any_token && model.keeps_checkpoints);
     assert_eq!(model.rewindable_tokens, 0);
 
-    // turn 1: 256 prompt tokens and 12 sampled (11 of them decoded into the state)
-    let first = tokens(256, 0);
+    // turn 1: 260 prompt tokens and 12 sampled (11 of them decoded into the state)
+    let first = tokens(260, 0);
     turn(&mut engine, 1, 0, &first).await;
-    // turn 2 departs right after turn 1's prompt: only the checkpoint at 256 can give it back
+    // turn 2 departs right after turn 1's prompt: only the checkpoint at 256, 4 before its end,
+    // can give it back
     let mut second = first.clone();
     second.extend(tokens(16, 1));
     let continued = turn(&mut engine, 2, 256, &second).await;

@@ -1,9 +1,9 @@
 //! Checkpoints on a real sliding-window model: Gemma 3 270M (`STRATA_TEST_GEMMA`, a 512-token
 //! window in five layers of six) with its window layers keeping only their window. A
 //! conversation that grew far past a prompt's end has let that point's window go; cut back
-//! there, the worker restores the checkpoint it took at the end of that read, and what follows
+//! to 4 tokens before it, the worker restores the checkpoint it took there, and what follows
 //! is token-identical to the same prompt read from scratch (one thread, the same chunk
-//! boundaries).
+//! boundaries: the prompts' lengths put the worker's near-end places on them).
 
 use crate::models_hub::gemma_path;
 use crate::support::*;
@@ -11,8 +11,17 @@ use strata_desk::engine::{EngineProcess, WorkerLaunch};
 use strata_desk::ids::{RequestId, SeqId, TokenId};
 use strata_desk::protocol::{Command, Reply, SeqCheckpoints};
 
-const CHUNK: usize = 512;
+/// The chunks of the reads compared: 16 tokens, so that the near-end places of both prompts
+/// (4 and 4 + 512 before their ends, lengths 4 past a multiple of 16) fall on chunk
+/// boundaries and no read is split where the other is not.
+const CHUNK: usize = 16;
+/// The second turn's chunks (its read is not compared).
+const LONG_CHUNK: usize = 512;
 const CONTINUATION_TOKENS: usize = 12;
+/// The first prompt's length, and where its checkpoints are: 4 and 4 + 512 tokens before its
+/// end.
+const FIRST: usize = 1028;
+const NEAR_END: [u32; 2] = [512, 1024];
 
 async fn gemma(swa_full: bool) -> EngineProcess {
     let launch = WorkerLaunch::new(
@@ -51,15 +60,15 @@ async fn open_keeping(engine: &mut EngineProcess, request: u64, keep_tokens: u32
     .await
 }
 
-/// Reads `prompt[from..]` on absolute `CHUNK` boundaries, then decodes: the sampled tokens,
+/// Reads `prompt[from..]` on absolute `chunk` boundaries, then decodes: the sampled tokens,
 /// and each step's checkpoint report.
 async fn continue_from(
     engine: &mut EngineProcess,
     request: u64,
     prompt: &[TokenId],
-    from: usize,
+    (from, chunk): (usize, usize),
 ) -> (Vec<TokenId>, Vec<Vec<SeqCheckpoints>>) {
-    let replies = read_on_boundaries(engine, RequestId(request), prompt, from, CHUNK).await;
+    let replies = read_on_boundaries(engine, RequestId(request), prompt, from, chunk).await;
     let mut sampled: Vec<TokenId> = replies
         .last()
         .map_or(Vec::new(), |d| d.sampled.iter().map(|s| s.token).collect());
@@ -75,23 +84,25 @@ async fn stats(engine: &mut EngineProcess) -> strata_desk::protocol::Stats {
     }
 }
 
-/// Turn 1 reads a 1,024-token prompt (a checkpoint at its end); turn 2 continues it whole
-/// with 1,536 more, so the window cells before 1,024 are overwritten. Returns turn 1's prompt.
+/// Turn 1 reads a 1,028-token prompt (checkpoints at 512 and 1,024); turn 2 continues it
+/// whole with 1,536 more, so the window cells before 1,028 are overwritten. Returns turn 1's
+/// prompt.
 async fn two_turns(engine: &mut EngineProcess) -> Vec<TokenId> {
-    let first = tokens(1024, 0);
+    let first = tokens(FIRST, 0);
     let mut second = first.clone();
     second.extend(tokens(1536, 1));
     assert!(matches!(
         open_keeping(engine, 1, 0).await,
         Reply::Opened { .. }
     ));
-    let (_, reports) = continue_from(engine, 1, &first, 0).await;
+    let (_, reports) = continue_from(engine, 1, &first, (0, CHUNK)).await;
     let places = |r: &[SeqCheckpoints]| -> Vec<(SeqId, Vec<u32>)> {
         let tokens = |c: &SeqCheckpoints| c.checkpoints.iter().map(|k| k.tokens).collect();
         r.iter().map(|c| (c.seq, tokens(c))).collect()
     };
-    assert!(reports[..1].iter().all(Vec::is_empty), "{reports:?}");
-    assert_eq!(places(&reports[1]), [(SeqId(0), vec![1024])]);
+    let reported: Vec<_> = reports.iter().filter(|r| !r.is_empty()).collect();
+    assert_eq!(reported.len(), 2, "{reports:?}");
+    assert_eq!(places(reported[1]), [(SeqId(0), NEAR_END.to_vec())]);
     call(
         engine,
         Command::Close {
@@ -99,13 +110,13 @@ async fn two_turns(engine: &mut EngineProcess) -> Vec<TokenId> {
         },
     )
     .await;
-    // held: 1,024 prompt tokens and the 11 decoded; the next turn keeps 1,024 (a cut of 11
+    // held: 1,028 prompt tokens and the 11 decoded; the next turn keeps 1,028 (a cut of 11
     // tokens, which the window still covers)
     assert!(matches!(
-        open_keeping(engine, 2, 1024).await,
+        open_keeping(engine, 2, FIRST as u32).await,
         Reply::Opened { .. }
     ));
-    continue_from(engine, 2, &second, 1024).await;
+    continue_from(engine, 2, &second, (FIRST, LONG_CHUNK)).await;
     call(
         engine,
         Command::Close {
@@ -114,11 +125,14 @@ async fn two_turns(engine: &mut EngineProcess) -> Vec<TokenId> {
     )
     .await;
     let before = stats(engine).await;
-    assert_eq!(before.checkpoints, 2, "the checkpoints at 1,024 and 2,560");
+    assert_eq!(
+        before.checkpoints, 4,
+        "the checkpoints at 512, 1,024, 2,048, 2,560"
+    );
     eprintln!(
-        "Gemma 3 270M, 2 checkpoints: {} bytes ({} per checkpoint)",
+        "Gemma 3 270M, 4 checkpoints: {} bytes ({} per checkpoint)",
         before.checkpoint_bytes,
-        before.checkpoint_bytes / 2
+        before.checkpoint_bytes / 4
     );
     first
 }
@@ -138,14 +152,15 @@ async fn a_conversation_cut_back_past_its_window_continues_from_a_checkpoint_tok
 
     let first = two_turns(&mut engine).await;
 
-    // turn 3 departs from turn 2 right after the first prompt (turn 1's answer re-rendered)
+    // turn 3 departs from turn 2 right after the first prompt (turn 1's answer re-rendered):
+    // cut back to the checkpoint 4 tokens before it
     let mut third = first.clone();
     // a short departure: what follows leans on the window before it, which only the
     // checkpoint holds
     third.extend(tokens(16, 2));
     assert!(
         matches!(
-            open_keeping(&mut engine, 3, 1024).await,
+            open_keeping(&mut engine, 3, NEAR_END[1]).await,
             Reply::Opened {
                 kept_tokens: 1024,
                 ..
@@ -158,7 +173,7 @@ async fn a_conversation_cut_back_past_its_window_continues_from_a_checkpoint_tok
         after.checkpoint_restores, 1,
         "the cut needed the checkpoint"
     );
-    let (continued, _) = continue_from(&mut engine, 3, &third, 1024).await;
+    let (continued, _) = continue_from(&mut engine, 3, &third, (1024, CHUNK)).await;
     engine.shutdown().await;
 
     let mut fresh = gemma(false).await;
@@ -166,7 +181,7 @@ async fn a_conversation_cut_back_past_its_window_continues_from_a_checkpoint_tok
         open_keeping(&mut fresh, 1, 0).await,
         Reply::Opened { .. }
     ));
-    let (scratch, _) = continue_from(&mut fresh, 1, &third, 0).await;
+    let (scratch, _) = continue_from(&mut fresh, 1, &third, (0, CHUNK)).await;
     fresh.shutdown().await;
     assert_eq!(
         continued, scratch,

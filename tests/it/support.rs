@@ -102,6 +102,17 @@ pub fn seeded_tokens(model: &std::path::Path, n: usize, seed: usize, bos: bool) 
     out
 }
 
+/// A whole prompt read in one chunk.
+pub fn whole_prompt(request: RequestId, tokens: &[TokenId]) -> Chunk {
+    Chunk {
+        request,
+        start: 0,
+        tokens: tokens.to_vec(),
+        last: true,
+        prompt_tokens: tokens.len() as u32,
+    }
+}
+
 /// Reads `prompt[from..]` on absolute `chunk_tokens` boundaries: each step's reply.
 pub async fn read_on_boundaries(
     engine: &mut EngineProcess,
@@ -119,6 +130,7 @@ pub async fn read_on_boundaries(
             start: start as u32,
             tokens: prompt[start..end].to_vec(),
             last: end == prompt.len(),
+            prompt_tokens: prompt.len() as u32,
         };
         replies.push(step(engine, Some(chunk), vec![]).await);
         start = end;
@@ -183,6 +195,7 @@ pub async fn run_alone(
             start: (i * chunk_tokens) as u32,
             tokens: piece.to_vec(),
             last: i + 1 == pieces.len(),
+            prompt_tokens: prompt.len() as u32,
         };
         let done = step(engine, Some(chunk), vec![]).await;
         out.extend(done.sampled.iter().map(|s| s.token));
@@ -213,6 +226,7 @@ pub async fn read_aligned(
             start: start as u32,
             tokens: prompt[start..end].to_vec(),
             last,
+            prompt_tokens: prompt.len() as u32,
         };
         let done = step(engine, Some(chunk), vec![]).await;
         if last {

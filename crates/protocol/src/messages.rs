@@ -107,6 +107,11 @@ pub struct Chunk {
     /// The prompt ends with this chunk: sample the first output token from its last position.
     #[serde(default)]
     pub last: bool,
+    /// The whole prompt's length, so the worker can place its checkpoints near the prompt's
+    /// end (docs/ARCHITECTURE.md, "Context checkpoints"); 0 where unknown: the end of a last
+    /// chunk is then the prompt's.
+    #[serde(default)]
+    pub prompt_tokens: u32,
 }
 
 /// Sampling parameters of one request. `temperature <= 0` is greedy.
@@ -494,6 +499,7 @@ mod tests {
                     start: 0,
                     tokens: vec![1, 2, 3],
                     last: true,
+                    prompt_tokens: 0,
                 }),
                 decode: vec![RequestId(4)],
             },

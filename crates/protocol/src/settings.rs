@@ -21,12 +21,13 @@ pub const DEFAULT_GRAMMAR_MS_PER_TOKEN: u64 = 2_000;
 pub const DEFAULT_CTX_MIN_TOKENS: u32 = 32_768;
 
 /// Checkpoints per sequence, by default: llama-server's `--ctx-checkpoints`. An agent's turn
-/// takes one (the end of its prompt read), so 32 cover a long session's recent turns.
+/// takes two (4 and 4 + ubatch tokens before its prompt's end), so 32 cover a long session's
+/// last 16 turns.
 pub const DEFAULT_CTX_CHECKPOINTS: u32 = 32;
 
 /// Tokens between checkpoints within one long read, by default: llama-server's
-/// `--checkpoint-min-step`. A re-rendered turn departs at the end of the last prompt, which
-/// the end-of-read checkpoint covers; these only shorten a far edit's read.
+/// `--checkpoint-min-step`. A re-rendered turn departs at (or just before) the end of the
+/// last prompt, which the checkpoints near it cover; these only shorten a far edit's read.
 pub const DEFAULT_CHECKPOINT_MIN_STEP_TOKENS: u32 = 8192;
 
 /// All checkpoints' host RAM, by default, in MiB: 32 of Gemma 3 270M's (about 7.5 MiB each,
@@ -136,8 +137,9 @@ pub struct EngineSettings {
     pub grammar_ms_per_token: u64,
     /// Checkpoints a sequence keeps at most, on a model whose cache cannot be cut at any token
     /// (sliding-window layers without --swa-full; recurrent and hybrid layers): the state a cut
-    /// cannot rebuild, saved at the end of each prompt read, so that a prompt departing from a
-    /// kept conversation reads from the last one at or before the departure; 0: none.
+    /// cannot rebuild, saved 4 and 4 + ubatch tokens before each prompt's end, so that a prompt
+    /// departing from a kept conversation reads from the last one at or before the departure;
+    /// 0: none.
     #[cfg_attr(
         feature = "cli",
         arg(long, default_value_t = EngineSettings::default().ctx_checkpoints)
@@ -360,8 +362,8 @@ pub const ENGINE_KEY_DOCS: &[EngineKeyDoc] = &[
         None,
         "0-1024: checkpoints one sequence keeps at most on a model whose cache cannot be cut at \
          any token (sliding-window layers with `swa_full` off; recurrent and hybrid layers): \
-         the part of its state a cut cannot rebuild, saved in host RAM at the end of each \
-         prompt read, so that a prompt that departs from a kept conversation (a re-rendered \
+         the part of its state a cut cannot rebuild, saved in host RAM 4 and 4 + \
+         `ubatch_tokens` tokens before each prompt's end (as llama-server does), so that a prompt that departs from a kept conversation (a re-rendered \
          answer, an edit) reads from the last checkpoint at or before the departure instead \
          of from the start; 0: none. No effect on other models",
     ),

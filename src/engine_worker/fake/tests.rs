@@ -53,6 +53,7 @@ pub(crate) fn read(worker: &mut Worker<FakeEngine>, request: u64, prompt: &[Toke
         start: 0,
         tokens: prompt.to_vec(),
         last: true,
+        prompt_tokens: 0,
     };
     sampled(ok(
         worker,
@@ -174,6 +175,7 @@ fn the_simulated_kv_budget_fails_the_request_whose_chunk_does_not_fit() {
             start: 0,
             tokens: tokens("eleven toks"),
             last: true,
+            prompt_tokens: 0,
         }),
         decode: vec![],
     });

@@ -1,44 +1,14 @@
 //! A sequence's state moved to host RAM and back (a parked request's, a saved conversation's)
-//! with its checkpoints, and the checkpoints taken after a read.
+//! with its checkpoints.
 
 use super::{HeldState, Worker, invalid, moved};
 use crate::engine_worker::backend::{Backend, Refusal};
 use crate::engine_worker::checkpoints::bytes_of;
 use crate::ids::{RequestId, SeqId};
-use crate::protocol::{Reply, SeqCheckpoints};
+use crate::protocol::Reply;
 use std::time::Instant;
 
 impl<B: Backend> Worker<B> {
-    /// A checkpoint of `seq` after a chunk was read into it: at the end of the prompt, or
-    /// `checkpoint_min_step_tokens` past the last one. Returns the sequences whose checkpoint
-    /// positions changed (older ones may leave to stay within the bounds). A checkpoint the
-    /// engine could not save is logged and skipped: it costs a later read, not this step.
-    pub(super) fn checkpoint_after_read(
-        &mut self,
-        seq: SeqId,
-        prompt_end: bool,
-    ) -> Vec<SeqCheckpoints> {
-        if !self.checkpoints.enabled() {
-            return Vec::new();
-        }
-        let held = self.pool.len(seq);
-        let step = held.saturating_sub(self.checkpoints.last_tokens(seq));
-        if !(prompt_end || step >= self.checkpoint_min_step_tokens) || step == 0 {
-            return Vec::new();
-        }
-        match self.backend.save_partial(seq) {
-            Ok(saved) => {
-                let bytes = B::saved_bytes(&saved);
-                let changed = self.checkpoints.take(seq, held, saved, bytes);
-                self.checkpoints.report(changed)
-            }
-            Err((_, message)) => {
-                tracing::warn!("no checkpoint of {seq} at {held} tokens: {message}");
-                Vec::new()
-            }
-        }
-    }
-
     /// `seq`'s state and checkpoints, copied to host RAM, and the sequence cleared.
     fn hold_in_ram(&mut self, seq: SeqId) -> Result<HeldState<B::Saved>, Refusal> {
         let saved = self.backend.save(seq)?;

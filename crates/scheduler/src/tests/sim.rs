@@ -94,9 +94,9 @@ pub(crate) struct Sim {
     pub failing_starts: u32,
     /// The facts the next successful start hands over (`None`: the facts in force).
     pub next_facts: Option<EngineFacts>,
-    /// The engine keeps checkpoints (where it cannot trim anywhere): at the end of each
-    /// prompt read and every `checkpoint_step` tokens within one, `checkpoints_per_seq` at
-    /// most a sequence, and reports them as the worker does.
+    /// The engine keeps checkpoints (where it cannot trim anywhere): near each prompt's end
+    /// and every `checkpoint_step` tokens within a read, `checkpoints_per_seq` at most a
+    /// sequence, and reports them as the worker does (sim/checkpoints.rs).
     pub checkpoints: bool,
     pub checkpoint_step: u32,
     pub checkpoints_per_seq: usize,

@@ -7,9 +7,9 @@ fn held_for_sure_on_a_checkpoint_engine_is_cut_at_the_last_checkpoint_it_reporte
     // request 1 reads 1,000 tokens in chunks of 256; request 2 shares its first 900
     for (trims, checkpoints, step, expect) in [
         (true, false, u32::MAX, 900),
-        // checkpoints at 256, 512, 768 and 1,000 (the end of the read)
+        // checkpoints at 256, 512, 768, then 932 and 996 (4 + 64 and 4 before the end)
         (false, true, 256, 768),
-        // only at the end of the read: none at or before 900
+        // only near the end of the read: none at or before 900
         (false, true, u32::MAX, 0),
         (false, false, 256, 0),
     ] {
@@ -40,10 +40,10 @@ fn held_for_sure_on_a_checkpoint_engine_is_cut_at_the_last_checkpoint_it_reporte
 }
 
 #[test]
-fn a_re_rendered_answer_continues_from_the_checkpoint_at_the_end_of_the_last_prompt() {
+fn a_re_rendered_answer_continues_from_the_checkpoint_4_tokens_before_the_last_prompt_s_end() {
     // an agent sends the history back with the last answer re-serialised: the prompt departs
-    // right where the last prompt ended, which the end-of-read checkpoint covers
-    for (checkpoints, rewindable, expect) in [(true, 1, 1000), (true, 0, 1000), (false, 1, 0)] {
+    // right where the last prompt ended, which the checkpoint 4 tokens before it covers
+    for (checkpoints, rewindable, expect) in [(true, 1, 996), (true, 0, 996), (false, 1, 0)] {
         let mut f = facts(1, 256);
         f.trims_at_any_token = false;
         f.rewindable_tokens = rewindable;

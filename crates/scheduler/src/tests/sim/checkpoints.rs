@@ -1,8 +1,13 @@
-//! The simulated engine's checkpoints, kept as the worker keeps them: taken after a chunk (at
-//! the end of a prompt, and every `checkpoint_step` tokens within one), bounded per sequence,
+//! The simulated engine's checkpoints, kept as the worker keeps them: taken 4 and 4 +
+//! `SIM_UBATCH` tokens before a prompt's end (inside a chunk too: the worker reads such a
+//! chunk in runs) and every `checkpoint_step` tokens within a read, bounded per sequence,
 //! dropped by a cut, carried by parks and conversation saves, reported after the step.
 
 use super::*;
+
+/// The simulated engine's physical batch: its second checkpoint is 4 + this before a prompt's
+/// end.
+pub(super) const SIM_UBATCH: u32 = 64;
 
 #[derive(Debug, Default)]
 pub(super) struct SimCheckpoints {
@@ -19,7 +24,7 @@ impl SimCheckpoints {
 }
 
 impl Sim {
-    /// A checkpoint of the step's chunk sequence, if one is due: the report to send.
+    /// The checkpoints of the step's chunk sequence that are due: the report to send.
     pub(super) fn take_checkpoint(&mut self, step: &Step) -> Vec<(SeqId, Vec<Checkpoint>)> {
         let Some(c) = &step.chunk else {
             return Vec::new();
@@ -27,15 +32,29 @@ impl Sim {
         if !self.checkpoints || self.s.engine_facts().trims_at_any_token {
             return Vec::new();
         }
-        let held = self.seqs.get(&c.seq).map_or(0, |s| s.len() as u32);
+        let prompt_len = self.prompts[&c.request].len() as u32;
+        let near_end = [4 + SIM_UBATCH, 4]
+            .into_iter()
+            .filter_map(|before| prompt_len.checked_sub(before))
+            .filter(|&at| at > 0 && at >= c.tokens.start && at < c.tokens.end);
+        let step_len = self.checkpoint_step;
+        let per_seq = self.checkpoints_per_seq;
         let list = self.ckpts.pool.entry(c.seq).or_default();
-        let last = list.last().copied().unwrap_or(0);
-        if !(c.is_last || held - last >= self.checkpoint_step) || held == last {
-            return Vec::new();
+        let before = list.clone();
+        for at in near_end {
+            if list.last() != Some(&at) {
+                list.push(at);
+            }
         }
-        list.push(held);
-        if list.len() > self.checkpoints_per_seq {
+        let last = list.last().copied().unwrap_or(0);
+        if c.tokens.end - last >= step_len {
+            list.push(c.tokens.end);
+        }
+        while list.len() > per_seq {
             list.remove(0);
+        }
+        if *list == before {
+            return Vec::new();
         }
         // the simulated bytes: one per token held
         let report = list.iter().map(|&p| Checkpoint::new(p, u64::from(p)));
