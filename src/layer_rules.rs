@@ -72,6 +72,11 @@ const RULES: &[Rule] = &[
         why: "chat templates and output parsing stand alone",
     },
     Rule {
+        part: "upstream",
+        forbidden: &["crate::"],
+        why: "an upstream engine's readings are pure functions over what its routes answer",
+    },
+    Rule {
         part: "metrics",
         forbidden: &[
             "crate::api",

@@ -26,6 +26,9 @@
 //!   `machine`, the host's only use of llama-cpp-2]
 //! - [`chat`]: chat template rendering (minijinja) with message text kept apart from markup,
 //!   incremental UTF-8 decoding, output parsing. [imports nothing of the crate]
+//! - [`upstream`]: an existing serving engine (llama-server, vLLM, SGLang) read from its own
+//!   routes: its kind, its load, whether it has room, our priority in its direction.
+//!   [imports nothing of the crate]
 //! - [`grammar`]: JSON schemas and tool calls → llama.cpp grammars (GBNF) that constrain
 //!   sampling.
 //! - [`models`]: the default model, fetched with pip, checked by SHA-256, cached; the hub; the
@@ -77,6 +80,7 @@ pub mod models;
 pub mod server;
 pub mod service;
 pub mod tokenizer;
+pub mod upstream;
 
 #[cfg(test)]
 mod docs_facts;

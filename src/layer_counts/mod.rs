@@ -37,7 +37,7 @@ pub(crate) const FLOORS: &[&[&str]] = &[
     &["models"],
     &["service", "engine_worker"],
     &["engine", "tokenizer", "grammar", "metrics"],
-    &["config", "chat"],
+    &["config", "chat", "upstream"],
     &["machine"],
 ];
 
