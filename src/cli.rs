@@ -80,6 +80,18 @@ pub struct ServeArgs {
     /// [default: llama].
     #[arg(long, value_enum)]
     pub engine: Option<crate::config::EngineKind>,
+    /// An existing serving engine to put our scheduler in front of (llama-server today):
+    /// `upstream_url`, and `engine: upstream` unless `--engine` says otherwise [default: none].
+    #[arg(long, value_name = "URL")]
+    pub upstream: Option<String>,
+    /// The bearer key the upstream wants; also read from the environment variable
+    /// STRATA_UPSTREAM_API_KEY [default: none].
+    #[arg(long, value_name = "KEY")]
+    pub upstream_api_key: Option<String>,
+    /// Which engine the upstream is: `auto` (found from its routes), `llama-server`, `vllm`
+    /// or `sglang` [default: auto].
+    #[arg(long, value_enum)]
+    pub upstream_kind: Option<crate::upstream::UpstreamKind>,
     /// Address to bind [default: 127.0.0.1]; beyond loopback `api_keys` are required.
     #[arg(long)]
     pub host: Option<std::net::IpAddr>,
@@ -223,6 +235,13 @@ impl ServeArgs {
             .collect();
         crate::config::Overrides {
             engine: self.engine,
+            upstream_url: self.upstream.clone(),
+            upstream_api_key: self.upstream_api_key.clone().or_else(|| {
+                std::env::var("STRATA_UPSTREAM_API_KEY")
+                    .ok()
+                    .filter(|key| !key.is_empty())
+            }),
+            upstream_kind: self.upstream_kind,
             host: self.host,
             port: self.port,
             // the flag first, else the environment (so a key need not sit in shell history)

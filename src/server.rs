@@ -111,8 +111,12 @@ pub async fn run_headless(config: Config, exe: PathBuf) -> Result<(), ServerErro
         })?;
     let running = start_on(listener, &config, config.source.clone(), exe)?;
     let engine = match config.app.engine {
-        EngineKind::Llama => "llama.cpp",
-        EngineKind::Sim => "SIMULATED engine (no model)",
+        EngineKind::Llama => "llama.cpp".to_owned(),
+        EngineKind::Sim => "SIMULATED engine (no model)".to_owned(),
+        EngineKind::Upstream => format!(
+            "over the upstream engine at {}",
+            config.app.upstream_url.as_deref().unwrap_or_default()
+        ),
     };
     eprintln!("strata-desk: serving on http://{addr} ({engine}); the engine is loading");
     announce(running.control.clone(), format!("http://{addr}"));

@@ -9,13 +9,15 @@ use std::collections::BTreeMap;
 use std::net::IpAddr;
 use std::path::{Path, PathBuf};
 
-/// Which engine serves: the real llama.cpp worker, or the simulated one (always labelled so).
+/// Which engine serves: the real llama.cpp worker, the simulated one (always labelled so), or
+/// an existing serving engine at `upstream_url` behind our scheduler.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, clap::ValueEnum)]
 #[serde(rename_all = "snake_case")]
 pub enum EngineKind {
     #[default]
     Llama,
     Sim,
+    Upstream,
 }
 
 pub use crate::protocol::{
@@ -228,6 +230,13 @@ pub struct AppSettings {
     #[serde(flatten)]
     pub engine_settings: EngineSettings,
     pub engine: EngineKind,
+    /// `engine: upstream`'s server (`http://HOST:PORT`): llama-server today.
+    pub upstream_url: Option<String>,
+    /// The bearer key the upstream wants, if any: handed to the worker in its environment,
+    /// never logged, never shown (`GET /v1/settings` says only whether it is set).
+    pub upstream_api_key: Option<String>,
+    /// Which engine the upstream is: `auto` finds it from its routes.
+    pub upstream_kind: crate::upstream::UpstreamKind,
     pub host: IpAddr,
     pub port: u16,
     pub api_keys: Vec<ApiKeyEntry>,
@@ -281,6 +290,9 @@ impl Default for AppSettings {
         Self {
             engine_settings: EngineSettings::default(),
             engine: EngineKind::Llama,
+            upstream_url: None,
+            upstream_api_key: None,
+            upstream_kind: crate::upstream::UpstreamKind::Auto,
             host: IpAddr::from([127, 0, 0, 1]),
             port: 8080,
             api_keys: Vec::new(),
@@ -366,6 +378,11 @@ pub enum ConfigError {
 #[derive(Debug, Clone, Default)]
 pub struct Overrides {
     pub engine: Option<EngineKind>,
+    /// `--upstream URL`: `upstream_url`, and `engine: upstream` unless `--engine` says otherwise.
+    pub upstream_url: Option<String>,
+    /// `--upstream-api-key` or `STRATA_UPSTREAM_API_KEY`.
+    pub upstream_api_key: Option<String>,
+    pub upstream_kind: Option<crate::upstream::UpstreamKind>,
     pub host: Option<IpAddr>,
     pub port: Option<u16>,
     /// `--api-key` or `STRATA_API_KEY`: one more key in `api_keys`.
@@ -416,6 +433,14 @@ impl Config {
     fn apply(&mut self, o: &Overrides) {
         let a = &mut self.app;
         a.engine = o.engine.unwrap_or(a.engine);
+        if let Some(url) = &o.upstream_url {
+            a.upstream_url = Some(url.clone());
+            a.engine = o.engine.unwrap_or(EngineKind::Upstream);
+        }
+        if let Some(key) = &o.upstream_api_key {
+            a.upstream_api_key = Some(key.clone());
+        }
+        a.upstream_kind = o.upstream_kind.unwrap_or(a.upstream_kind);
         a.host = o.host.unwrap_or(a.host);
         if let Some(key) = &o.api_key
             && !a.api_keys.iter().any(|k| k.key() == key)

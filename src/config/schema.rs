@@ -147,6 +147,9 @@ pub fn describe(
         .map(|(i, k)| k.display_name(i))
         .collect();
     values.insert("api_keys".into(), serde_json::json!(names));
+    if app.upstream_api_key.is_some() {
+        values.insert("upstream_api_key".into(), serde_json::json!("set"));
+    }
     let defaults = defaults();
     let keys: Vec<serde_json::Value> = keys()
         .iter()

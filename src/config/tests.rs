@@ -282,3 +282,54 @@ fn a_windows_path_with_single_backslashes_says_to_double_them_or_use_slashes() {
 fn flags(value: serde_json::Value) -> serde_json::Map<String, serde_json::Value> {
     value.as_object().cloned().unwrap_or_default()
 }
+
+#[test]
+fn the_upstream_flag_sets_the_url_and_the_upstream_engine_and_its_key_is_never_shown() {
+    let path = write(r#"{"upstream_kind": "llama-server"}"#);
+    let config = Config::load(
+        Some(&path),
+        &Overrides {
+            upstream_url: Some("http://127.0.0.1:8081".into()),
+            upstream_api_key: Some("upstream-secret-key".into()),
+            ..Overrides::default()
+        },
+    )
+    .unwrap();
+    assert_eq!(config.app.engine, EngineKind::Upstream);
+    assert_eq!(
+        config.app.upstream_url.as_deref(),
+        Some("http://127.0.0.1:8081")
+    );
+    assert_eq!(
+        config.app.upstream_kind,
+        crate::upstream::UpstreamKind::LlamaServer
+    );
+    let shown = crate::config::schema::describe(&config.app, &config.scheduler).to_string();
+    assert!(!shown.contains("upstream-secret-key"), "{shown}");
+    assert!(shown.contains(r#""upstream_api_key":"set""#), "{shown}");
+}
+
+#[test]
+fn an_upstream_url_with_another_engine_or_the_upstream_engine_without_one_is_refused() {
+    for (text, needle) in [
+        (
+            r#"{"upstream_url": "http://127.0.0.1:8081"}"#,
+            "`upstream_url` (http://127.0.0.1:8081) is set but `engine` is `llama`",
+        ),
+        (
+            r#"{"engine": "sim", "upstream_url": "http://127.0.0.1:8081"}"#,
+            "`engine` is `sim`",
+        ),
+        (
+            r#"{"engine": "upstream"}"#,
+            "`engine: upstream` needs `upstream_url`",
+        ),
+        (
+            r#"{"engine": "upstream", "upstream_url": "127.0.0.1:8081"}"#,
+            "`upstream_url` must be an http:// or https:// URL, got \"127.0.0.1:8081\"",
+        ),
+    ] {
+        let error = Config::load(Some(&write(text)), &Overrides::default()).unwrap_err();
+        assert!(error.to_string().contains(needle), "{text}: {error}");
+    }
+}

@@ -1,6 +1,6 @@
 //! Validation of the whole configuration: every value in bounds, named with its key.
 
-use super::{Config, ConfigError, FlashAttn, KvType};
+use super::{Config, ConfigError, EngineKind, FlashAttn, KvType};
 
 /// A key, whether its value is in bounds, the bound in words, and the value as written.
 type Bound = (&'static str, bool, &'static str, String);
@@ -14,6 +14,7 @@ impl Config {
             }
         }
         self.validate_ranges()?;
+        self.validate_upstream()?;
         self.validate_keys_and_cache()?;
         self.scheduler
             .validate_for(self.app.engine_settings.slots)?;
@@ -157,6 +158,47 @@ impl Config {
 
     /// API keys long enough, a KV cache type the attention can hold, and keys when the
     /// server listens beyond this machine.
+    /// `engine: upstream` needs an `http://` or `https://` `upstream_url`; the other engines
+    /// take none (a URL left there would silently not be used).
+    fn validate_upstream(&self) -> Result<(), ConfigError> {
+        let a = &self.app;
+        let url = a
+            .upstream_url
+            .as_deref()
+            .map(str::trim)
+            .filter(|u| !u.is_empty());
+        match (a.engine, url) {
+            (EngineKind::Upstream, None) => Err(ConfigError::BadValue {
+                message: "`engine: upstream` needs `upstream_url` (or `--upstream URL`): the \
+                          server to send requests to, e.g. http://127.0.0.1:8081"
+                    .into(),
+            }),
+            (EngineKind::Upstream, Some(url))
+                if !(url.starts_with("http://") || url.starts_with("https://")) =>
+            {
+                Err(ConfigError::OutOfBounds {
+                    key: "upstream_url",
+                    bound: "an http:// or https:// URL",
+                    value: format!("{url:?}"),
+                })
+            }
+            (engine @ (EngineKind::Llama | EngineKind::Sim), Some(url)) => {
+                Err(ConfigError::BadValue {
+                    message: format!(
+                        "`upstream_url` ({url}) is set but `engine` is `{}`: it would not be \
+                         used; set `engine: upstream` (or pass `--upstream URL`), or remove \
+                         `upstream_url`",
+                        serde_json::to_value(engine)
+                            .ok()
+                            .and_then(|v| v.as_str().map(str::to_owned))
+                            .unwrap_or_default()
+                    ),
+                })
+            }
+            _ => Ok(()),
+        }
+    }
+
     fn validate_keys_and_cache(&self) -> Result<(), ConfigError> {
         let a = &self.app;
         let e = &a.engine_settings;

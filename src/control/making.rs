@@ -7,6 +7,7 @@ use crate::config::{Config, ConfigError, EngineKind, EngineSettings};
 use crate::engine::WorkerLaunch;
 use crate::engine_worker::{FakeOptions, WorkerOptions};
 use crate::models::{ModelFetchError, ensure_default_model};
+use crate::protocol::{UPSTREAM_API_KEY_ENV, UpstreamTarget};
 use crate::tokenizer::{Tokenizer, TokenizerError};
 use std::path::PathBuf;
 
@@ -47,7 +48,9 @@ fn model_of(config: &Config) -> Result<PathBuf, MakingError> {
 /// template and tool-call format; the simulated engine's byte vocabulary.
 pub fn prepare_prompts(config: &Config) -> Result<Prompts, MakingError> {
     let tokenizer = match config.app.engine {
-        EngineKind::Llama => {
+        // over an upstream, the same GGUF as the upstream's, at hand here (its vocabulary is
+        // checked against the upstream's at the worker's start)
+        EngineKind::Llama | EngineKind::Upstream => {
             let model = model_of(config)?;
             let tokenizer = Tokenizer::load(&model)?;
             if tokenizer.chat_template().is_none() {
@@ -85,6 +88,19 @@ pub fn worker_launch(config: &Config, exe: PathBuf) -> Result<WorkerLaunch, Maki
             model: Some(model_of(config)?),
             ..e.clone()
         }),
+        EngineKind::Upstream => WorkerOptions {
+            upstream: Some(UpstreamTarget {
+                url: a.upstream_url.clone().unwrap_or_default(),
+                kind: serde_json::to_value(a.upstream_kind)
+                    .ok()
+                    .and_then(|v| v.as_str().map(str::to_owned))
+                    .unwrap_or_default(),
+            }),
+            ..WorkerOptions::of(EngineSettings {
+                model: Some(model_of(config)?),
+                ..e.clone()
+            })
+        },
         EngineKind::Sim => WorkerOptions {
             engine: e.clone(),
             ..WorkerOptions::simulated(FakeOptions {
@@ -106,5 +122,9 @@ pub fn worker_launch(config: &Config, exe: PathBuf) -> Result<WorkerLaunch, Maki
     };
     let mut launch = WorkerLaunch::new(exe, options);
     launch.cpu_record = crate::engine::cpu_code::default_record_path();
+    if let (EngineKind::Upstream, Some(key)) = (a.engine, &a.upstream_api_key) {
+        // in the environment: a command line is visible to every user of the machine
+        launch.env.push((UPSTREAM_API_KEY_ENV.into(), key.into()));
+    }
     Ok(launch)
 }

@@ -445,12 +445,7 @@ impl Backend for LlamaEngine<'_> {
     /// A token's text; a control token's (not end-of-generation) marked as such
     /// (`protocol::control_text`), so format markers reach the host's parser.
     fn piece(&self, token: TokenId) -> Vec<u8> {
-        let vocab = self.model.vocab();
-        let token = LlamaToken(token);
-        if vocab.is_control(token) && !vocab.is_eog(token) {
-            return crate::protocol::control_text::wrap(&vocab.token_to_piece(token, true, None));
-        }
-        vocab.token_to_piece(token, false, None)
+        super::llama_facts::piece(self.model, token)
     }
 
     fn is_eog(&self, token: TokenId) -> bool {

@@ -21,6 +21,22 @@ pub(super) fn model_facts(
     n_ctx: u32,
     kv: KvType,
 ) -> ModelFacts {
+    ModelFacts {
+        n_ctx_train: model.n_ctx_train(),
+        trims_at_any_token: !(model.is_recurrent() || model.is_hybrid()),
+        rewinds_last_token: !(model.is_recurrent() || model.is_hybrid()),
+        size: Box::new(model_size(model, kv)),
+        ..vocabulary_facts(model, model_path, n_ctx)
+    }
+}
+
+/// What a model loaded vocabulary-only tells (its layers are not known: no sizes, no cache
+/// facts; the caller says those).
+pub(super) fn vocabulary_facts(
+    model: &LlamaModel,
+    model_path: &std::path::Path,
+    n_ctx: u32,
+) -> ModelFacts {
     let vocab = model.vocab();
     let name = model.meta_val_str("general.name").unwrap_or_else(|_| {
         model_path
@@ -43,14 +59,14 @@ pub(super) fn model_facts(
         name,
         path: model_path.display().to_string(),
         n_ctx,
-        n_ctx_train: model.n_ctx_train(),
+        n_ctx_train: 0,
         ctx_chosen_by: String::new(),
         n_vocab: vocab.n_tokens(),
         bos: (bos.0 >= 0).then_some(bos.0),
         eog,
         turn_token,
-        trims_at_any_token: !(model.is_recurrent() || model.is_hybrid()),
-        rewinds_last_token: !(model.is_recurrent() || model.is_hybrid()),
+        trims_at_any_token: false,
+        rewinds_last_token: false,
         // set by the engine, which knows the cache it made
         keeps_checkpoints: false,
         rewindable_tokens: 0,
@@ -58,8 +74,19 @@ pub(super) fn model_facts(
             .chat_template(None)
             .ok()
             .and_then(|t| t.to_string().ok()),
-        size: Box::new(model_size(model, kv)),
+        size: Box::default(),
     }
+}
+
+/// A token's bytes as the host takes them: a control token that does not end generation
+/// wrapped so that it is never taken for text ([`crate::protocol::control_text`]).
+pub(super) fn piece(model: &LlamaModel, token: crate::ids::TokenId) -> Vec<u8> {
+    let vocab = model.vocab();
+    let token = LlamaToken(token);
+    if vocab.is_control(token) && !vocab.is_eog(token) {
+        return crate::protocol::control_text::wrap(&vocab.token_to_piece(token, true, None));
+    }
+    vocab.token_to_piece(token, false, None)
 }
 
 /// The model's attention window when its header names one (`{arch}.attention.sliding_window`:

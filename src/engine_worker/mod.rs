@@ -9,7 +9,9 @@
 //! - `backend`: what a backend does (the trait); `llama`: the real one (`load`: the model
 //!   and its GPU layers, on the device `device` picks); `fake`: the simulated one (also used in process by tests);
 //! - `worker`: the protocol's checks and bookkeeping over any backend;
-//! - `cache`: the host-RAM conversation cache.
+//! - `cache`: the host-RAM conversation cache;
+//! - `upstream_engine`: the backend over an existing llama-server (`engine: upstream`), through
+//!   `upstream_http`.
 
 mod backend;
 mod cache;
@@ -31,6 +33,8 @@ mod sampler;
 mod sampler_tests;
 #[cfg(test)]
 mod step_ahead_tests;
+mod upstream_engine;
+mod upstream_http;
 pub mod variant_check;
 mod worker;
 
@@ -95,6 +99,19 @@ pub fn run(options: &WorkerOptions) -> Result<(), WorkerError> {
         return Ok(());
     }
     let path = options.model.as_deref().ok_or(WorkerError::NoModel)?;
+    if let Some(upstream) = &options.upstream {
+        let key = std::env::var(crate::protocol::UPSTREAM_API_KEY_ENV)
+            .ok()
+            .filter(|k| !k.is_empty());
+        let engine = upstream_engine::UpstreamEngine::connect(
+            &upstream.url,
+            &upstream.kind,
+            key,
+            path,
+            options,
+        )?;
+        return serve_stdio(&mut worker(engine, options));
+    }
     llama_cpp_2::send_logs_to_tracing(llama_cpp_2::LogOptions::default());
     let modules = modules::load_as(&options.cpu_code).map_err(WorkerError::Backend)?;
     let backend = llama_cpp_2::llama_backend::LlamaBackend::init()

@@ -5,8 +5,8 @@
 //! our priority in its direction ([`upstream_priority`]).
 //!
 //! These are the upstream engine's readings, pure functions over what the routes answered;
-//! the engine that dispatches requests to an upstream is built on them and is not built yet
-//! (docs/ARCHITECTURE.md, "An upstream engine"). Each reading names the engine version whose
+//! the worker's upstream backend (`engine_worker::upstream_engine`, docs/ARCHITECTURE.md, "An
+//! upstream engine") finds its upstream's kind with them. Each reading names the engine version whose
 //! routes and metric names it was written from; `tests/fixtures/upstream/` holds what those
 //! versions answer (captured from llama-server, assembled from vLLM's and SGLang's source).
 //! [imports nothing of the crate]

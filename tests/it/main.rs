@@ -61,3 +61,4 @@ mod settings_every_key;
 mod sliding_window;
 mod sliding_window_checkpoints;
 mod support;
+mod upstream_real;

@@ -15,6 +15,9 @@ fn another_value(key: &str, default: &Value) -> Value {
     match key {
         "model" => json!("/models/other.gguf"),
         "engine" => json!("llama"),
+        "upstream_url" => json!("http://127.0.0.1:8081"),
+        "upstream_api_key" => json!("an-upstream-key"),
+        "upstream_kind" => json!("llama-server"),
         "host" => json!("127.0.0.2"),
         "kv_sequences" => json!(24),
         "ctx" => json!(4096),
@@ -46,6 +49,20 @@ fn another_value(key: &str, default: &Value) -> Value {
             other => panic!("`{key}` (default {other}) has no other value in this test"),
         },
     }
+}
+
+/// `upstream_url` without `engine: upstream` (here the simulated engine's): a 400 that says so.
+async fn upstream_url_alone_is_refused(client: &reqwest::Client, base: &str, value: &Value) {
+    let answer = client
+        .patch(format!("{base}/v1/settings"))
+        .json(&json!({ "upstream_url": value }))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(answer.status(), 400);
+    let error: Value = answer.json().await.unwrap();
+    let message = error["error"]["message"].as_str().unwrap_or_default();
+    assert!(message.contains("`engine` is `sim`"), "{error}");
 }
 
 async fn settings(client: &reqwest::Client, base: &str) -> Value {
@@ -113,6 +130,10 @@ async fn every_key_changes_while_the_app_runs_and_takes_effect_as_its_schema_say
             "`{key}`: the test's value is the one in force"
         );
         let generation = control.unit().generation;
+        if key == "upstream_url" {
+            upstream_url_alone_is_refused(&client, &base, &value).await;
+            continue;
+        }
         let answer = patch(&client, &base, key, &value).await;
         let now = settings(&client, &base).await["settings"][key].clone();
         let file: Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();

@@ -29,7 +29,7 @@ pub use gpu::{DeviceFacts, GpuLayers, GpuMemoryLimit};
 pub use messages::*;
 pub use options::{
     DEFAULT_CTX_MIN_TOKENS, DEFAULT_GRAMMAR_MS_PER_TOKEN, FakeOptions, FlashAttn, KvType,
-    WorkerOptions,
+    UPSTREAM_API_KEY_ENV, UpstreamTarget, WorkerOptions,
 };
 pub use settings::{ENGINE_KEY_DOCS, EngineKeyDoc, EngineSettings};
 

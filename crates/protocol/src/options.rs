@@ -47,6 +47,24 @@ pub struct WorkerOptions {
     /// Run the simulated engine instead of llama.cpp (tests and `--engine sim`).
     #[cfg_attr(feature = "cli", command(flatten))]
     pub fake: FakeOptions,
+    /// Serve over an existing engine's HTTP routes instead of llama.cpp in this process
+    /// (`engine: upstream`); its key, if any, comes in the environment
+    /// ([`UPSTREAM_API_KEY_ENV`]), never in these options.
+    #[cfg_attr(feature = "cli", arg(skip))]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub upstream: Option<UpstreamTarget>,
+}
+
+/// The environment variable the worker reads an upstream's bearer key from.
+pub const UPSTREAM_API_KEY_ENV: &str = "STRATA_UPSTREAM_API_KEY";
+
+/// The upstream engine a worker serves over.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct UpstreamTarget {
+    /// `http://HOST:PORT`, no trailing slash needed.
+    pub url: String,
+    /// `auto`, `llama-server`, `vllm` or `sglang`.
+    pub kind: String,
 }
 
 /// The simulated engine's settings.
@@ -114,6 +132,7 @@ impl WorkerOptions {
             n_batch: 2048,
             cpu_code_skipped: Vec::new(),
             fake: FakeOptions::default(),
+            upstream: None,
         }
     }
 

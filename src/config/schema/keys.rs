@@ -13,8 +13,37 @@ pub const OTHER_KEYS: &[Key] = &[
         Restart,
         Some("--engine"),
         None,
-        "`\"llama\"` or `\"sim\"` (simulated engine, labelled so in `/v1/models`, `/health`, the \
-         snapshot)",
+        "`\"llama\"`, `\"sim\"` (simulated engine, labelled so in `/v1/models`, `/health`, the \
+         snapshot) or `\"upstream\"` (an existing serving engine at `upstream_url` behind our \
+         scheduler; section 8)",
+    ),
+    key(
+        "upstream_url",
+        App,
+        Restart,
+        Some("--upstream"),
+        None,
+        "`engine: upstream`'s server, an `http://` or `https://` URL (`--upstream URL` also sets \
+         `engine: upstream`); refused with `engine: llama` or `sim`",
+    ),
+    key(
+        "upstream_api_key",
+        App,
+        Restart,
+        Some("--upstream-api-key"),
+        None,
+        "the bearer key the upstream wants (also read from the environment variable \
+         STRATA_UPSTREAM_API_KEY); handed to the worker in its environment, never logged; \
+         `GET /v1/settings` says only `\"set\"`",
+    ),
+    key(
+        "upstream_kind",
+        App,
+        Restart,
+        Some("--upstream-kind"),
+        None,
+        "`\"auto\"` (found from the server's routes), `\"llama-server\"`, `\"vllm\"` or \
+         `\"sglang\"` (only llama-server is served yet)",
     ),
     key(
         "host",

@@ -1,0 +1,191 @@
+//! `engine: upstream` over a real llama-server (the llama.cpp this app builds, from
+//! scripts/build-llama-server.sh, named by `STRATA_TEST_LLAMA_SERVER`) serving the test model:
+//! our scheduler and API front ends in front of it. Ignored by default: CI does not build
+//! llama-server yet (its run has no room for the build); run by hand with
+//! `STRATA_TEST_LLAMA_SERVER=... cargo test --test it upstream_real -- --ignored`.
+
+use crate::api_fake::{Setup, chat, server, sse_data, streamed_text};
+use crate::support::{model_path, real_model};
+use serde_json::{Value, json};
+use std::process::{Child, Command, Stdio};
+use strata_desk::engine_worker::WorkerOptions;
+use strata_desk::protocol::UpstreamTarget;
+
+/// A llama-server with the test model on a free loopback port, killed when dropped.
+struct LlamaServer {
+    child: Child,
+    url: String,
+}
+
+impl Drop for LlamaServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+async fn llama_server(slots: u32) -> LlamaServer {
+    let exe = std::env::var_os("STRATA_TEST_LLAMA_SERVER")
+        .expect("STRATA_TEST_LLAMA_SERVER names llama-server (scripts/build-llama-server.sh)");
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let child = Command::new(exe)
+        .args(["-m", &model_path().display().to_string()])
+        .args(["--port", &port.to_string(), "--host", "127.0.0.1"])
+        .args(["-np", &slots.to_string(), "-c", &(2048 * slots).to_string()])
+        .args(["-t", "1", "--metrics"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    // killed and waited for when dropped, also if it never answers
+    let server = LlamaServer {
+        child,
+        url: format!("http://127.0.0.1:{port}"),
+    };
+    let client = reqwest::Client::new();
+    for _ in 0..300 {
+        if let Ok(answer) = client.get(format!("{}/health", server.url)).send().await
+            && answer.status() == 200
+        {
+            return server;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    panic!("llama-server did not start on {}", server.url);
+}
+
+fn over(upstream: &LlamaServer) -> Option<WorkerOptions> {
+    Some(WorkerOptions {
+        upstream: Some(UpstreamTarget {
+            url: upstream.url.clone(),
+            kind: "auto".into(),
+        }),
+        ..WorkerOptions::of(strata_desk::protocol::EngineSettings {
+            threads: 1,
+            ..strata_desk::protocol::EngineSettings::for_model(model_path())
+        })
+    })
+}
+
+/// Responses, Messages and Completions each give text.
+async fn the_other_front_ends_answer(base: &str) {
+    for (path, body, field) in [
+        (
+            "/v1/responses",
+            json!({"input": "Name three colors.", "max_output_tokens": 24, "temperature": 0}),
+            "/output/0/content/0/text",
+        ),
+        (
+            "/v1/messages",
+            json!({"model": "m", "max_tokens": 24, "temperature": 0,
+                   "messages": [{"role": "user", "content": "Name three colors."}]}),
+            "/content/0/text",
+        ),
+        (
+            "/v1/completions",
+            json!({"prompt": "def add(a, b):", "max_tokens": 12, "temperature": 0}),
+            "/choices/0/text",
+        ),
+    ] {
+        let answer = reqwest::Client::new()
+            .post(format!("{base}{path}"))
+            .header("anthropic-version", "2023-06-01")
+            .json(&body)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(answer.status(), 200, "{path}");
+        let answer: Value = answer.json().await.unwrap();
+        let text = answer
+            .pointer(field)
+            .and_then(Value::as_str)
+            .unwrap_or_default();
+        assert!(!text.is_empty(), "{path}: {answer}");
+    }
+}
+
+#[tokio::test]
+#[ignore = "needs llama-server: STRATA_TEST_LLAMA_SERVER (scripts/build-llama-server.sh)"]
+async fn over_llama_server_the_api_front_ends_answer_and_stream_and_whole_agree() {
+    let _serial = real_model();
+    let upstream = llama_server(2).await;
+    let server = server(Setup {
+        real: over(&upstream),
+        ..Setup::default()
+    })
+    .await;
+    let engine = server.service.snapshot().engine;
+    assert!(!engine.simulated, "{engine:?}");
+
+    let whole = server.chat_json(&chat("Name three colors.", 24)).await;
+    let text = whole["choices"][0]["message"]["content"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert!(!text.is_empty(), "{whole}");
+    let mut body = chat("Name three colors.", 24);
+    body["stream"] = json!(true);
+    let streamed = server
+        .post(&body)
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert_eq!(streamed_text(&sse_data(&streamed)), text);
+
+    the_other_front_ends_answer(&server.base).await;
+    // the same greedy chat as before: the same text (the upstream's cache holds its prompt)
+    let again = server.chat_json(&chat("Name three colors.", 24)).await;
+    assert_eq!(again["choices"][0]["message"]["content"], json!(text));
+    drop(server);
+    // and the text our own engine gives at one thread, greedy
+    let local = crate::api_fake::server(Setup {
+        real: Some(WorkerOptions::of(strata_desk::protocol::EngineSettings {
+            threads: 1,
+            ..strata_desk::protocol::EngineSettings::for_model(model_path())
+        })),
+        ..Setup::default()
+    })
+    .await;
+    let ours = local.chat_json(&chat("Name three colors.", 24)).await;
+    assert_eq!(ours["choices"][0]["message"]["content"], json!(text));
+}
+
+#[tokio::test]
+#[ignore = "needs llama-server: STRATA_TEST_LLAMA_SERVER (scripts/build-llama-server.sh)"]
+async fn a_killed_upstream_ends_the_open_stream_with_an_error_event() {
+    let _serial = real_model();
+    let mut upstream = llama_server(1).await;
+    let server = server(Setup {
+        real: over(&upstream),
+        ..Setup::default()
+    })
+    .await;
+    let mut body = chat("Write a long story about a lighthouse keeper.", 400);
+    body["stream"] = json!(true);
+    let mut response = server.post(&body).send().await.unwrap();
+    assert_eq!(response.status(), 200);
+    let mut text = String::new();
+    // a first token, then the upstream dies (SIGKILL, as a crashed machine)
+    while !text.contains("\"content\":\"") {
+        text.push_str(&String::from_utf8_lossy(
+            &response.chunk().await.unwrap().unwrap(),
+        ));
+    }
+    upstream.child.kill().unwrap();
+    while let Some(bytes) = response.chunk().await.unwrap() {
+        text.push_str(&String::from_utf8_lossy(&bytes));
+    }
+    let events = sse_data(&text);
+    assert!(
+        events.iter().any(|e| e.contains("\"error\"")),
+        "no error event: {text}"
+    );
+    assert_eq!(events.last().map(String::as_str), Some("[DONE]"));
+}
