@@ -208,12 +208,16 @@ pub fn ready_line(s: &crate::service::ServiceSnapshot, url: &str) -> String {
         Some(words) if !words.is_empty() => format!("{device}, {words}"),
         _ => device,
     };
+    // an upstream engine's threads are its own (0 in the handshake): not said
+    let threads = match e.threads {
+        0 => String::new(),
+        n => format!(", {n} thread(s)"),
+    };
     format!(
-        "strata-desk: ready on {url}: {}, context {} tokens{}, {device}, {} thread(s)",
+        "strata-desk: ready on {url}: {}, context {} tokens{}, {device}{threads}",
         e.model,
         e.context_tokens,
         crate::service::context_words(&e.context_chosen_by),
-        e.threads
     )
 }
 
