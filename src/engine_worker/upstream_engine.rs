@@ -251,8 +251,9 @@ impl UpstreamEngine {
         if fresh {
             self.start_stream(request, seq)?;
         }
-        let base = self.http.base().to_owned();
         let eos = self.eos;
+        // disjoint fields: the stream is read through `http` while `decoding` is held
+        let http = &self.http;
         let decoding = self
             .decoding
             .get_mut(&request)
@@ -273,7 +274,7 @@ impl UpstreamEngine {
                     format!("the upstream stopped ({stop_type})"),
                 ));
             }
-            match self.http.next_event(&mut decoding.stream) {
+            match http.next_event(&mut decoding.stream) {
                 StreamEvent::Tokens(tokens) => decoding.ready.extend(tokens),
                 StreamEvent::End { stop_type } => decoding.ended = Some(stop_type),
                 StreamEvent::Refused { status, body } => {
@@ -283,7 +284,7 @@ impl UpstreamEngine {
                         format!("the upstream refused the request ({status}): {body}"),
                     ));
                 }
-                StreamEvent::Lost(e) => lost(&base, &Transport(e)),
+                StreamEvent::Lost(e) => lost(http.base(), &Transport(e)),
             }
         }
     }

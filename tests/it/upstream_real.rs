@@ -188,4 +188,16 @@ async fn a_killed_upstream_ends_the_open_stream_with_an_error_event() {
         "no error event: {text}"
     );
     assert_eq!(events.last().map(String::as_str), Some("[DONE]"));
+    // the worker saw the upstream go and exited saying so (not stopped by the host's step
+    // deadline, which would say it did not answer): the snapshot's log has its last words
+    let snapshot = reqwest::get(format!("{}/v1/scheduler", server.base))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(
+        snapshot.contains("the upstream at http://127.0.0.1:") && snapshot.contains("went away"),
+        "{snapshot}"
+    );
 }
