@@ -5,7 +5,7 @@ use super::commands::{Command, CommandQueue};
 use super::queue::STARVING;
 pub use super::queue::{parked_ui, slots_ui, waiting_ui};
 pub use super::units::bytes_words;
-use crate::service::{DeviceFacts, EngineStatus, ServiceSnapshot};
+use crate::service::{DeviceFacts, EngineStatus, ServiceSnapshot, UpstreamView, upstream_words};
 use egui::{Color32, Ui};
 
 /// Model, state, KV use and the Restart button (which first says what a restart does to the
@@ -43,12 +43,31 @@ pub fn engine_ui(
     if let Some(device) = s.engine.device.as_ref().filter(|_| !s.engine.simulated) {
         ui.horizontal_wrapped(|ui| device_ui(ui, device, s.engine.threads));
     }
+    if let Some(upstream) = &s.upstream {
+        ui.horizontal_wrapped(|ui| upstream_ui(ui, upstream));
+    }
     if confirm_restart.is_some_and(|asked| now - asked > CONFIRM_SECS) {
         *confirm_restart = None;
     }
     if let Some(asked) = *confirm_restart {
         confirm_restart_ui(ui, s, now - asked, confirm_restart, q);
     }
+}
+
+/// The upstream engine's own figures (`engine: upstream`), labelled as its own: the slots and
+/// queue above are our scheduler's.
+fn upstream_ui(ui: &mut Ui, u: &UpstreamView) {
+    ui.strong("Upstream (its own figures)");
+    let words = upstream_words(u);
+    let label = match u.error {
+        Some(_) => ui.colored_label(Color32::LIGHT_RED, words),
+        None => ui.label(words),
+    };
+    label.on_hover_text(
+        "what the upstream engine says of itself, read once a second from its /slots and \
+         /metrics: its slots, its own queue, its KV use and what its prefix cache served. The \
+         slots, queue and counters elsewhere in this window are Strata Desk's scheduler's",
+    );
 }
 
 /// The engine's state in words.

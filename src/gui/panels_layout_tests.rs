@@ -112,6 +112,33 @@ fn engine_labels(s: &ServiceSnapshot) -> Vec<String> {
 }
 
 #[test]
+fn over_an_upstream_its_own_figures_show_under_the_engine_labelled_as_its_own() {
+    let mut s = real_model();
+    assert!(!engine_labels(&s).join("\n").contains("Upstream"));
+    s.upstream = Some(crate::service::UpstreamView {
+        url: "http://10.0.0.5:8080".into(),
+        kind: crate::service::UpstreamKind::LlamaServer,
+        slots: Some(vec![
+            crate::service::UpstreamSlot {
+                id: 0,
+                busy: true,
+                ctx_tokens: 8192,
+            };
+            4
+        ]),
+        load: Default::default(),
+        metrics: false,
+        error: None,
+    });
+    let labels = engine_labels(&s).join("\n");
+    assert!(labels.contains("Upstream (its own figures)"), "{labels}");
+    assert!(
+        labels.contains("llama-server at http://10.0.0.5:8080: 4 of 4 slots busy"),
+        "{labels}"
+    );
+}
+
+#[test]
 fn a_machine_without_a_gpu_is_said_to_have_none_once() {
     let mut s = real_model();
     let device = s.engine.device.as_mut().unwrap();

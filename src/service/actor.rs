@@ -74,6 +74,9 @@ pub fn spawn(options: ServiceOptions) -> Result<ServiceHandle, ConfigError> {
     let observation = options.observation;
     let epoch = observation.epoch();
     let totals_before = observation.lock().totals_before.clone();
+    if let Some(target) = &options.launch.options.upstream {
+        super::upstream_watch::spawn_watch(target, &options.launch.env, commands.downgrade());
+    }
     let (mut engine, started_rx) = EngineLink::new(options.launch.clone());
     // The first start (attempt 1) is the caller's, as `Scheduler::starting` says.
     engine.start(Duration::ZERO);
@@ -98,6 +101,7 @@ pub fn spawn(options: ServiceOptions) -> Result<ServiceHandle, ConfigError> {
         diagnostics: 0,
         model_file: Default::default(),
         worker_rss: None,
+        upstream: None,
     };
     tokio::spawn(actor.run());
     Ok(ServiceHandle {
@@ -139,6 +143,8 @@ pub(super) struct Actor {
     pub(super) model_file: (String, String, u64),
     /// The worker's resident memory, read at most once a second: when, of which process.
     pub(super) worker_rss: Option<(Instant, u32, Option<u64>)>,
+    /// The upstream engine's last reading (`engine: upstream` only).
+    pub(super) upstream: Option<super::upstream_watch::UpstreamView>,
 }
 
 impl Actor {
@@ -231,6 +237,7 @@ impl Actor {
             }
             ServiceCommand::RestartEngine { reply } => self.user_restart(reply),
             ServiceCommand::Observe(event) => self.emit(None, event),
+            ServiceCommand::Upstream(reading) => self.upstream = Some(reading),
             ServiceCommand::Shutdown(done) => self.shutting_down = Some(done),
         }
     }

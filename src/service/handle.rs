@@ -207,6 +207,8 @@ pub(super) enum ServiceCommand {
     },
     /// An event from outside the service (the control plane's) for its stream.
     Observe(super::Observed),
+    /// A new reading of the upstream engine's own figures (`upstream_watch`).
+    Upstream(super::upstream_watch::UpstreamView),
     Shutdown(oneshot::Sender<()>),
 }
 

@@ -16,6 +16,8 @@
 //!   (the clock, ids, the stream's `seq` and log, the ended requests, the metrics, which the
 //!   stream alone feeds);
 //! - `cost`: what parks cost each request and what pauses saved, per request and summed;
+//! - `upstream_watch`: the upstream engine's own figures, read once a second (`engine:
+//!   upstream`);
 //! - `publish` and `snapshot`: what the API and the GUI see (stable field names, no prompt
 //!   text), and the Prometheus levels; `shared`: the lists a snapshot shares with the last.
 
@@ -36,6 +38,7 @@ mod requests;
 mod shared;
 mod snapshot;
 mod streams;
+mod upstream_watch;
 
 pub use actor::{RequestIds, ServiceOptions, spawn};
 pub use handle::{
@@ -63,6 +66,9 @@ pub use snapshot::{
     ConversationCacheView, CountersView, EngineStatus, EngineView, ServiceSnapshot, SlotView,
     TtftSample, chosen_by_words, context_words, cpu_code_words, mode_for,
 };
+pub use upstream_watch::{UPSTREAM_POLL, UpstreamView, upstream_words};
+// the upstream's readings the snapshot carries, named from here as the protocol's are
+pub use crate::upstream::{SlotState as UpstreamSlot, UpstreamKind, UpstreamLoad};
 
 #[cfg(test)]
 mod observation_tests;

@@ -78,6 +78,7 @@ impl Actor {
         let totals = super::observation::add(&self.totals_before, &scheduled.counters);
         snapshot.counters = super::snapshot::CountersView::from(&totals);
         snapshot.engine.restarts = totals.engine_restarts;
+        snapshot.upstream = self.upstream.clone();
         self.observed_views(&mut snapshot, wall);
         self.record_totals(&snapshot, &totals);
         self.snapshot_tx.send_if_modified(|current| {

@@ -248,6 +248,10 @@ pub struct ServiceSnapshot {
     pub cost: super::cost::CostView,
     /// Every scheduler setting in force.
     pub settings: SchedulerSettings,
+    /// The upstream engine's own figures (its slots or queue, KV use, prefix-cache hits),
+    /// read once a second from its `/slots` and `/metrics`; `null` unless `engine` is
+    /// `upstream` (and before the first reading).
+    pub upstream: Option<super::upstream_watch::UpstreamView>,
 }
 
 /// llama.cpp's CPU code the engine runs (`DeviceFacts::cpu_variant`), in words for the
@@ -353,6 +357,7 @@ impl ServiceSnapshot {
                 by_priority: Vec::new(),
             },
             settings,
+            upstream: None,
         }
     }
 

@@ -140,6 +140,15 @@ async fn over_llama_server_the_api_front_ends_answer_and_stream_and_whole_agree(
     assert_eq!(streamed_text(&sse_data(&streamed)), text);
 
     the_other_front_ends_answer(&server.base).await;
+    // the upstream's own figures, read from its /slots and /metrics, in /v1/scheduler
+    let upstream_view = upstream_figures(&server.base, |u| u["error"].is_null()).await;
+    assert_eq!(upstream_view["kind"], "llama-server", "{upstream_view}");
+    assert_eq!(upstream_view["slots"].as_array().map(Vec::len), Some(2));
+    assert_eq!(upstream_view["metrics"], true, "{upstream_view}");
+    assert!(
+        upstream_view["load"]["prefix_cache_hit_tokens"].is_u64(),
+        "{upstream_view}"
+    );
     // the same greedy chat as before: the same text (the upstream's cache holds its prompt)
     let again = server.chat_json(&chat("Name three colors.", 24)).await;
     assert_eq!(again["choices"][0]["message"]["content"], json!(text));
@@ -200,4 +209,29 @@ async fn a_killed_upstream_ends_the_open_stream_with_an_error_event() {
         snapshot.contains("the upstream at http://127.0.0.1:") && snapshot.contains("went away"),
         "{snapshot}"
     );
+    // and its own figures say it is not answering
+    let gone = upstream_figures(&server.base, |u| !u["error"].is_null()).await;
+    assert!(
+        gone["error"].as_str().unwrap().contains("connection"),
+        "{gone}"
+    );
+}
+
+/// `/v1/scheduler`'s `upstream` once `ready` holds of it (within 10 s).
+async fn upstream_figures(base: &str, ready: impl Fn(&Value) -> bool) -> Value {
+    let mut last = Value::Null;
+    for _ in 0..100 {
+        let snapshot: Value = reqwest::get(format!("{base}/v1/scheduler"))
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        last = snapshot["upstream"].clone();
+        if !last.is_null() && ready(&last) {
+            return last;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    panic!("the upstream's figures never got there: {last}");
 }
