@@ -7,7 +7,8 @@
 #      straight from llama-server, then through ours;
 #   3. what polling costs: the same stream straight from llama-server while a poller reads its
 #      /slots and /metrics once a second (what ours does), and with no poller.
-# Each figure's per-round ratio, median [lowest-highest], is printed at the end.
+# Each figure's per-round ratio, median [lowest-highest], is printed at the end; one stream's
+# decode both by the server's token count and as streamed (non-empty content deltas).
 #   scripts/bench-upstream.sh
 # Environment: LLAMA_SERVER [scripts/build-llama-server.sh], SERVER [target/debug/strata-desk],
 # MODEL [the default model], ROUNDS (3), SLOTS ("1 4"), THREADS (llama-server's, 2),
@@ -107,6 +108,10 @@ def decode(name, r):
     x = records(name, r)[0]
     return (x["completion_tokens"] - 1) / (x["end_secs"] - x["sent_secs"] - x["ttft_secs"])
 
+def streamed(name, r):
+    """Tokens/s as the user sees them: non-empty content deltas between the first and last."""
+    return records(name, r)[0]["tokens_per_sec"]
+
 def spread(v, unit=""):
     return f"{statistics.median(v):.2f}{unit} [{min(v):.2f}-{max(v):.2f}]"
 
@@ -128,4 +133,9 @@ print(f"one stream, tokens/s direct {spread(direct)}, through ours {spread(hop)}
 print(f"  through ours over direct: {spread([h / d for h, d in zip(hop, direct)], 'x')}; "
       f"per token {spread([1000 / h - 1000 / d for h, d in zip(hop, direct)], ' ms')}")
 print(f"  polled over direct: {spread([p / d for p, d in zip(polled, direct)], 'x')}")
+direct, hop, polled = ([streamed(n, r) for r in rs] for n in ("direct", "hop", "polled"))
+print(f"as streamed (non-empty deltas), direct {spread(direct)}, through ours {spread(hop)}, "
+      f"direct polled {spread(polled)}")
+print(f"  through ours over direct: {spread([h / d for h, d in zip(hop, direct)], 'x')}; "
+      f"polled over direct: {spread([p / d for p, d in zip(polled, direct)], 'x')}")
 PY
