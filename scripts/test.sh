@@ -27,6 +27,10 @@ export STRATA_TEST_PYTHON="$PWD/.venv/bin/python"
 # model's vocabulary, written once with the `gguf` package (scripts/make-mamba-gguf.py).
 STRATA_TEST_MAMBA="$(scripts/make-mamba.sh "$model" .venv/bin/python)"
 export STRATA_TEST_MAMBA
+# llama-server from the same llama.cpp, linked to the one just built (about 2 minutes): the
+# `engine: upstream` tests run through it (tests/it/upstream_real.rs, upstream_scenarios.rs).
+STRATA_TEST_LLAMA_SERVER="$(scripts/build-llama-server.sh --cargo-build "${CARGO_TARGET_DIR:-target}/debug")"
+export STRATA_TEST_LLAMA_SERVER
 cargo test --locked --workspace "$@"
 # Four coding-agent CLIs (pinned npm versions) run a whole tool loop against the simulated
 # engine (docs/DEPLOYMENT.md, "The agents' tool loop"); it prints why when it skips.

@@ -13,8 +13,10 @@
 //!   sequence was fed another token than the one it sampled (moved, parked and restored,
 //!   trimmed) is dropped and a new one starts from what the sequence holds: for greedy
 //!   sampling the same text, the upstream's prefix cache making it cheap.
-//! - **Parking** a request drops its stream (the upstream stops generating for it) and keeps
-//!   its tokens; restoring it sends them again.
+//! - **Pausing or parking** a request drops its stream (the upstream stops generating for it
+//!   and serves the others): a paused request is one left out of a step. Parking keeps its
+//!   tokens; its next step sends them again (the slot's cache still holds them unless another
+//!   request took the slot).
 //! - **The upstream gone** (refused connection, reset, a stream cut short) exits the worker
 //!   ([`lost`]): the host sees an engine failure, as when a worker crashes.
 
@@ -27,7 +29,7 @@ use crate::upstream::{Probes, UpstreamKind, detect_kind};
 use llama_cpp_2::model::LlamaModel;
 use llama_cpp_2::token::LlamaToken;
 use serde_json::{Value, json};
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 /// A request's token stream and the token its sequence must be fed next for it to go on.
 struct Decoding {
@@ -445,6 +447,15 @@ impl Backend for UpstreamEngine {
         chunk: Option<&ChunkRun<'_>>,
         decodes: &[DecodeRun],
     ) -> Result<Vec<Result<TokenId, Refusal>>, Refusal> {
+        // A request decoding before and left out of this step is paused (`solo_priority`): its
+        // stream is dropped, so the upstream stops generating for it and serves the others; its
+        // next step starts a new stream from what its sequence holds, on the same slot.
+        let in_step: HashSet<RequestId> = decodes
+            .iter()
+            .map(|d| d.request)
+            .chain(chunk.map(|c| c.request))
+            .collect();
+        self.decoding.retain(|request, _| in_step.contains(request));
         let mut sampled = Vec::new();
         if let Some(chunk) = chunk {
             let held = self.held.entry(chunk.seq).or_default();

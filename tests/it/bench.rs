@@ -6,7 +6,7 @@ use crate::support::worker_exe;
 use serde_json::Value;
 use strata_desk::engine_worker::FakeOptions;
 
-async fn bench(args: &[&str]) -> (std::process::Output, Option<Value>) {
+pub(crate) async fn bench(args: &[&str]) -> (std::process::Output, Option<Value>) {
     let json = std::env::temp_dir().join(format!(
         "strata-bench-{}-{}.json",
         std::process::id(),
@@ -26,7 +26,7 @@ async fn bench(args: &[&str]) -> (std::process::Output, Option<Value>) {
     (output, report)
 }
 
-fn summary(report: &Value, name: &str) -> Option<f64> {
+pub(crate) fn summary(report: &Value, name: &str) -> Option<f64> {
     report["summary"]
         .as_array()?
         .iter()

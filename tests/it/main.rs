@@ -62,3 +62,4 @@ mod sliding_window;
 mod sliding_window_checkpoints;
 mod support;
 mod upstream_real;
+mod upstream_scenarios;

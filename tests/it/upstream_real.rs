@@ -1,8 +1,9 @@
 //! `engine: upstream` over a real llama-server (the llama.cpp this app builds, from
 //! scripts/build-llama-server.sh, named by `STRATA_TEST_LLAMA_SERVER`) serving the test model:
-//! our scheduler and API front ends in front of it. Ignored by default: CI does not build
-//! llama-server yet (its run has no room for the build); run by hand with
-//! `STRATA_TEST_LLAMA_SERVER=... cargo test --test it upstream_real -- --ignored`.
+//! our scheduler and API front ends in front of it. scripts/test.sh builds it sharing the app's
+//! llama.cpp (`scripts/build-llama-server.sh --cargo-build target/debug`, about 2 minutes);
+//! by hand: `STRATA_TEST_LLAMA_SERVER=$(scripts/build-llama-server.sh --cargo-build
+//! target/debug) cargo test --test it upstream_`.
 
 use crate::api_fake::{Setup, chat, server, sse_data, streamed_text};
 use crate::support::{model_path, real_model};
@@ -12,9 +13,9 @@ use strata_desk::engine_worker::WorkerOptions;
 use strata_desk::protocol::UpstreamTarget;
 
 /// A llama-server with the test model on a free loopback port, killed when dropped.
-struct LlamaServer {
+pub(crate) struct LlamaServer {
     child: Child,
-    url: String,
+    pub(crate) url: String,
 }
 
 impl Drop for LlamaServer {
@@ -24,7 +25,7 @@ impl Drop for LlamaServer {
     }
 }
 
-async fn llama_server(slots: u32) -> LlamaServer {
+pub(crate) async fn llama_server(slots: u32) -> LlamaServer {
     let exe = std::env::var_os("STRATA_TEST_LLAMA_SERVER")
         .expect("STRATA_TEST_LLAMA_SERVER names llama-server (scripts/build-llama-server.sh)");
     let port = std::net::TcpListener::bind("127.0.0.1:0")
@@ -58,7 +59,7 @@ async fn llama_server(slots: u32) -> LlamaServer {
     panic!("llama-server did not start on {}", server.url);
 }
 
-fn over(upstream: &LlamaServer) -> Option<WorkerOptions> {
+pub(crate) fn over(upstream: &LlamaServer) -> Option<WorkerOptions> {
     Some(WorkerOptions {
         upstream: Some(UpstreamTarget {
             url: upstream.url.clone(),
@@ -109,7 +110,6 @@ async fn the_other_front_ends_answer(base: &str) {
 }
 
 #[tokio::test]
-#[ignore = "needs llama-server: STRATA_TEST_LLAMA_SERVER (scripts/build-llama-server.sh)"]
 async fn over_llama_server_the_api_front_ends_answer_and_stream_and_whole_agree() {
     let _serial = real_model();
     let upstream = llama_server(2).await;
@@ -167,7 +167,6 @@ async fn over_llama_server_the_api_front_ends_answer_and_stream_and_whole_agree(
 }
 
 #[tokio::test]
-#[ignore = "needs llama-server: STRATA_TEST_LLAMA_SERVER (scripts/build-llama-server.sh)"]
 async fn a_killed_upstream_ends_the_open_stream_with_an_error_event() {
     let _serial = real_model();
     let mut upstream = llama_server(1).await;
