@@ -7,11 +7,10 @@ use serde_json::Value;
 use strata_desk::engine_worker::FakeOptions;
 
 pub(crate) async fn bench(args: &[&str]) -> (std::process::Output, Option<Value>) {
-    let json = std::env::temp_dir().join(format!(
-        "strata-bench-{}-{}.json",
-        std::process::id(),
-        args.join("-").len()
-    ));
+    // one file per run: tests in this process run at the same time
+    static RUNS: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+    let run = RUNS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let json = std::env::temp_dir().join(format!("strata-bench-{}-{run}.json", std::process::id()));
     let output = tokio::process::Command::new(worker_exe())
         .arg("bench")
         .args(args)
