@@ -14,8 +14,18 @@ target="${CARGO_TARGET_DIR:-target}"
 started=$(date +%s)
 # A build of its own only where the features differ: llama.cpp with Vulkan (its shaders
 # included), llama-cpp-2 and this crate; every other dependency is the tests' build's.
+# llama.cpp's objects that the tests' build made through ccache (the CPU variants: the same
+# files with the same flags) come from its cache (scripts/ccache-env.sh).
 scripts/clean-llama-links.sh "$target"
-cargo build --locked --features vulkan --bin strata-desk
+(
+  eval "$(scripts/ccache-env.sh)"
+  command -v ccache >/dev/null 2>&1 && ccache --zero-stats >/dev/null
+  cargo build --locked --features vulkan --bin strata-desk
+  if command -v ccache >/dev/null 2>&1; then
+    echo "check-gpu: ccache, the Vulkan build's compilations:"
+    ccache --show-stats | grep -iE 'hits|misses' || true
+  fi
+)
 cp "$target/debug/strata-desk" "$target/debug/strata-desk-vulkan"
 echo "check-gpu: the Vulkan build took $(( $(date +%s) - started )) s"
 # The plain binary again where it was (the tests' build: nothing is compiled, it is copied).

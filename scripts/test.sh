@@ -8,7 +8,9 @@ export PATH="$HOME/.cargo/bin:$PATH"
 
 # One build for everything: the tests' build also makes the binary (a plain `cargo run` would
 # resolve features without the dev-dependencies and compile llama.cpp a second time).
-cargo build --locked --workspace --tests
+# llama.cpp compiled through ccache, so that the GPU check's build below takes its CPU variants
+# from the cache (scripts/ccache-env.sh says why); only for this build.
+(eval "$(scripts/ccache-env.sh)" && cargo build --locked --workspace --tests)
 scripts/check-llama-patch.sh "${CARGO_TARGET_DIR:-target}/debug"
 model="$("${CARGO_TARGET_DIR:-target}/debug/strata-desk" fetch-model)"
 # The chat-template corpus of the tool-call tests (checked by SHA-256, cached).
