@@ -133,6 +133,52 @@ async fn scenario(base: &str, args: &[&str]) -> Value {
     report
 }
 
+/// The seeds' scenarios after solo-long-short, small enough for CI: each argument list of
+/// `strata-desk bench`.
+const OTHER_SCENARIOS: &[&[&str]] = &[
+    &[
+        "followup-vs-fresh",
+        "--rounds",
+        "1",
+        "--history-tokens",
+        "400",
+        "--fresh-prompt-tokens",
+        "200",
+        "--max-tokens",
+        "8",
+        "--gap-secs",
+        "0.2",
+    ],
+    &[
+        "burst-priority",
+        "--long-count",
+        "2",
+        "--waiting",
+        "2",
+        "--long-prompt-tokens",
+        "64",
+        "--long-max-tokens",
+        "24",
+    ],
+    &[
+        "agent-replay",
+        "--agents",
+        "2",
+        "--turns",
+        "2",
+        "--system-tokens",
+        "200",
+        "--max-tokens",
+        "8",
+        "--think-secs",
+        "0.2",
+        "--side-every",
+        "2",
+        "--side-priority",
+        "5",
+    ],
+];
+
 #[tokio::test]
 async fn over_llama_server_the_seeds_scenarios_run_and_lose_nothing() {
     let _serial = real_model();
@@ -167,59 +213,9 @@ async fn over_llama_server_the_seeds_scenarios_run_and_lose_nothing() {
     .await;
     // the long read gave way to the short request at a chunk boundary (it has priority)
     assert!(server.service.snapshot().counters.give_ways >= 1, "{solo}");
-    scenario(
-        base,
-        &[
-            "followup-vs-fresh",
-            "--rounds",
-            "1",
-            "--history-tokens",
-            "400",
-            "--fresh-prompt-tokens",
-            "200",
-            "--max-tokens",
-            "8",
-            "--gap-secs",
-            "0.2",
-        ],
-    )
-    .await;
-    scenario(
-        base,
-        &[
-            "burst-priority",
-            "--long-count",
-            "2",
-            "--waiting",
-            "2",
-            "--long-prompt-tokens",
-            "64",
-            "--long-max-tokens",
-            "24",
-        ],
-    )
-    .await;
-    scenario(
-        base,
-        &[
-            "agent-replay",
-            "--agents",
-            "2",
-            "--turns",
-            "2",
-            "--system-tokens",
-            "200",
-            "--max-tokens",
-            "8",
-            "--think-secs",
-            "0.2",
-            "--side-every",
-            "2",
-            "--side-priority",
-            "5",
-        ],
-    )
-    .await;
+    for args in OTHER_SCENARIOS {
+        scenario(base, args).await;
+    }
     let soak = scenario(
         base,
         &[
