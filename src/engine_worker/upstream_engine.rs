@@ -29,7 +29,7 @@ use crate::upstream::{Probes, UpstreamKind, detect_kind};
 use llama_cpp_2::model::LlamaModel;
 use llama_cpp_2::token::LlamaToken;
 use serde_json::{Value, json};
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 
 /// A request's token stream and the token its sequence must be fed next for it to go on.
 struct Decoding {
@@ -450,12 +450,10 @@ impl Backend for UpstreamEngine {
         // A request decoding before and left out of this step is paused (`solo_priority`): its
         // stream is dropped, so the upstream stops generating for it and serves the others; its
         // next step starts a new stream from what its sequence holds, on the same slot.
-        let in_step: HashSet<RequestId> = decodes
-            .iter()
-            .map(|d| d.request)
-            .chain(chunk.map(|c| c.request))
-            .collect();
-        self.decoding.retain(|request, _| in_step.contains(request));
+        self.decoding.retain(|request, _| {
+            chunk.is_some_and(|c| c.request == *request)
+                || decodes.iter().any(|d| d.request == *request)
+        });
         let mut sampled = Vec::new();
         if let Some(chunk) = chunk {
             let held = self.held.entry(chunk.seq).or_default();
